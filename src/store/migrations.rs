@@ -1,0 +1,60 @@
+//! Schema versioning. One write transaction reads the file's schema version, runs every
+//! migration from it up to [`SCHEMA_VERSION`], and writes the new version, so a crash
+//! mid-migration leaves the old version intact. A file from a newer Berth is refused.
+
+use redb::{Database, ReadableTable};
+
+use crate::store::error::{StoreError, from_redb};
+use crate::store::schema::{self, META, SCHEMA_VERSION, meta_keys};
+
+/// One step: brings a version `N - 1` file to version `N` inside the caller's transaction.
+type Migration = fn(&redb::WriteTransaction) -> Result<(), StoreError>;
+
+/// `MIGRATIONS[i]` migrates version `i` to `i + 1`. Version 0 is an empty file.
+const MIGRATIONS: [Migration; SCHEMA_VERSION as usize] = [create_v1];
+
+fn create_v1(tx: &redb::WriteTransaction) -> Result<(), StoreError> {
+    schema::create_all(tx).map_err(|e| from_redb("creating the schema", e))
+}
+
+/// What opening did to the schema.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SchemaOutcome {
+    pub found: u64,
+    pub now: u64,
+}
+
+/// Check the schema version and migrate to [`SCHEMA_VERSION`] in one transaction.
+pub fn prepare(db: &Database) -> Result<SchemaOutcome, StoreError> {
+    const CTX: &str = "checking the schema version";
+    let tx = db.begin_write().map_err(|e| from_redb(CTX, e))?;
+    let found = {
+        let meta = tx.open_table(META).map_err(|e| from_redb(CTX, e))?;
+        let found = meta
+            .get(meta_keys::SCHEMA_VERSION)
+            .map_err(|e| from_redb(CTX, e))?
+            .map(|v| v.value());
+        found.unwrap_or(0)
+    };
+    if found > SCHEMA_VERSION {
+        // Dropping the transaction aborts it: nothing in the file changes.
+        return Err(StoreError::NewerSchema {
+            found,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    for (from, step) in MIGRATIONS.iter().enumerate().skip(found as usize) {
+        tracing::info!(from, to = from + 1, "migrating wallet database schema");
+        step(&tx)?;
+    }
+    if found < SCHEMA_VERSION {
+        let mut meta = tx.open_table(META).map_err(|e| from_redb(CTX, e))?;
+        meta.insert(meta_keys::SCHEMA_VERSION, SCHEMA_VERSION)
+            .map_err(|e| from_redb(CTX, e))?;
+    }
+    tx.commit().map_err(|e| from_redb(CTX, e))?;
+    Ok(SchemaOutcome {
+        found,
+        now: SCHEMA_VERSION,
+    })
+}

@@ -1,0 +1,413 @@
+//! The wallet database: every piece of wallet state in one redb file.
+//!
+//! - [`schema`]: every table, with its key and value types.
+//! - [`codec`]: the versioned envelope every value is stored in.
+//! - [`bark`](self::bark): `bark::persist::BarkPersister` implemented directly on those
+//!   tables, one write transaction per trait method.
+//! - [`migrations`]: schema version check and migrations, in one transaction at open.
+//!
+//! Threading: redb calls block (page I/O, fsync), so every transaction runs on tokio's
+//! blocking pool. Write transactions are also serialised by a FIFO async mutex, so
+//! writes are applied in the order their callers asked for them and at most one
+//! blocking thread waits on redb's writer lock.
+//!
+//! Durability: every write transaction commits with `Durability::Immediate` — when a
+//! method returns `Ok`, its change survives a power cut. A storage failure (I/O error,
+//! failed fsync, corruption) is fatal: the store refuses every later call and resolves
+//! [`Store::fatal`], and the daemon stops instead of retrying.
+
+mod bark;
+pub mod codec;
+pub mod error;
+pub mod migrations;
+pub mod schema;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use redb::{Database, Durability, ReadableDatabase, ReadableTable, ReadableTableMetadata};
+
+pub use self::error::StoreError;
+use self::error::{RedbResultExt, from_redb};
+use self::schema::*;
+
+/// Default redb page cache: enough for a wallet's working set on a small board
+/// (redb's own default is 1 GiB).
+pub const DEFAULT_CACHE_SIZE: usize = 16 * 1024 * 1024;
+
+/// How to open the store.
+#[derive(Debug, Clone)]
+pub struct StoreConfig {
+    /// Bytes of page cache redb may use.
+    pub cache_size: usize,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        StoreConfig {
+            cache_size: DEFAULT_CACHE_SIZE,
+        }
+    }
+}
+
+/// What [`Store::open`] found and did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpenReport {
+    /// `false` when the file failed its integrity check and redb repaired it.
+    pub integrity_ok: bool,
+    /// Schema version found in the file (0 for a new file).
+    pub schema_found: u64,
+    /// Schema version now.
+    pub schema_now: u64,
+}
+
+/// Handle to the wallet database. Cheap to clone; all clones share one redb handle.
+#[derive(Clone)]
+pub struct Store {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    db: Database,
+    path: PathBuf,
+    /// FIFO order for write transactions (tokio's mutex is fair).
+    write_order: tokio::sync::Mutex<()>,
+    /// `Some(reason)` once a fatal storage error happened.
+    fatal: tokio::sync::watch::Sender<Option<String>>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("path", &self.inner.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Store {
+    /// Open or create the database at `path`: explicit cache size, repair after an
+    /// unclean shutdown if needed, a full integrity check, then the schema version check
+    /// and migrations in one transaction. Blocks; see [`Store::open_async`].
+    pub fn open(path: &Path, config: &StoreConfig) -> Result<(Store, OpenReport), StoreError> {
+        const CTX: &str = "opening the wallet database";
+        let mut builder = Database::builder();
+        builder.set_cache_size(config.cache_size);
+        builder.set_repair_callback(|session| {
+            tracing::warn!(
+                progress = session.progress(),
+                "repairing the wallet database after an unclean shutdown"
+            );
+        });
+        let mut db = builder.create(path).map_err(|e| match e {
+            redb::DatabaseError::DatabaseAlreadyOpen => StoreError::AlreadyOpen {
+                path: path.display().to_string(),
+            },
+            other => from_redb(CTX, other),
+        })?;
+        let integrity_ok = db.check_integrity().map_err(|e| from_redb(CTX, e))?;
+        if !integrity_ok {
+            tracing::warn!(path = %path.display(), "wallet database failed its integrity check and was repaired");
+        }
+        let schema = migrations::prepare(&db)?;
+        let (fatal, _) = tokio::sync::watch::channel(None);
+        let store = Store {
+            inner: Arc::new(Inner {
+                db,
+                path: path.to_path_buf(),
+                write_order: tokio::sync::Mutex::new(()),
+                fatal,
+            }),
+        };
+        let report = OpenReport {
+            integrity_ok,
+            schema_found: schema.found,
+            schema_now: schema.now,
+        };
+        Ok((store, report))
+    }
+
+    /// [`Store::open`] on the blocking pool.
+    pub async fn open_async(
+        path: &Path,
+        config: &StoreConfig,
+    ) -> Result<(Store, OpenReport), StoreError> {
+        let (path, config) = (path.to_path_buf(), config.clone());
+        tokio::task::spawn_blocking(move || Store::open(&path, &config))
+            .await
+            .map_err(|e| StoreError::Fatal {
+                context: "opening the wallet database",
+                reason: format!("open task failed: {e}"),
+            })?
+    }
+
+    /// Path of the database file.
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    /// Resolves with the reason once a fatal storage error has happened. The daemon
+    /// selects on this and stops.
+    pub async fn fatal(&self) -> String {
+        let mut rx = self.inner.fatal.subscribe();
+        match rx.wait_for(Option::is_some).await {
+            Ok(reason) => reason.clone().unwrap_or_default(),
+            // The sender lives as long as `self`; unreachable while we hold a handle.
+            Err(_) => String::from("store dropped"),
+        }
+    }
+
+    /// Run `f` in one write transaction on the blocking pool and commit it durably.
+    /// `f` returning an error aborts the transaction: nothing it wrote is kept.
+    pub(crate) async fn write<T, F>(&self, context: &'static str, f: F) -> Result<T, StoreError>
+    where
+        F: FnOnce(&redb::WriteTransaction) -> Result<T, StoreError> + Send + 'static,
+        T: Send + 'static,
+    {
+        let _order = self.inner.write_order.lock().await;
+        let inner = Arc::clone(&self.inner);
+        join(
+            context,
+            tokio::task::spawn_blocking(move || inner.write_blocking(context, f)).await,
+        )
+    }
+
+    /// Run `f` in one read transaction (a consistent snapshot) on the blocking pool.
+    pub(crate) async fn read<T, F>(&self, context: &'static str, f: F) -> Result<T, StoreError>
+    where
+        F: FnOnce(&redb::ReadTransaction) -> Result<T, StoreError> + Send + 'static,
+        T: Send + 'static,
+    {
+        let inner = Arc::clone(&self.inner);
+        join(
+            context,
+            tokio::task::spawn_blocking(move || inner.read_blocking(context, f)).await,
+        )
+    }
+
+    /// Check that the tables agree with each other (the promises of RELIABILITY.md):
+    /// every VTXO has exactly one state-index entry matching its one current state, a
+    /// full record and a history ending in that state; no lock is held by a movement
+    /// that does not exist; movement and round ids never exceed their counters; every
+    /// index entry points at a live record that still carries it.
+    pub async fn verify_invariants(&self) -> Result<InvariantReport, StoreError> {
+        self.read("verifying store invariants", invariants::verify)
+            .await
+    }
+}
+
+fn join<T>(
+    context: &'static str,
+    res: Result<Result<T, StoreError>, tokio::task::JoinError>,
+) -> Result<T, StoreError> {
+    // A panic inside a transaction closure leaves nothing committed, but it means a
+    // bug in the store: treat it like a storage failure rather than carry on.
+    res.map_err(|e| StoreError::Fatal {
+        context,
+        reason: format!("store task failed: {e}"),
+    })?
+}
+
+impl Inner {
+    fn check_alive(&self) -> Result<(), StoreError> {
+        match &*self.fatal.borrow() {
+            Some(reason) => Err(StoreError::Poisoned(reason.clone())),
+            None => Ok(()),
+        }
+    }
+
+    /// Remember a fatal error: later calls fail fast and `Store::fatal` resolves.
+    fn note(&self, err: StoreError) -> StoreError {
+        if err.is_fatal() {
+            let reason = err.to_string();
+            tracing::error!(error = %reason, "wallet database failed; stopping all access");
+            self.fatal.send_if_modified(|slot| {
+                if slot.is_none() {
+                    *slot = Some(reason);
+                    true
+                } else {
+                    false
+                }
+            });
+        }
+        err
+    }
+
+    fn write_blocking<T>(
+        &self,
+        context: &'static str,
+        f: impl FnOnce(&redb::WriteTransaction) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        self.check_alive()?;
+        let mut tx = self
+            .db
+            .begin_write()
+            .map_err(|e| self.note(from_redb(context, e)))?;
+        tx.set_durability(Durability::Immediate)
+            .map_err(|e| self.note(from_redb(context, e)))?;
+        match f(&tx) {
+            Ok(value) => {
+                tx.commit().map_err(|e| self.note(from_redb(context, e)))?;
+                Ok(value)
+            }
+            Err(err) => {
+                // Abort explicitly so an abort failure (I/O) is seen, not swallowed by Drop.
+                if let Err(abort) = tx.abort() {
+                    self.note(from_redb(context, abort));
+                }
+                Err(self.note(err))
+            }
+        }
+    }
+
+    fn read_blocking<T>(
+        &self,
+        context: &'static str,
+        f: impl FnOnce(&redb::ReadTransaction) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        self.check_alive()?;
+        let tx = self
+            .db
+            .begin_read()
+            .map_err(|e| self.note(from_redb(context, e)))?;
+        f(&tx).map_err(|e| self.note(e))
+    }
+}
+
+/// Counts seen by [`Store::verify_invariants`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct InvariantReport {
+    pub vtxos: u64,
+    pub movements: u64,
+    pub round_states: u64,
+}
+
+mod invariants {
+    use std::collections::BTreeSet;
+
+    use ::bark::vtxo::{VtxoLockHolder, VtxoState};
+
+    use super::*;
+    use crate::store::bark::{payment_method_index_keys, vtxo_state_index_key};
+
+    const CTX: &str = "verifying store invariants";
+
+    fn bad(msg: String) -> StoreError {
+        StoreError::Invariant(msg)
+    }
+
+    pub(super) fn verify(tx: &redb::ReadTransaction) -> Result<InvariantReport, StoreError> {
+        let vtxos = tx.open_table(VTXOS).ctx(CTX)?;
+        let full = tx.open_table(VTXOS_FULL).ctx(CTX)?;
+        let history = tx.open_table(VTXO_STATE_HISTORY).ctx(CTX)?;
+        let by_state = tx.open_table(VTXOS_BY_STATE).ctx(CTX)?;
+        let movements = tx.open_table(MOVEMENTS).ctx(CTX)?;
+        let meta = tx.open_table(META).ctx(CTX)?;
+        let counter = |name| -> Result<u64, StoreError> {
+            Ok(meta.get(name).ctx(CTX)?.map(|v| v.value()).unwrap_or(0))
+        };
+
+        let mut report = InvariantReport::default();
+        for row in vtxos.iter().ctx(CTX)? {
+            let (key, value) = row.ctx(CTX)?;
+            let key = key.value();
+            let row = value.value().decode()?;
+            report.vtxos += 1;
+            let id = row.bare.id();
+            if id.to_bytes() != key {
+                return Err(bad(format!("vtxo row {id} is stored under another key")));
+            }
+            if full.get(key).ctx(CTX)?.is_none() {
+                return Err(bad(format!("vtxo {id} has no full record")));
+            }
+            let index_key = vtxo_state_index_key(&row.bare, row.state.kind());
+            if by_state.get(index_key).ctx(CTX)?.is_none() {
+                return Err(bad(format!("vtxo {id} is missing from the state index")));
+            }
+            let last = history
+                .range((key, 0)..=(key, u32::MAX))
+                .ctx(CTX)?
+                .next_back();
+            let last = match last {
+                Some(entry) => entry.ctx(CTX)?.1.value().decode()?,
+                None => return Err(bad(format!("vtxo {id} has no state history"))),
+            };
+            if last != row.state {
+                return Err(bad(format!("vtxo {id} history does not end in its state")));
+            }
+            if let VtxoState::Locked {
+                holder: Some(VtxoLockHolder::Movement { id: m }),
+            } = &row.state
+                && movements.get(m.0).ctx(CTX)?.is_none()
+            {
+                return Err(bad(format!("vtxo {id} is locked by missing movement {m}")));
+            }
+        }
+        // With one matching entry per row above, equal counts mean no stray entries:
+        // a VTXO can never be listed under two states at once.
+        if by_state.len().ctx(CTX)? != report.vtxos {
+            return Err(bad(
+                "the state index has entries for no vtxo or a stale state".into(),
+            ));
+        }
+
+        let last_movement = counter(meta_keys::LAST_MOVEMENT_ID)?;
+        let mut pm_keys = BTreeSet::new();
+        for row in movements.iter().ctx(CTX)? {
+            let (id, value) = row.ctx(CTX)?;
+            let movement = value.value().decode()?;
+            report.movements += 1;
+            if u64::from(id.value()) > last_movement || movement.id.0 != id.value() {
+                return Err(bad(format!(
+                    "movement {} is beyond the id counter",
+                    id.value()
+                )));
+            }
+            pm_keys.extend(payment_method_index_keys(&movement));
+        }
+        let pm_index = tx.open_table(MOVEMENTS_BY_PAYMENT_METHOD).ctx(CTX)?;
+        let mut indexed = BTreeSet::new();
+        for entry in pm_index.iter().ctx(CTX)? {
+            indexed.insert(entry.ctx(CTX)?.0.value());
+        }
+        if indexed != pm_keys {
+            return Err(bad("payment method index disagrees with movements".into()));
+        }
+        let by_action = tx.open_table(MOVEMENTS_BY_ACTION).ctx(CTX)?;
+        for entry in by_action.iter().ctx(CTX)? {
+            let (action, id) = entry.ctx(CTX)?;
+            if movements.get(id.value()).ctx(CTX)?.is_none() {
+                return Err(bad(format!(
+                    "action {} owns a missing movement",
+                    action.value()
+                )));
+            }
+        }
+
+        let last_round = counter(meta_keys::LAST_ROUND_STATE_ID)?;
+        let rounds = tx.open_table(ROUND_STATES).ctx(CTX)?;
+        for entry in rounds.iter().ctx(CTX)? {
+            let id = entry.ctx(CTX)?.0.value();
+            report.round_states += 1;
+            if u64::from(id) > last_round {
+                return Err(bad(format!("round state {id} is beyond the id counter")));
+            }
+        }
+
+        let keys = tx.open_table(VTXO_KEYS).ctx(CTX)?;
+        let keys_by_index = tx.open_table(VTXO_KEYS_BY_INDEX).ctx(CTX)?;
+        for entry in keys.iter().ctx(CTX)? {
+            let (pk, idx) = entry.ctx(CTX)?;
+            if keys_by_index
+                .get((idx.value(), pk.value()))
+                .ctx(CTX)?
+                .is_none()
+            {
+                return Err(bad(format!("vtxo key {} is not indexed", idx.value())));
+            }
+        }
+        if keys.len().ctx(CTX)? != keys_by_index.len().ctx(CTX)? {
+            return Err(bad("vtxo key index has stale entries".into()));
+        }
+        Ok(report)
+    }
+}

@@ -1,0 +1,171 @@
+//! Every redb table of the wallet database, in one place.
+//!
+//! Rules (see `docs/storage.md`, which documents each table's key and value encoding):
+//! - A table name is never reused. A retired table stays listed at the bottom with
+//!   "do not reuse".
+//! - Keys that are ids are fixed-width big-endian binary, so redb's byte order is the
+//!   id's natural order.
+//! - Values are [`Stored`] envelopes (version byte + payload) unless they are plain
+//!   integers or unit.
+//! - Secondary indexes are maintained in the same write transaction as their primary
+//!   table; `Store::verify_invariants` checks they agree.
+
+use redb::TableDefinition;
+
+use crate::store::codec::{
+    ActionCheckpointRecord, BdkChangeSetRecord, ExitChildTxRecord, ExitRecord, FullVtxoRecord,
+    MovementRecord, PaidInvoiceRecord, PropertiesRecord, RoundStateRecord, SettledReceiveRecord,
+    Stored, VtxoRowRecord, VtxoStateRecord,
+};
+
+/// The schema version this code writes. Bump it together with a migration in
+/// `migrations.rs`; a database with a higher version is refused.
+pub const SCHEMA_VERSION: u64 = 1;
+
+/// A VTXO id: funding txid (32 bytes) + output index (u32 BE), as `VtxoId::to_bytes`.
+pub type VtxoKey = [u8; 36];
+/// Key of [`VTXOS_BY_STATE`]: state byte | expiry height u32 BE | !amount u64 BE | VTXO id.
+/// Byte order = state, then expiry ascending, then amount descending, then id.
+pub type VtxoStateIndexKey = [u8; 49];
+/// Key of [`MOVEMENTS_BY_PAYMENT_METHOD`]: SHA-256 of the payment method's canonical
+/// bytes (type, 0xfe, value) | movement id u32 BE.
+pub type PaymentMethodIndexKey = [u8; 36];
+
+// --- bookkeeping -------------------------------------------------------------------
+
+/// Store-wide counters and the schema version, by name (see `meta_keys`).
+// <&str, u64>
+pub const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+
+/// Names used in [`META`].
+pub mod meta_keys {
+    /// Schema version of the file (`SCHEMA_VERSION` when written by this code).
+    pub const SCHEMA_VERSION: &str = "schema_version";
+    /// Last movement id handed out (ids start at 1 and only grow).
+    pub const LAST_MOVEMENT_ID: &str = "last_movement_id";
+    /// Last round state id handed out (ids start at 1 and only grow).
+    pub const LAST_ROUND_STATE_ID: &str = "last_round_state_id";
+    /// Last creation sequence number given to a wallet action checkpoint.
+    pub const LAST_ACTION_SEQ: &str = "last_action_checkpoint_seq";
+    /// The mailbox checkpoint (absent = 0).
+    pub const MAILBOX_CHECKPOINT: &str = "mailbox_checkpoint";
+}
+
+// --- bark wallet state -------------------------------------------------------------
+
+/// The wallet's properties (network, fingerprint, server keys). At most one row.
+// <(), Stored<PropertiesRecord>>
+pub const PROPERTIES: TableDefinition<(), Stored<PropertiesRecord>> =
+    TableDefinition::new("wallet_properties");
+
+/// The on-chain (BDK) wallet state: all changesets merged into one. At most one row.
+// <(), Stored<BdkChangeSetRecord>>
+pub const BDK_CHANGESET: TableDefinition<(), Stored<BdkChangeSetRecord>> =
+    TableDefinition::new("bdk_changeset");
+
+/// VTXOs as listings need them: bare VTXO, exit summaries, registered flag, state.
+// <VtxoKey, Stored<VtxoRowRecord>>
+pub const VTXOS: TableDefinition<VtxoKey, Stored<VtxoRowRecord>> = TableDefinition::new("vtxos");
+
+/// Full VTXOs with their genesis chain, read only for exits, sends and registration.
+// <VtxoKey, Stored<FullVtxoRecord>>
+pub const VTXOS_FULL: TableDefinition<VtxoKey, Stored<FullVtxoRecord>> =
+    TableDefinition::new("vtxos_full");
+
+/// Every state a VTXO has been in, oldest first (audit trail; the last equals VTXOS).
+// <(VtxoKey, u32 sequence), Stored<VtxoStateRecord>>
+pub const VTXO_STATE_HISTORY: TableDefinition<(VtxoKey, u32), Stored<VtxoStateRecord>> =
+    TableDefinition::new("vtxo_state_history");
+
+/// Index: VTXOs by current state, expiry ascending, amount descending.
+// <VtxoStateIndexKey, ()>
+pub const VTXOS_BY_STATE: TableDefinition<VtxoStateIndexKey, ()> =
+    TableDefinition::new("vtxos_by_state");
+
+/// VTXO key derivation: public key (33-byte compressed) to derivation index.
+// <[u8; 33], u32>
+pub const VTXO_KEYS: TableDefinition<[u8; 33], u32> = TableDefinition::new("vtxo_keys");
+
+/// Index: derivation index and public key, so the highest index is the last key.
+// <(u32, [u8; 33]), ()>
+pub const VTXO_KEYS_BY_INDEX: TableDefinition<(u32, [u8; 33]), ()> =
+    TableDefinition::new("vtxo_keys_by_index");
+
+/// Movements (the wallet's history) by id.
+// <u32 movement id, Stored<MovementRecord>>
+pub const MOVEMENTS: TableDefinition<u32, Stored<MovementRecord>> =
+    TableDefinition::new("movements");
+
+/// Index: movements by each payment method they sent to or received on.
+// <PaymentMethodIndexKey, ()>
+pub const MOVEMENTS_BY_PAYMENT_METHOD: TableDefinition<PaymentMethodIndexKey, ()> =
+    TableDefinition::new("movements_by_payment_method");
+
+/// Index: the movement a wallet action owns, by action id.
+// <&str action id, u32 movement id>
+pub const MOVEMENTS_BY_ACTION: TableDefinition<&str, u32> =
+    TableDefinition::new("movements_by_action");
+
+/// Round participations still pending, by round state id.
+// <u32 round state id, Stored<RoundStateRecord>>
+pub const ROUND_STATES: TableDefinition<u32, Stored<RoundStateRecord>> =
+    TableDefinition::new("round_states");
+
+/// In-flight wallet actions (Lightning sends and receives, offboards) by action id.
+// <&str action id, Stored<ActionCheckpointRecord>>
+pub const WALLET_ACTION_CHECKPOINTS: TableDefinition<&str, Stored<ActionCheckpointRecord>> =
+    TableDefinition::new("wallet_action_checkpoints");
+
+/// Settled outgoing Lightning payments, by payment hash. Never deleted.
+// <[u8; 32] payment hash, Stored<PaidInvoiceRecord>>
+pub const PAID_INVOICES: TableDefinition<[u8; 32], Stored<PaidInvoiceRecord>> =
+    TableDefinition::new("paid_invoices");
+
+/// Settled incoming Lightning payments, by payment hash. Never deleted.
+// <[u8; 32] payment hash, Stored<SettledReceiveRecord>>
+pub const SETTLED_LIGHTNING_RECEIVES: TableDefinition<[u8; 32], Stored<SettledReceiveRecord>> =
+    TableDefinition::new("settled_lightning_receives");
+
+/// Unilateral exits in progress or done, by VTXO id.
+// <VtxoKey, Stored<ExitRecord>>
+pub const EXITS: TableDefinition<VtxoKey, Stored<ExitRecord>> = TableDefinition::new("exits");
+
+/// CPFP child transactions of exit transactions, by the exit transaction's txid.
+// <[u8; 32] exit txid, Stored<ExitChildTxRecord>>
+pub const EXIT_CHILD_TXS: TableDefinition<[u8; 32], Stored<ExitChildTxRecord>> =
+    TableDefinition::new("exit_child_txs");
+
+// --- Berth's own tables ------------------------------------------------------------
+//
+// Later issues add Berth's own data here, in the same file, so that a wallet change
+// and its effect on them can share one transaction: the durable event log, API tokens,
+// paired devices, webhooks, idempotency keys. Reserved names: "events", "tokens",
+// "devices", "webhooks", "idempotency_keys".
+
+// --- retired tables (do not reuse these names) -------------------------------------
+//
+// (none yet)
+
+/// Open (creating if needed) every table, so a fresh file has the full schema and a
+/// read transaction never meets a missing table.
+pub fn create_all(tx: &redb::WriteTransaction) -> Result<(), redb::TableError> {
+    tx.open_table(META)?;
+    tx.open_table(PROPERTIES)?;
+    tx.open_table(BDK_CHANGESET)?;
+    tx.open_table(VTXOS)?;
+    tx.open_table(VTXOS_FULL)?;
+    tx.open_table(VTXO_STATE_HISTORY)?;
+    tx.open_table(VTXOS_BY_STATE)?;
+    tx.open_table(VTXO_KEYS)?;
+    tx.open_table(VTXO_KEYS_BY_INDEX)?;
+    tx.open_table(MOVEMENTS)?;
+    tx.open_table(MOVEMENTS_BY_PAYMENT_METHOD)?;
+    tx.open_table(MOVEMENTS_BY_ACTION)?;
+    tx.open_table(ROUND_STATES)?;
+    tx.open_table(WALLET_ACTION_CHECKPOINTS)?;
+    tx.open_table(PAID_INVOICES)?;
+    tx.open_table(SETTLED_LIGHTNING_RECEIVES)?;
+    tx.open_table(EXITS)?;
+    tx.open_table(EXIT_CHILD_TXS)?;
+    Ok(())
+}
