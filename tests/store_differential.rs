@@ -36,7 +36,10 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+    // 48 sequences in CI; `BERTH_DIFF_CASES=1000 scripts/test` for a long run.
+    #![proptest_config(ProptestConfig::with_cases(
+        std::env::var("BERTH_DIFF_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(48)
+    ))]
 
     #[test]
     fn store_agrees_with_bark_memory_persister(ops in prop::collection::vec(op_strategy(), 1..40)) {
