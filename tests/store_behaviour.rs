@@ -11,9 +11,7 @@ use bark::exit::{
     ExitTxStatus,
 };
 use bark::movement::update::MovementUpdate;
-use bark::movement::{
-    Movement, MovementDestination, MovementId, MovementStatus, PaymentMethod,
-};
+use bark::movement::{Movement, MovementDestination, MovementId, MovementStatus, PaymentMethod};
 use bark::persist::BarkPersister;
 use bark::persist::models::StoredExit;
 use bark::vtxo::{VtxoLockHolder, VtxoState, VtxoStateKind};
@@ -32,7 +30,11 @@ fn holder(n: u32) -> Option<VtxoLockHolder> {
 }
 
 async fn state_of(db: &Store, id: VtxoId) -> VtxoState {
-    db.get_wallet_vtxo(id).await.expect("read").expect("present").state
+    db.get_wallet_vtxo(id)
+        .await
+        .expect("read")
+        .expect("present")
+        .state
 }
 
 // --- properties and on-chain state ---------------------------------------------------
@@ -41,15 +43,28 @@ async fn state_of(db: &Store, id: VtxoId) -> VtxoState {
 async fn properties_init_once_then_update_keys() {
     let (_dir, db) = fresh_store();
     assert_eq!(db.read_properties().await.expect("read"), None);
-    assert!(db.set_server_pubkey(pubkey(1)).await.is_err(), "no wallet yet");
+    assert!(
+        db.set_server_pubkey(pubkey(1)).await.is_err(),
+        "no wallet yet"
+    );
 
     db.init_wallet(&properties()).await.expect("init");
-    assert_eq!(db.read_properties().await.expect("read"), Some(properties()));
+    assert_eq!(
+        db.read_properties().await.expect("read"),
+        Some(properties())
+    );
     assert!(db.is_initialized().await.expect("is_initialized"));
-    assert!(db.init_wallet(&properties()).await.is_err(), "a second init must be refused");
+    assert!(
+        db.init_wallet(&properties()).await.is_err(),
+        "a second init must be refused"
+    );
 
-    db.set_server_pubkey(pubkey(1)).await.expect("server pubkey");
-    db.set_server_mailbox_pubkey(pubkey(2)).await.expect("mailbox pubkey");
+    db.set_server_pubkey(pubkey(1))
+        .await
+        .expect("server pubkey");
+    db.set_server_mailbox_pubkey(pubkey(2))
+        .await
+        .expect("mailbox pubkey");
     let read = db.read_properties().await.expect("read").expect("present");
     assert_eq!(read.server_pubkey, Some(pubkey(1)));
     assert_eq!(read.server_mailbox_pubkey, Some(pubkey(2)));
@@ -59,14 +74,19 @@ async fn properties_init_once_then_update_keys() {
 #[tokio::test]
 async fn bdk_changesets_merge() {
     let (_dir, db) = fresh_store();
-    assert_eq!(db.initialize_bdk_wallet().await.expect("empty"), Default::default());
+    assert_eq!(
+        db.initialize_bdk_wallet().await.expect("empty"),
+        Default::default()
+    );
     let first = bdk_wallet::ChangeSet {
         network: Some(bitcoin::Network::Regtest),
         ..Default::default()
     };
     db.store_bdk_wallet_changeset(&first).await.expect("store");
     // An empty changeset merged in keeps what was there.
-    db.store_bdk_wallet_changeset(&Default::default()).await.expect("store empty");
+    db.store_bdk_wallet_changeset(&Default::default())
+        .await
+        .expect("store empty");
     assert_eq!(db.initialize_bdk_wallet().await.expect("read"), first);
 }
 
@@ -77,8 +97,13 @@ async fn mailbox_checkpoint_only_moves_forward() {
     let (_dir, db) = fresh_store();
     assert_eq!(db.get_mailbox_checkpoint().await.expect("read"), 0);
     db.store_mailbox_checkpoint(42).await.expect("store");
-    db.store_mailbox_checkpoint(42).await.expect("same value again is a no-op");
-    assert!(db.store_mailbox_checkpoint(41).await.is_err(), "going backwards is refused");
+    db.store_mailbox_checkpoint(42)
+        .await
+        .expect("same value again is a no-op");
+    assert!(
+        db.store_mailbox_checkpoint(41).await.is_err(),
+        "going backwards is refused"
+    );
     assert_eq!(db.get_mailbox_checkpoint().await.expect("read"), 42);
     db.store_mailbox_checkpoint(100).await.expect("advance");
     assert_eq!(db.get_mailbox_checkpoint().await.expect("read"), 100);
@@ -92,11 +117,16 @@ async fn vtxo_keys_map_both_ways_and_track_the_last_index() {
 
     db.store_vtxo_key(0, pubkey(1)).await.expect("store");
     assert_eq!(db.get_last_vtxo_key_index().await.expect("read"), Some(0));
-    assert_eq!(db.get_public_key_idx(&pubkey(1)).await.expect("read"), Some(0));
+    assert_eq!(
+        db.get_public_key_idx(&pubkey(1)).await.expect("read"),
+        Some(0)
+    );
 
     let batch: Vec<_> = (1u32..6).map(|i| (i, pubkey(10 + i as u8))).collect();
     db.store_vtxo_keys(&batch).await.expect("batch");
-    db.store_vtxo_keys(&batch).await.expect("the same batch again is a no-op");
+    db.store_vtxo_keys(&batch)
+        .await
+        .expect("the same batch again is a no-op");
     assert_eq!(db.get_last_vtxo_key_index().await.expect("read"), Some(5));
     for (i, pk) in &batch {
         assert_eq!(db.get_public_key_idx(pk).await.expect("read"), Some(*i));
@@ -116,9 +146,15 @@ async fn vtxo_keys_map_both_ways_and_track_the_last_index() {
 async fn vtxo_round_trip_keeps_full_and_bare_forms() {
     let (_dir, db) = fresh_store();
     let v = &VTXO_VECTORS.round1_vtxo;
-    db.store_vtxos(&[(v, &VtxoState::Spendable)]).await.expect("store");
+    db.store_vtxos(&[(v, &VtxoState::Spendable)])
+        .await
+        .expect("store");
 
-    let stored = db.get_wallet_vtxo(v.id()).await.expect("read").expect("present");
+    let stored = db
+        .get_wallet_vtxo(v.id())
+        .await
+        .expect("read")
+        .expect("present");
     assert_eq!(stored.vtxo.id(), v.id());
     assert_eq!(stored.state, VtxoState::Spendable);
     assert_eq!(stored.exit_depth, v.exit_depth());
@@ -126,15 +162,35 @@ async fn vtxo_round_trip_keeps_full_and_bare_forms() {
     assert_eq!(stored.exit_tx_weight, weight);
     assert!(!stored.registered);
 
-    let full = db.get_full_vtxo(v.id()).await.expect("read").expect("present");
-    assert_eq!(ark::ProtocolEncoding::serialize(&full), ark::ProtocolEncoding::serialize(v));
+    let full = db
+        .get_full_vtxo(v.id())
+        .await
+        .expect("read")
+        .expect("present");
+    assert_eq!(
+        ark::ProtocolEncoding::serialize(&full),
+        ark::ProtocolEncoding::serialize(v)
+    );
     assert_eq!(db.get_full_vtxo(unknown_id()).await.expect("read"), None);
 
-    let twice = db.get_wallet_vtxos(&[v.id(), v.id()]).await.expect("batch read");
-    assert_eq!(twice, vec![stored.clone(), stored.clone()], "one result per requested id");
+    let twice = db
+        .get_wallet_vtxos(&[v.id(), v.id()])
+        .await
+        .expect("batch read");
+    assert_eq!(
+        twice,
+        vec![stored.clone(), stored.clone()],
+        "one result per requested id"
+    );
     assert!(db.get_wallet_vtxos(&[v.id(), unknown_id()]).await.is_err());
     assert!(db.get_full_vtxos(&[unknown_id()]).await.is_err());
-    assert_eq!(db.get_full_vtxos(&[v.id()]).await.expect("full batch").len(), 1);
+    assert_eq!(
+        db.get_full_vtxos(&[v.id()])
+            .await
+            .expect("full batch")
+            .len(),
+        1
+    );
     assert_eq!(db.get_all_vtxos().await.expect("all"), vec![stored]);
 }
 
@@ -142,12 +198,20 @@ async fn vtxo_round_trip_keeps_full_and_bare_forms() {
 async fn store_vtxos_is_idempotent_and_keeps_the_current_state() {
     let (_dir, db) = fresh_store();
     let v = &VTXO_VECTORS.board_vtxo;
-    db.store_vtxos(&[(v, &VtxoState::Spendable)]).await.expect("store");
+    db.store_vtxos(&[(v, &VtxoState::Spendable)])
+        .await
+        .expect("store");
     db.update_vtxo_state_checked(v.id(), VtxoState::Spent, VtxoStateKind::UNSPENT_STATES)
         .await
         .expect("spend");
-    db.store_vtxos(&[(v, &VtxoState::Spendable)]).await.expect("store again");
-    assert_eq!(state_of(&db, v.id()).await, VtxoState::Spent, "a retry must not resurrect");
+    db.store_vtxos(&[(v, &VtxoState::Spendable)])
+        .await
+        .expect("store again");
+    assert_eq!(
+        state_of(&db, v.id()).await,
+        VtxoState::Spent,
+        "a retry must not resurrect"
+    );
     assert_eq!(db.get_all_vtxos().await.expect("all").len(), 1);
 }
 
@@ -155,8 +219,16 @@ async fn store_vtxos_is_idempotent_and_keeps_the_current_state() {
 async fn vtxos_by_state_are_ordered_across_states() {
     let (_dir, db) = fresh_store();
     let pool = common::vtxos::vtxo_pool(12);
-    let states = [VtxoState::Spendable, VtxoState::Locked { holder: None }, VtxoState::Spent];
-    let pairs: Vec<_> = pool.iter().enumerate().map(|(i, v)| (v, &states[i % 3])).collect();
+    let states = [
+        VtxoState::Spendable,
+        VtxoState::Locked { holder: None },
+        VtxoState::Spent,
+    ];
+    let pairs: Vec<_> = pool
+        .iter()
+        .enumerate()
+        .map(|(i, v)| (v, &states[i % 3]))
+        .collect();
     db.store_vtxos(&pairs).await.expect("store");
 
     let both = db
@@ -164,27 +236,47 @@ async fn vtxos_by_state_are_ordered_across_states() {
         .await
         .expect("query");
     assert_eq!(both.len(), 8);
-    assert!(both.iter().all(|v| v.state != VtxoState::Locked { holder: None }));
+    assert!(
+        both.iter()
+            .all(|v| v.state != VtxoState::Locked { holder: None })
+    );
     let key = |v: &bark::WalletVtxo| (v.vtxo.expiry_height(), std::cmp::Reverse(v.vtxo.amount()));
-    assert!(both.is_sorted_by_key(key), "expiry ascending, then amount descending");
+    assert!(
+        both.is_sorted_by_key(key),
+        "expiry ascending, then amount descending"
+    );
 
     let all = db.get_all_vtxos().await.expect("all");
     assert_eq!(all.len(), 12);
     let spendable_first: Vec<_> = all.iter().map(|v| v.state.kind().as_byte()).collect();
     assert!(spendable_first.is_sorted(), "get_all_vtxos groups by state");
     assert!(db.get_vtxos_by_state(&[]).await.expect("empty").is_empty());
-    assert!(db.get_vtxos_by_state(&[VtxoStateKind::Exited]).await.expect("none").is_empty());
+    assert!(
+        db.get_vtxos_by_state(&[VtxoStateKind::Exited])
+            .await
+            .expect("none")
+            .is_empty()
+    );
 }
 
 #[tokio::test]
 async fn checked_transitions_apply_repeat_and_refuse() {
     let (_dir, db) = fresh_store();
     let v = &VTXO_VECTORS.round2_vtxo;
-    db.store_vtxos(&[(v, &VtxoState::Spendable)]).await.expect("store");
+    db.store_vtxos(&[(v, &VtxoState::Spendable)])
+        .await
+        .expect("store");
 
     let refused = db.update_vtxo_state_checked(v.id(), VtxoState::Spent, &[VtxoStateKind::Locked]);
-    assert!(refused.await.is_err(), "spendable is not in the allowed states");
-    assert_eq!(state_of(&db, v.id()).await, VtxoState::Spendable, "refusal changes nothing");
+    assert!(
+        refused.await.is_err(),
+        "spendable is not in the allowed states"
+    );
+    assert_eq!(
+        state_of(&db, v.id()).await,
+        VtxoState::Spendable,
+        "refusal changes nothing"
+    );
 
     let locked = VtxoState::Locked { holder: None };
     let out = db
@@ -197,7 +289,9 @@ async fn checked_transitions_apply_repeat_and_refuse() {
         .create_new_movement(MovementStatus::Pending, &subsystem(), now_ms(), None)
         .await
         .expect("owning movement");
-    let held = VtxoState::Locked { holder: holder(owner.0) };
+    let held = VtxoState::Locked {
+        holder: holder(owner.0),
+    };
     db.update_vtxo_state_checked(v.id(), held.clone(), &[VtxoStateKind::Locked])
         .await
         .expect("holder upgrade");
@@ -218,7 +312,9 @@ async fn checked_transitions_apply_repeat_and_refuse() {
 async fn batch_transition_is_all_or_nothing() {
     let (_dir, db) = fresh_store();
     let (a, b) = (&VTXO_VECTORS.round1_vtxo, &VTXO_VECTORS.round2_vtxo);
-    db.store_vtxos(&[(a, &VtxoState::Spendable), (b, &VtxoState::Spent)]).await.expect("store");
+    db.store_vtxos(&[(a, &VtxoState::Spendable), (b, &VtxoState::Spent)])
+        .await
+        .expect("store");
     let res = db
         .update_vtxo_states_checked(
             &[a.id(), b.id()],
@@ -227,13 +323,21 @@ async fn batch_transition_is_all_or_nothing() {
         )
         .await;
     assert!(res.is_err(), "b is spent, so the batch is refused");
-    assert_eq!(state_of(&db, a.id()).await, VtxoState::Spendable, "a must be untouched");
+    assert_eq!(
+        state_of(&db, a.id()).await,
+        VtxoState::Spendable,
+        "a must be untouched"
+    );
 
     db.update_vtxo_states_checked(&[a.id()], VtxoState::Spent, &[VtxoStateKind::Spendable])
         .await
         .expect("single");
     assert!(db.has_spent_vtxo(a.id()).await.expect("has_spent"));
-    assert!(!db.has_spent_vtxo(unknown_id()).await.expect("unknown is not spent"));
+    assert!(
+        !db.has_spent_vtxo(unknown_id())
+            .await
+            .expect("unknown is not spent")
+    );
 }
 
 #[tokio::test]
@@ -248,17 +352,33 @@ async fn steal_lock_forces_all_but_exited_atomically() {
     ])
     .await
     .expect("store");
-    let ids = [v.round1_vtxo.id(), v.round2_vtxo.id(), v.arkoor_htlc_out_vtxo.id(), v.arkoor2_vtxo.id()];
+    let ids = [
+        v.round1_vtxo.id(),
+        v.round2_vtxo.id(),
+        v.arkoor_htlc_out_vtxo.id(),
+        v.arkoor2_vtxo.id(),
+    ];
 
     // An unknown id anywhere in the list fails the whole call.
-    assert!(db.steal_lock(&[ids[0], unknown_id()], holder(9)).await.is_err());
+    assert!(
+        db.steal_lock(&[ids[0], unknown_id()], holder(9))
+            .await
+            .is_err()
+    );
     assert_eq!(state_of(&db, ids[0]).await, VtxoState::Spendable);
 
     db.steal_lock(&ids, holder(42)).await.expect("steal");
     for id in &ids[..3] {
-        assert_eq!(state_of(&db, *id).await, VtxoState::Locked { holder: holder(42) });
+        assert_eq!(
+            state_of(&db, *id).await,
+            VtxoState::Locked { holder: holder(42) }
+        );
     }
-    assert_eq!(state_of(&db, ids[3]).await, VtxoState::Exited, "exited is left alone");
+    assert_eq!(
+        state_of(&db, ids[3]).await,
+        VtxoState::Exited,
+        "exited is left alone"
+    );
 
     db.steal_lock_to_spent(&ids).await.expect("to spent");
     for id in &ids[..3] {
@@ -272,15 +392,30 @@ async fn steal_lock_forces_all_but_exited_atomically() {
 async fn release_lock_only_for_its_holder() {
     let (_dir, db) = fresh_store();
     let v = &VTXO_VECTORS.arkoor3_vtxo;
-    db.store_vtxos(&[(v, &VtxoState::Locked { holder: holder(3) })]).await.expect("store");
+    db.store_vtxos(&[(v, &VtxoState::Locked { holder: holder(3) })])
+        .await
+        .expect("store");
 
-    db.release_vtxo_lock(v.id(), holder(4).as_ref()).await.expect("other holder: no-op");
-    db.release_vtxo_lock(v.id(), None).await.expect("no holder: no-op");
-    assert_eq!(state_of(&db, v.id()).await, VtxoState::Locked { holder: holder(3) });
-    db.release_vtxo_lock(v.id(), holder(3).as_ref()).await.expect("release");
+    db.release_vtxo_lock(v.id(), holder(4).as_ref())
+        .await
+        .expect("other holder: no-op");
+    db.release_vtxo_lock(v.id(), None)
+        .await
+        .expect("no holder: no-op");
+    assert_eq!(
+        state_of(&db, v.id()).await,
+        VtxoState::Locked { holder: holder(3) }
+    );
+    db.release_vtxo_lock(v.id(), holder(3).as_ref())
+        .await
+        .expect("release");
     assert_eq!(state_of(&db, v.id()).await, VtxoState::Spendable);
-    db.release_vtxo_lock(v.id(), holder(3).as_ref()).await.expect("again: no-op");
-    db.release_vtxo_lock(unknown_id(), None).await.expect("unknown: no-op");
+    db.release_vtxo_lock(v.id(), holder(3).as_ref())
+        .await
+        .expect("again: no-op");
+    db.release_vtxo_lock(unknown_id(), None)
+        .await
+        .expect("unknown: no-op");
     assert_eq!(state_of(&db, v.id()).await, VtxoState::Spendable);
 }
 
@@ -288,17 +423,32 @@ async fn release_lock_only_for_its_holder() {
 async fn remove_vtxo_returns_it_and_leaves_nothing_behind() {
     let (_dir, db) = fresh_store();
     let v = &VTXO_VECTORS.arkoor3_vtxo;
-    db.store_vtxos(&[(v, &VtxoState::Spendable)]).await.expect("store");
-    db.update_vtxo_state_checked(v.id(), VtxoState::Spent, VtxoStateKind::ALL).await.expect("spend");
+    db.store_vtxos(&[(v, &VtxoState::Spendable)])
+        .await
+        .expect("store");
+    db.update_vtxo_state_checked(v.id(), VtxoState::Spent, VtxoStateKind::ALL)
+        .await
+        .expect("spend");
 
-    let removed = db.remove_vtxo(v.id()).await.expect("remove").expect("was there");
+    let removed = db
+        .remove_vtxo(v.id())
+        .await
+        .expect("remove")
+        .expect("was there");
     assert_eq!(removed.id(), v.id());
     assert_eq!(db.get_wallet_vtxo(v.id()).await.expect("read"), None);
     assert_eq!(db.get_full_vtxo(v.id()).await.expect("read"), None);
-    assert!(db.get_vtxos_by_state(VtxoStateKind::ALL).await.expect("query").is_empty());
+    assert!(
+        db.get_vtxos_by_state(VtxoStateKind::ALL)
+            .await
+            .expect("query")
+            .is_empty()
+    );
     assert_eq!(db.remove_vtxo(v.id()).await.expect("remove again"), None);
     // Storing it again starts a fresh history.
-    db.store_vtxos(&[(v, &VtxoState::Spendable)]).await.expect("store again");
+    db.store_vtxos(&[(v, &VtxoState::Spendable)])
+        .await
+        .expect("store again");
     db.verify_invariants().await.expect("invariants");
 }
 
@@ -317,11 +467,25 @@ async fn registration_flags() {
     unregistered.sort();
     let mut expected = vec![v.round1_vtxo.id(), v.arkoor2_vtxo.id()];
     expected.sort();
-    assert_eq!(unregistered, expected, "spent ones carry nothing to recover");
+    assert_eq!(
+        unregistered, expected,
+        "spent ones carry nothing to recover"
+    );
 
-    db.mark_vtxos_registered(&[v.round1_vtxo.id()]).await.expect("mark");
-    assert!(db.get_wallet_vtxo(v.round1_vtxo.id()).await.expect("r").expect("p").registered);
-    assert_eq!(db.get_unregistered_vtxo_ids().await.expect("list"), vec![v.arkoor2_vtxo.id()]);
+    db.mark_vtxos_registered(&[v.round1_vtxo.id()])
+        .await
+        .expect("mark");
+    assert!(
+        db.get_wallet_vtxo(v.round1_vtxo.id())
+            .await
+            .expect("r")
+            .expect("p")
+            .registered
+    );
+    assert_eq!(
+        db.get_unregistered_vtxo_ids().await.expect("list"),
+        vec![v.arkoor2_vtxo.id()]
+    );
     assert!(db.mark_vtxos_registered(&[unknown_id()]).await.is_err());
 }
 
@@ -332,15 +496,30 @@ async fn movements_create_update_list() {
     let (_dir, db) = fresh_store();
     let t0 = now_ms();
     let t1 = t0 + chrono::Duration::seconds(1);
-    let a = db.create_new_movement(MovementStatus::Pending, &subsystem(), t0, None).await.expect("a");
-    let b = db.create_new_movement(MovementStatus::Failed, &subsystem(), t1, None).await.expect("b");
-    let c = db.create_new_movement(MovementStatus::Pending, &subsystem(), t1, None).await.expect("c");
+    let a = db
+        .create_new_movement(MovementStatus::Pending, &subsystem(), t0, None)
+        .await
+        .expect("a");
+    let b = db
+        .create_new_movement(MovementStatus::Failed, &subsystem(), t1, None)
+        .await
+        .expect("b");
+    let c = db
+        .create_new_movement(MovementStatus::Pending, &subsystem(), t1, None)
+        .await
+        .expect("c");
     assert!(a.0 < b.0 && b.0 < c.0, "ids strictly increase");
     assert_eq!(
         db.get_movement_by_id(a).await.expect("read"),
         Movement::new(a, MovementStatus::Pending, &subsystem(), t0)
     );
-    let order: Vec<_> = db.get_all_movements().await.expect("all").iter().map(|m| m.id).collect();
+    let order: Vec<_> = db
+        .get_all_movements()
+        .await
+        .expect("all")
+        .iter()
+        .map(|m| m.id)
+        .collect();
     assert_eq!(order, vec![c, b, a], "newest first, ties by id descending");
 
     let mut m = db.get_movement_by_id(a).await.expect("read");
@@ -351,7 +530,10 @@ async fn movements_create_update_list() {
 
     let mut ghost = m.clone();
     ghost.id = MovementId::new(999);
-    assert!(db.update_movement(&ghost).await.is_err(), "unknown movement");
+    assert!(
+        db.update_movement(&ghost).await.is_err(),
+        "unknown movement"
+    );
     assert!(db.get_movement_by_id(MovementId::new(999)).await.is_err());
 }
 
@@ -360,28 +542,66 @@ async fn movements_by_payment_method_follow_destinations() {
     let (_dir, db) = fresh_store();
     let script = PaymentMethod::OutputScript(ScriptBuf::new_p2a());
     let custom = PaymentMethod::Custom("coffee".into());
-    let a = db.create_new_movement(MovementStatus::Pending, &subsystem(), now_ms(), None).await.expect("a");
-    let b = db.create_new_movement(MovementStatus::Pending, &subsystem(), now_ms(), None).await.expect("b");
+    let a = db
+        .create_new_movement(MovementStatus::Pending, &subsystem(), now_ms(), None)
+        .await
+        .expect("a");
+    let b = db
+        .create_new_movement(MovementStatus::Pending, &subsystem(), now_ms(), None)
+        .await
+        .expect("b");
 
     let mut ma = db.get_movement_by_id(a).await.expect("read");
     ma.received_on = vec![MovementDestination::new(script.clone(), Amount::ONE_BTC)];
-    ma.sent_to = vec![MovementDestination::new(script.clone(), Amount::from_sat(5))];
+    ma.sent_to = vec![MovementDestination::new(
+        script.clone(),
+        Amount::from_sat(5),
+    )];
     db.update_movement(&ma).await.expect("update a");
     let mut mb = db.get_movement_by_id(b).await.expect("read");
-    mb.sent_to = vec![MovementDestination::new(script.clone(), Amount::from_sat(1))];
-    mb.received_on = vec![MovementDestination::new(custom.clone(), Amount::from_sat(2))];
+    mb.sent_to = vec![MovementDestination::new(
+        script.clone(),
+        Amount::from_sat(1),
+    )];
+    mb.received_on = vec![MovementDestination::new(
+        custom.clone(),
+        Amount::from_sat(2),
+    )];
     db.update_movement(&mb).await.expect("update b");
 
     let ids = |ms: Vec<Movement>| ms.into_iter().map(|m| m.id).collect::<Vec<_>>();
-    assert_eq!(ids(db.get_movements_by_payment_method(&script).await.expect("q")), vec![a, b]);
-    assert_eq!(ids(db.get_movements_by_payment_method(&custom).await.expect("q")), vec![b]);
+    assert_eq!(
+        ids(db
+            .get_movements_by_payment_method(&script)
+            .await
+            .expect("q")),
+        vec![a, b]
+    );
+    assert_eq!(
+        ids(db
+            .get_movements_by_payment_method(&custom)
+            .await
+            .expect("q")),
+        vec![b]
+    );
 
     // Replacing b's destinations drops it from the script's index.
     mb.sent_to = vec![];
     db.update_movement(&mb).await.expect("replace");
-    assert_eq!(ids(db.get_movements_by_payment_method(&script).await.expect("q")), vec![a]);
+    assert_eq!(
+        ids(db
+            .get_movements_by_payment_method(&script)
+            .await
+            .expect("q")),
+        vec![a]
+    );
     let none = PaymentMethod::Custom("nothing".into());
-    assert!(db.get_movements_by_payment_method(&none).await.expect("q").is_empty());
+    assert!(
+        db.get_movements_by_payment_method(&none)
+            .await
+            .expect("q")
+            .is_empty()
+    );
     db.verify_invariants().await.expect("invariants");
 }
 
@@ -399,7 +619,13 @@ async fn movement_per_action_is_created_once() {
         .await
         .expect("create");
     assert!(created);
-    assert_eq!(db.get_movement_by_id(id).await.expect("read").intended_balance, balance);
+    assert_eq!(
+        db.get_movement_by_id(id)
+            .await
+            .expect("read")
+            .intended_balance,
+        balance
+    );
 
     let (again, created) = db
         .get_or_create_movement_for_action(
@@ -411,15 +637,32 @@ async fn movement_per_action_is_created_once() {
         .await
         .expect("reuse");
     assert_eq!((again, created), (id, false));
-    assert_eq!(db.get_movement_by_id(id).await.expect("read").intended_balance, balance);
-    assert_eq!(db.get_movement_id_by_action("board.abc").await.expect("q"), Some(id));
+    assert_eq!(
+        db.get_movement_by_id(id)
+            .await
+            .expect("read")
+            .intended_balance,
+        balance
+    );
+    assert_eq!(
+        db.get_movement_id_by_action("board.abc").await.expect("q"),
+        Some(id)
+    );
     assert_eq!(db.get_movement_id_by_action("nope").await.expect("q"), None);
 
     let other = db
-        .create_new_movement(MovementStatus::Pending, &subsystem(), now_ms(), Some("send.x"))
+        .create_new_movement(
+            MovementStatus::Pending,
+            &subsystem(),
+            now_ms(),
+            Some("send.x"),
+        )
         .await
         .expect("with action");
-    assert_eq!(db.get_movement_id_by_action("send.x").await.expect("q"), Some(other));
+    assert_eq!(
+        db.get_movement_id_by_action("send.x").await.expect("q"),
+        Some(other)
+    );
 }
 
 // --- round states --------------------------------------------------------------------
@@ -427,26 +670,57 @@ async fn movement_per_action_is_created_once() {
 #[tokio::test]
 async fn round_states_store_update_remove() {
     let (_dir, db) = fresh_store();
-    let first = db.store_round_state(&round_state(false)).await.expect("store");
-    let second = db.store_round_state(&round_state(false)).await.expect("store");
+    let first = db
+        .store_round_state(&round_state(false))
+        .await
+        .expect("store");
+    let second = db
+        .store_round_state(&round_state(false))
+        .await
+        .expect("store");
     assert!(first.0 < second.0);
-    assert_eq!(db.get_pending_round_state_ids().await.expect("ids"), vec![first, second]);
+    assert_eq!(
+        db.get_pending_round_state_ids().await.expect("ids"),
+        vec![first, second]
+    );
 
-    let stored = db.get_round_state_by_id(first).await.expect("read").expect("present");
+    let stored = db
+        .get_round_state_by_id(first)
+        .await
+        .expect("read")
+        .expect("present");
     assert_eq!(round_json(stored.state()), round_json(&round_state(false)));
 
     let mut locked = stored.lock(Box::new(TestGuard));
     *locked.state_mut() = round_state(true);
     db.update_round_state(&locked).await.expect("update");
-    let read = db.get_round_state_by_id(first).await.expect("read").expect("present");
+    let read = db
+        .get_round_state_by_id(first)
+        .await
+        .expect("read")
+        .expect("present");
     assert_eq!(round_json(read.state()), round_json(&round_state(true)));
 
     db.remove_round_state(&locked).await.expect("remove");
-    assert!(db.get_round_state_by_id(first).await.expect("read").is_none());
-    assert_eq!(db.get_pending_round_state_ids().await.expect("ids"), vec![second]);
-    assert!(db.update_round_state(&locked).await.is_err(), "a removed state is not recreated");
+    assert!(
+        db.get_round_state_by_id(first)
+            .await
+            .expect("read")
+            .is_none()
+    );
+    assert_eq!(
+        db.get_pending_round_state_ids().await.expect("ids"),
+        vec![second]
+    );
+    assert!(
+        db.update_round_state(&locked).await.is_err(),
+        "a removed state is not recreated"
+    );
     // Ids are not reused after a removal.
-    let third = db.store_round_state(&round_state(false)).await.expect("store");
+    let third = db
+        .store_round_state(&round_state(false))
+        .await
+        .expect("store");
     assert!(third.0 > second.0);
 }
 
@@ -456,42 +730,100 @@ async fn round_states_store_update_remove() {
 async fn action_checkpoints_upsert_list_remove() {
     let (_dir, db) = fresh_store();
     let vid = VTXO_VECTORS.board_vtxo.id();
-    let (a, b) = (board_checkpoint("b.a", vid, None), board_checkpoint("b.b", vid, None));
+    let (a, b) = (
+        board_checkpoint("b.a", vid, None),
+        board_checkpoint("b.b", vid, None),
+    );
     // Store b first: listings are oldest first, not by id.
-    db.upsert_wallet_action_checkpoint(&b.id(), &b).await.expect("b");
-    db.upsert_wallet_action_checkpoint(&a.id(), &a).await.expect("a");
+    db.upsert_wallet_action_checkpoint(&b.id(), &b)
+        .await
+        .expect("b");
+    db.upsert_wallet_action_checkpoint(&a.id(), &a)
+        .await
+        .expect("a");
     let b2 = board_checkpoint("b.b", vid, Some("waiting"));
-    db.upsert_wallet_action_checkpoint(&b2.id(), &b2).await.expect("replace b");
+    db.upsert_wallet_action_checkpoint(&b2.id(), &b2)
+        .await
+        .expect("replace b");
 
-    assert_eq!(db.get_wallet_action_checkpoint(&b.id()).await.expect("get"), Some(b2.clone()));
-    assert_eq!(db.get_all_wallet_action_checkpoints().await.expect("all"), vec![b2, a.clone()]);
-    assert_eq!(db.get_wallet_action_checkpoint(&"none".into()).await.expect("get"), None);
+    assert_eq!(
+        db.get_wallet_action_checkpoint(&b.id()).await.expect("get"),
+        Some(b2.clone())
+    );
+    assert_eq!(
+        db.get_all_wallet_action_checkpoints().await.expect("all"),
+        vec![b2, a.clone()]
+    );
+    assert_eq!(
+        db.get_wallet_action_checkpoint(&"none".into())
+            .await
+            .expect("get"),
+        None
+    );
 
-    db.remove_wallet_action_checkpoint(&b.id()).await.expect("remove");
-    db.remove_wallet_action_checkpoint(&b.id()).await.expect("remove missing is a no-op");
-    assert_eq!(db.get_all_wallet_action_checkpoints().await.expect("all"), vec![a]);
+    db.remove_wallet_action_checkpoint(&b.id())
+        .await
+        .expect("remove");
+    db.remove_wallet_action_checkpoint(&b.id())
+        .await
+        .expect("remove missing is a no-op");
+    assert_eq!(
+        db.get_all_wallet_action_checkpoints().await.expect("all"),
+        vec![a]
+    );
 }
 
 #[tokio::test]
 async fn paid_invoices_and_settled_receives_are_write_once() {
     let (_dir, db) = fresh_store();
-    db.record_paid_invoice(payment_hash(1), preimage(2)).await.expect("record");
-    let first = db.get_paid_invoice(payment_hash(1)).await.expect("get").expect("present");
-    db.record_paid_invoice(payment_hash(1), preimage(3)).await.expect("again is a no-op");
-    assert_eq!(db.get_paid_invoice(payment_hash(1)).await.expect("get"), Some(first.clone()));
-    assert_eq!(first.preimage, preimage(2));
-    assert_eq!(db.get_paid_invoice(payment_hash(9)).await.expect("get"), None);
-
-    let invoice = &*INVOICE;
-    db.record_settled_lightning_receive(payment_hash(4), preimage(5), invoice, Amount::from_sat(21))
+    db.record_paid_invoice(payment_hash(1), preimage(2))
         .await
         .expect("record");
+    let first = db
+        .get_paid_invoice(payment_hash(1))
+        .await
+        .expect("get")
+        .expect("present");
+    db.record_paid_invoice(payment_hash(1), preimage(3))
+        .await
+        .expect("again is a no-op");
+    assert_eq!(
+        db.get_paid_invoice(payment_hash(1)).await.expect("get"),
+        Some(first.clone())
+    );
+    assert_eq!(first.preimage, preimage(2));
+    assert_eq!(
+        db.get_paid_invoice(payment_hash(9)).await.expect("get"),
+        None
+    );
+
+    let invoice = &*INVOICE;
+    db.record_settled_lightning_receive(
+        payment_hash(4),
+        preimage(5),
+        invoice,
+        Amount::from_sat(21),
+    )
+    .await
+    .expect("record");
     db.record_settled_lightning_receive(payment_hash(4), preimage(5), invoice, Amount::from_sat(1))
         .await
         .expect("again is a no-op");
-    let got = db.get_settled_lightning_receive(payment_hash(4)).await.expect("get").expect("p");
-    assert_eq!((got.amount, &got.invoice, got.preimage), (Amount::from_sat(21), invoice, preimage(5)));
-    assert_eq!(db.get_settled_lightning_receive(payment_hash(9)).await.expect("get"), None);
+    let got = db
+        .get_settled_lightning_receive(payment_hash(4))
+        .await
+        .expect("get")
+        .expect("p");
+    assert_eq!(
+        (got.amount, &got.invoice, got.preimage),
+        (Amount::from_sat(21), invoice, preimage(5))
+    );
+    assert_eq!(
+        db.get_settled_lightning_receive(payment_hash(9))
+            .await
+            .expect("get"),
+        None
+    );
 }
 
 // --- exits ---------------------------------------------------------------------------
@@ -504,7 +836,9 @@ fn exit(id: u8, state: ExitState) -> StoredExit {
     StoredExit {
         vtxo_id: VtxoId::from_slice(&[id; 36]).expect("36 bytes"),
         state,
-        history: vec![ExitState::Start(ExitStartState { tip_height: BlockHeight::new(100) })],
+        history: vec![ExitState::Start(ExitStartState {
+            tip_height: BlockHeight::new(100),
+        })],
         movement_id: Some(MovementId::new(3)),
     }
 }
@@ -512,16 +846,27 @@ fn exit(id: u8, state: ExitState) -> StoredExit {
 #[tokio::test]
 async fn exit_entries_round_trip_every_status() {
     let (_dir, db) = fresh_store();
-    let block = BlockRef { height: BlockHeight::new(120), hash: BlockHash::from_slice(&[3; 32]).expect("32") };
+    let block = BlockRef {
+        height: BlockHeight::new(120),
+        hash: BlockHash::from_slice(&[3; 32]).expect("32"),
+    };
     let processing = ExitState::Processing(ExitProcessingState {
         tip_height: BlockHeight::new(130),
         transactions: vec![
-            ExitTx { txid: txid(1), status: ExitTxStatus::VerifyInputs },
+            ExitTx {
+                txid: txid(1),
+                status: ExitTxStatus::VerifyInputs,
+            },
             ExitTx {
                 txid: txid(2),
-                status: ExitTxStatus::AwaitingInputConfirmation { txids: [txid(3)].into_iter().collect() },
+                status: ExitTxStatus::AwaitingInputConfirmation {
+                    txids: [txid(3)].into_iter().collect(),
+                },
             },
-            ExitTx { txid: txid(4), status: ExitTxStatus::AwaitingCpfpBroadcast },
+            ExitTx {
+                txid: txid(4),
+                status: ExitTxStatus::AwaitingCpfpBroadcast,
+            },
             ExitTx {
                 txid: txid(5),
                 status: ExitTxStatus::AwaitingConfirmation {
@@ -534,7 +879,9 @@ async fn exit_entries_round_trip_every_status() {
                 status: ExitTxStatus::Confirmed {
                     child_txid: txid(8),
                     block,
-                    origin: ExitTxOrigin::Block { confirmed_in: block },
+                    origin: ExitTxOrigin::Block {
+                        confirmed_in: block,
+                    },
                 },
             },
         ],
@@ -543,17 +890,31 @@ async fn exit_entries_round_trip_every_status() {
     let b = exit(0xbb, ExitState::new_canceled(BlockHeight::new(150)));
     db.store_exit_vtxo_entry(&b).await.expect("b");
     db.store_exit_vtxo_entry(&a).await.expect("a");
-    assert_eq!(db.get_exit_vtxo_entries().await.expect("all"), vec![exit(0xaa, a.state.clone()), exit(0xbb, b.state.clone())]);
-    assert_eq!(db.get_exit_vtxo_entry(&a.vtxo_id).await.expect("one"), Some(exit(0xaa, a.state.clone())));
+    assert_eq!(
+        db.get_exit_vtxo_entries().await.expect("all"),
+        vec![exit(0xaa, a.state.clone()), exit(0xbb, b.state.clone())]
+    );
+    assert_eq!(
+        db.get_exit_vtxo_entry(&a.vtxo_id).await.expect("one"),
+        Some(exit(0xaa, a.state.clone()))
+    );
 
     let only = |kinds: &'static [ExitStateKind]| {
         let db = db.clone();
         async move {
-            db.get_exit_vtxo_entries_with_states(kinds).await.expect("q").into_iter().map(|e| e.vtxo_id).collect::<Vec<_>>()
+            db.get_exit_vtxo_entries_with_states(kinds)
+                .await
+                .expect("q")
+                .into_iter()
+                .map(|e| e.vtxo_id)
+                .collect::<Vec<_>>()
         }
     };
     assert_eq!(only(&[ExitStateKind::Canceled]).await, vec![b.vtxo_id]);
-    assert_eq!(only(&[ExitStateKind::Processing, ExitStateKind::Canceled]).await, vec![a.vtxo_id, b.vtxo_id]);
+    assert_eq!(
+        only(&[ExitStateKind::Processing, ExitStateKind::Canceled]).await,
+        vec![a.vtxo_id, b.vtxo_id]
+    );
     assert!(only(&[ExitStateKind::Claimed]).await.is_empty());
     assert!(only(&[]).await.is_empty());
 
@@ -572,12 +933,25 @@ async fn exit_child_txs_upsert() {
         output: vec![],
     };
     assert_eq!(db.get_exit_child_tx(txid(1)).await.expect("get"), None);
-    db.store_exit_child_tx(txid(1), &tx, ExitTxOrigin::Mempool).await.expect("store");
-    assert_eq!(db.get_exit_child_tx(txid(1)).await.expect("get"), Some((tx.clone(), ExitTxOrigin::Mempool)));
-    let replaced = Transaction { lock_time: bitcoin::absolute::LockTime::from_consensus(7), ..tx };
+    db.store_exit_child_tx(txid(1), &tx, ExitTxOrigin::Mempool)
+        .await
+        .expect("store");
+    assert_eq!(
+        db.get_exit_child_tx(txid(1)).await.expect("get"),
+        Some((tx.clone(), ExitTxOrigin::Mempool))
+    );
+    let replaced = Transaction {
+        lock_time: bitcoin::absolute::LockTime::from_consensus(7),
+        ..tx
+    };
     let origin = ExitTxOrigin::Wallet { confirmed_in: None };
-    db.store_exit_child_tx(txid(1), &replaced, origin).await.expect("replace");
-    assert_eq!(db.get_exit_child_tx(txid(1)).await.expect("get"), Some((replaced, origin)));
+    db.store_exit_child_tx(txid(1), &replaced, origin)
+        .await
+        .expect("replace");
+    assert_eq!(
+        db.get_exit_child_tx(txid(1)).await.expect("get"),
+        Some((replaced, origin))
+    );
 }
 
 // --- the file ------------------------------------------------------------------------
@@ -588,22 +962,49 @@ async fn state_survives_reopen_and_a_second_open_is_refused() {
     let path = dir.path().join("wallet.redb");
     let v = &VTXO_VECTORS.round1_vtxo;
     {
-        let (db, report) = Store::open_async(&path, &StoreConfig::default()).await.expect("open");
-        assert_eq!((report.schema_found, report.schema_now, report.integrity_ok), (0, 1, true));
+        let (db, report) = Store::open_async(&path, &StoreConfig::default())
+            .await
+            .expect("open");
+        assert_eq!(
+            (report.schema_found, report.schema_now, report.integrity_ok),
+            (0, 1, true)
+        );
         match Store::open(&path, &StoreConfig::default()) {
             Err(StoreError::AlreadyOpen { .. }) => {}
-            other => panic!("second open must be refused, got {:?}", other.map(|(_, r)| r)),
+            other => panic!(
+                "second open must be refused, got {:?}",
+                other.map(|(_, r)| r)
+            ),
         }
         db.init_wallet(&properties()).await.expect("init");
-        db.store_vtxos(&[(v, &VtxoState::Locked { holder: None })]).await.expect("store");
-        db.create_new_movement(MovementStatus::Pending, &subsystem(), now_ms(), None).await.expect("m");
+        db.store_vtxos(&[(v, &VtxoState::Locked { holder: None })])
+            .await
+            .expect("store");
+        db.create_new_movement(MovementStatus::Pending, &subsystem(), now_ms(), None)
+            .await
+            .expect("m");
     }
-    let (db, report) = Store::open_async(&path, &StoreConfig::default()).await.expect("reopen");
+    let (db, report) = Store::open_async(&path, &StoreConfig::default())
+        .await
+        .expect("reopen");
     assert_eq!((report.schema_found, report.schema_now), (1, 1));
-    assert_eq!(db.read_properties().await.expect("read"), Some(properties()));
-    assert_eq!(state_of(&db, v.id()).await, VtxoState::Locked { holder: None });
-    let next = db.create_new_movement(MovementStatus::Pending, &subsystem(), now_ms(), None).await.expect("m");
-    assert_eq!(next, MovementId::new(2), "the id counter survives a restart");
+    assert_eq!(
+        db.read_properties().await.expect("read"),
+        Some(properties())
+    );
+    assert_eq!(
+        state_of(&db, v.id()).await,
+        VtxoState::Locked { holder: None }
+    );
+    let next = db
+        .create_new_movement(MovementStatus::Pending, &subsystem(), now_ms(), None)
+        .await
+        .expect("m");
+    assert_eq!(
+        next,
+        MovementId::new(2),
+        "the id counter survives a restart"
+    );
     let report = db.verify_invariants().await.expect("invariants");
     assert_eq!((report.vtxos, report.movements), (1, 2));
 }

@@ -21,7 +21,7 @@ use bark::persist::adaptor::StorageAdaptorWrapper;
 use bark::persist::adaptor::memory::MemoryStorageAdaptor;
 use berth::store::{Store, StoreConfig};
 use common::ops::{Op, apply, op_strategy, prologue, snapshot};
-use proptest::prelude::RngCore;
+use proptest::prelude::Rng;
 use proptest::strategy::{Strategy, ValueTree};
 use proptest::test_runner::{RngAlgorithm, TestRng, TestRunner};
 
@@ -33,8 +33,10 @@ fn db_path(dir: &Path) -> PathBuf {
 }
 
 fn write_pool(dir: &Path, pool: &[Vtxo<Full>]) {
-    let lines: Vec<String> =
-        pool.iter().map(|v| bitcoin::hex::DisplayHex::to_lower_hex_string(&v.serialize())).collect();
+    let lines: Vec<String> = pool
+        .iter()
+        .map(|v| bitcoin::hex::DisplayHex::to_lower_hex_string(&v.serialize()))
+        .collect();
     std::fs::write(dir.join("pool.hex"), lines.join("\n")).expect("write pool");
 }
 
@@ -53,14 +55,22 @@ fn read_pool(dir: &Path) -> Vec<Vtxo<Full>> {
 #[test]
 #[ignore = "run by crash_kill_9_keeps_every_reported_operation as a child process"]
 fn crash_child() {
-    let Ok(dir) = std::env::var(CHILD_ENV) else { return };
+    let Ok(dir) = std::env::var(CHILD_ENV) else {
+        return;
+    };
     let dir = PathBuf::from(dir);
     let pool = read_pool(&dir);
-    let ops: Vec<Op> =
-        serde_json::from_slice(&std::fs::read(dir.join("ops.json")).expect("ops")).expect("parse ops");
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("rt");
+    let ops: Vec<Op> = serde_json::from_slice(&std::fs::read(dir.join("ops.json")).expect("ops"))
+        .expect("parse ops");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("rt");
     rt.block_on(async {
-        let (db, _) = Store::open_async(&db_path(&dir), &StoreConfig::default()).await.expect("open");
+        let (db, _) = Store::open_async(&db_path(&dir), &StoreConfig::default())
+            .await
+            .expect("open");
         let mut out = std::io::stdout().lock();
         writeln!(out, "ready").expect("stdout");
         out.flush().expect("flush");
@@ -72,7 +82,10 @@ fn crash_child() {
     });
 }
 
-async fn replay(history: &[Op], pool: &[Vtxo<Full>]) -> StorageAdaptorWrapper<MemoryStorageAdaptor> {
+async fn replay(
+    history: &[Op],
+    pool: &[Vtxo<Full>],
+) -> StorageAdaptorWrapper<MemoryStorageAdaptor> {
     let model = StorageAdaptorWrapper::new(MemoryStorageAdaptor::new());
     prologue(&model).await;
     for op in history {
@@ -83,12 +96,17 @@ async fn replay(history: &[Op], pool: &[Vtxo<Full>]) -> StorageAdaptorWrapper<Me
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crash_kill_9_keeps_every_reported_operation() {
-    let rounds: usize = std::env::var("BERTH_CRASH_ROUNDS").ok().and_then(|r| r.parse().ok()).unwrap_or(20);
+    let rounds: usize = std::env::var("BERTH_CRASH_ROUNDS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(20);
     let dir = tempfile::tempdir().expect("tempdir");
     let pool = common::ops::standard_pool();
     write_pool(dir.path(), &pool);
     {
-        let (db, _) = Store::open_async(&db_path(dir.path()), &StoreConfig::default()).await.expect("open");
+        let (db, _) = Store::open_async(&db_path(dir.path()), &StoreConfig::default())
+            .await
+            .expect("open");
         prologue(&db).await;
     }
 
@@ -105,12 +123,22 @@ async fn crash_kill_9_keeps_every_reported_operation() {
         let ops: Vec<Op> = (0..OPS_PER_ROUND)
             .map(|_| strategy.new_tree(&mut runner).expect("op").current())
             .collect();
-        std::fs::write(dir.path().join("ops.json"), serde_json::to_vec(&ops).expect("json")).expect("ops");
+        std::fs::write(
+            dir.path().join("ops.json"),
+            serde_json::to_vec(&ops).expect("json"),
+        )
+        .expect("ops");
         let kill_after = runner.rng().next_u32() as usize % (OPS_PER_ROUND + 5);
         let extra_delay = Duration::from_micros(u64::from(runner.rng().next_u32() % 3_000));
 
         let mut child = Command::new(std::env::current_exe().expect("exe"))
-            .args(["--exact", "crash_child", "--ignored", "--nocapture", "--test-threads=1"])
+            .args([
+                "--exact",
+                "crash_child",
+                "--ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ])
             .env(CHILD_ENV, dir.path())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -141,23 +169,39 @@ async fn crash_kill_9_keeps_every_reported_operation() {
         // Every reported operation must have had the same outcome on the model.
         for (i, op) in ops[..n].iter().enumerate() {
             let res = apply(&model, op, &pool).await;
-            assert_eq!(res.is_ok(), outcomes[i], "round {round} op {i} {op:?}: model says {res:?}");
+            assert_eq!(
+                res.is_ok(),
+                outcomes[i],
+                "round {round} op {i} {op:?}: model says {res:?}"
+            );
             history.push(op.clone());
         }
 
-        let (db, report) =
-            Store::open_async(&db_path(dir.path()), &StoreConfig::default()).await.expect("reopen");
-        assert!(report.integrity_ok, "round {round}: integrity check failed after kill");
-        db.verify_invariants().await.unwrap_or_else(|e| panic!("round {round}: {e}"));
+        let (db, report) = Store::open_async(&db_path(dir.path()), &StoreConfig::default())
+            .await
+            .expect("reopen");
+        assert!(
+            report.integrity_ok,
+            "round {round}: integrity check failed after kill"
+        );
+        db.verify_invariants()
+            .await
+            .unwrap_or_else(|e| panic!("round {round}: {e}"));
         let found = snapshot(&db, &pool).await;
         if found != snapshot(&model, &pool).await {
             // The only other acceptable state: the in-flight operation committed but
             // was not reported before the kill.
-            let inflight = ops.get(n).unwrap_or_else(|| panic!("round {round}: state differs, nothing in flight"));
+            let inflight = ops
+                .get(n)
+                .unwrap_or_else(|| panic!("round {round}: state differs, nothing in flight"));
             let mut with = history.clone();
             with.push(inflight.clone());
             let plus_one = replay(&with, &pool).await;
-            assert_eq!(found, snapshot(&plus_one, &pool).await, "round {round}: lost or corrupted state");
+            assert_eq!(
+                found,
+                snapshot(&plus_one, &pool).await,
+                "round {round}: lost or corrupted state"
+            );
             history = with;
             model = plus_one;
             inflight_landed += 1;
@@ -168,5 +212,8 @@ async fn crash_kill_9_keeps_every_reported_operation() {
         "crash test: {rounds} rounds, {kills_mid_batch} killed mid-batch, {inflight_landed} in-flight ops found committed, {} ops survived",
         history.len()
     );
-    assert!(kills_mid_batch > 0, "the kill never landed before the batch finished");
+    assert!(
+        kills_mid_batch > 0,
+        "the kill never landed before the batch finished"
+    );
 }

@@ -24,8 +24,19 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
         for (i, op) in ops.iter().enumerate() {
             let a = apply(&ours, op, &POOL).await;
             let b = apply(&reference, op, &POOL).await;
-            prop_assert_eq!(a.is_ok(), b.is_ok(), "op {} {:?}: ours {:?}, bark {:?}", i, op, a, b);
-            let (sa, sb) = (snapshot(&ours, &POOL).await, snapshot(&reference, &POOL).await);
+            prop_assert_eq!(
+                a.is_ok(),
+                b.is_ok(),
+                "op {} {:?}: ours {:?}, bark {:?}",
+                i,
+                op,
+                a,
+                b
+            );
+            let (sa, sb) = (
+                snapshot(&ours, &POOL).await,
+                snapshot(&reference, &POOL).await,
+            );
             prop_assert_eq!(sa, sb, "reads disagree after op {} {:?}", i, op);
         }
         ours.verify_invariants()

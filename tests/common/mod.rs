@@ -21,8 +21,8 @@ use lightning_invoice::{Bolt11Invoice, Currency, InvoiceBuilder, PaymentSecret};
 /// A fresh store in its own temporary directory (kept alive by the returned guard).
 pub fn fresh_store() -> (tempfile::TempDir, Store) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (store, _) = Store::open(&dir.path().join("wallet.redb"), &StoreConfig::default())
-        .expect("open store");
+    let (store, _) =
+        Store::open(&dir.path().join("wallet.redb"), &StoreConfig::default()).expect("open store");
     (dir, store)
 }
 
@@ -42,13 +42,18 @@ pub fn pubkey(n: u8) -> PublicKey {
 }
 
 pub fn subsystem() -> MovementSubsystem {
-    MovementSubsystem { name: "berth-test".into(), kind: "unit".into() }
+    MovementSubsystem {
+        name: "berth-test".into(),
+        kind: "unit".into(),
+    }
 }
 
 /// Now, truncated to milliseconds (a stable value to compare after a round-trip).
 pub fn now_ms() -> chrono::DateTime<chrono::Local> {
     let ms = chrono::Local::now().timestamp_millis();
-    chrono::DateTime::from_timestamp_millis(ms).expect("valid time").with_timezone(&chrono::Local)
+    chrono::DateTime::from_timestamp_millis(ms)
+        .expect("valid time")
+        .with_timezone(&chrono::Local)
 }
 
 pub fn payment_hash(n: u8) -> PaymentHash {
@@ -83,7 +88,9 @@ pub fn board_checkpoint(id: &str, vtxo_id: VtxoId, note: Option<&str>) -> Wallet
         vtxo_id,
         amount: Amount::from_sat(50_000),
         movement_id: MovementId::new(1),
-        progress: Progress::Confirming { last_park_error: note.map(str::to_string) },
+        progress: Progress::Confirming {
+            last_park_error: note.map(str::to_string),
+        },
     })
 }
 

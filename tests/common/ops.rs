@@ -52,28 +52,69 @@ pub enum Op {
     SetMailboxPubkey(u8),
     StoreBdkNetwork,
     StoreVtxos(Vec<(usize, State)>),
-    UpdateState { vtxo: usize, to: State, allowed: Vec<u8> },
-    UpdateStates { vtxos: Vec<usize>, to: State, allowed: Vec<u8> },
-    ReleaseLock { vtxo: usize, holder: Option<Holder> },
-    StealLock { vtxos: Vec<usize>, holder: Option<Holder> },
+    UpdateState {
+        vtxo: usize,
+        to: State,
+        allowed: Vec<u8>,
+    },
+    UpdateStates {
+        vtxos: Vec<usize>,
+        to: State,
+        allowed: Vec<u8>,
+    },
+    ReleaseLock {
+        vtxo: usize,
+        holder: Option<Holder>,
+    },
+    StealLock {
+        vtxos: Vec<usize>,
+        holder: Option<Holder>,
+    },
     StealLockToSpent(Vec<usize>),
     RemoveVtxo(usize),
     MarkRegistered(Vec<usize>),
     StoreVtxoKeys(Vec<(u32, u8)>),
     AdvanceMailbox(u64),
-    CreateMovement { status: u8, secs: i64, action: Option<u8> },
-    MovementForAction { action: u8, secs: i64, balance: i64 },
-    UpdateMovement { nth: usize, status: u8, add_received: Option<u8> },
+    CreateMovement {
+        status: u8,
+        secs: i64,
+        action: Option<u8>,
+    },
+    MovementForAction {
+        action: u8,
+        secs: i64,
+        balance: i64,
+    },
+    UpdateMovement {
+        nth: usize,
+        status: u8,
+        add_received: Option<u8>,
+    },
     StoreRoundState(bool),
-    UpdateRoundState { nth: usize, done: bool },
-    RemoveRoundState { nth: usize },
-    UpsertCheckpoint { id: u8, note: Option<u8> },
+    UpdateRoundState {
+        nth: usize,
+        done: bool,
+    },
+    RemoveRoundState {
+        nth: usize,
+    },
+    UpsertCheckpoint {
+        id: u8,
+        note: Option<u8>,
+    },
     RemoveCheckpoint(u8),
     RecordPaidInvoice(u8, u8),
     RecordSettledReceive(u8, u64),
-    StoreExit { id: u8, canceled: bool },
+    StoreExit {
+        id: u8,
+        canceled: bool,
+    },
     RemoveExit(u8),
-    StoreExitChild { txid: u8, locktime: u32, confirmed: bool },
+    StoreExitChild {
+        txid: u8,
+        locktime: u32,
+        confirmed: bool,
+    },
 }
 
 /// The VTXOs operations refer to: bark's six signed test vectors plus boards of ours.
@@ -102,25 +143,36 @@ fn base_time() -> chrono::DateTime<chrono::Local> {
 fn holder(h: Holder) -> VtxoLockHolder {
     match h {
         Holder::Movement(n) => MovementId::new(u32::from(n) % OWNER_MOVEMENTS + 1).into(),
-        Holder::Action(n) => VtxoLockHolder::Action { id: format!("action.{n}") },
+        Holder::Action(n) => VtxoLockHolder::Action {
+            id: format!("action.{n}"),
+        },
     }
 }
 
 fn state(s: State) -> VtxoState {
     match s {
         State::Spendable => VtxoState::Spendable,
-        State::Locked(h) => VtxoState::Locked { holder: h.map(holder) },
+        State::Locked(h) => VtxoState::Locked {
+            holder: h.map(holder),
+        },
         State::Spent => VtxoState::Spent,
         State::Exited => VtxoState::Exited,
     }
 }
 
 fn kinds(bytes: &[u8]) -> Vec<VtxoStateKind> {
-    bytes.iter().map(|b| VtxoStateKind::ALL[usize::from(*b) % 4]).collect()
+    bytes
+        .iter()
+        .map(|b| VtxoStateKind::ALL[usize::from(*b) % 4])
+        .collect()
 }
 
 fn status(n: u8) -> MovementStatus {
-    [MovementStatus::Pending, MovementStatus::Successful, MovementStatus::Failed][usize::from(n) % 3]
+    [
+        MovementStatus::Pending,
+        MovementStatus::Successful,
+        MovementStatus::Failed,
+    ][usize::from(n) % 3]
 }
 
 fn txid(n: u8) -> Txid {
@@ -150,7 +202,11 @@ pub async fn prologue(db: &impl BarkPersister) {
     }
 }
 
-async fn existing<'a>(db: &impl BarkPersister, pool: &'a [Vtxo<Full>], idx: &[usize]) -> Vec<&'a Vtxo<Full>> {
+async fn existing<'a>(
+    db: &impl BarkPersister,
+    pool: &'a [Vtxo<Full>],
+    idx: &[usize],
+) -> Vec<&'a Vtxo<Full>> {
     let mut out = Vec::new();
     for i in idx {
         let v = &pool[i % pool.len()];
@@ -167,9 +223,15 @@ pub async fn apply(db: &impl BarkPersister, op: &Op, pool: &[Vtxo<Full>]) -> Res
     let t = |secs: i64| base_time() + chrono::Duration::seconds(secs);
     match op.clone() {
         Op::SetServerPubkey(n) => db.set_server_pubkey(pubkey(n % 50 + 1)).await.map_err(e),
-        Op::SetMailboxPubkey(n) => db.set_server_mailbox_pubkey(pubkey(n % 50 + 1)).await.map_err(e),
+        Op::SetMailboxPubkey(n) => db
+            .set_server_mailbox_pubkey(pubkey(n % 50 + 1))
+            .await
+            .map_err(e),
         Op::StoreBdkNetwork => {
-            let cs = bdk_wallet::ChangeSet { network: Some(bitcoin::Network::Regtest), ..Default::default() };
+            let cs = bdk_wallet::ChangeSet {
+                network: Some(bitcoin::Network::Regtest),
+                ..Default::default()
+            };
             db.store_bdk_wallet_changeset(&cs).await.map_err(e)
         }
         Op::StoreVtxos(items) => {
@@ -190,105 +252,177 @@ pub async fn apply(db: &impl BarkPersister, op: &Op, pool: &[Vtxo<Full>]) -> Res
             .await
             .map(|_| ())
             .map_err(e),
-        Op::UpdateStates { vtxos, to, allowed } => {
-            db.update_vtxo_states_checked(&ids(pool, &vtxos), state(to), &kinds(&allowed)).await.map_err(e)
-        }
+        Op::UpdateStates { vtxos, to, allowed } => db
+            .update_vtxo_states_checked(&ids(pool, &vtxos), state(to), &kinds(&allowed))
+            .await
+            .map_err(e),
         Op::ReleaseLock { vtxo, holder: h } => {
             let h = h.map(holder);
-            db.release_vtxo_lock(pool[vtxo % pool.len()].id(), h.as_ref()).await.map_err(e)
+            db.release_vtxo_lock(pool[vtxo % pool.len()].id(), h.as_ref())
+                .await
+                .map_err(e)
         }
-        Op::StealLock { vtxos, holder: h } => {
-            db.steal_lock(&ids(pool, &vtxos), h.map(holder)).await.map_err(e)
-        }
+        Op::StealLock { vtxos, holder: h } => db
+            .steal_lock(&ids(pool, &vtxos), h.map(holder))
+            .await
+            .map_err(e),
         Op::StealLockToSpent(vtxos) => db.steal_lock_to_spent(&ids(pool, &vtxos)).await.map_err(e),
-        Op::RemoveVtxo(i) => db.remove_vtxo(pool[i % pool.len()].id()).await.map(|_| ()).map_err(e),
+        Op::RemoveVtxo(i) => db
+            .remove_vtxo(pool[i % pool.len()].id())
+            .await
+            .map(|_| ())
+            .map_err(e),
         Op::MarkRegistered(idx) => {
             // bark only marks VTXOs it holds (the adaptor is not atomic on unknown ids).
-            let live: Vec<_> = existing(db, pool, &idx).await.iter().map(|v| v.id()).collect();
+            let live: Vec<_> = existing(db, pool, &idx)
+                .await
+                .iter()
+                .map(|v| v.id())
+                .collect();
             db.mark_vtxos_registered(&live).await.map_err(e)
         }
         Op::StoreVtxoKeys(keys) => {
-            let keys: Vec<_> = keys.into_iter().map(|(i, n)| (i % 64, pubkey(n % 50 + 1))).collect();
+            let keys: Vec<_> = keys
+                .into_iter()
+                .map(|(i, n)| (i % 64, pubkey(n % 50 + 1)))
+                .collect();
             db.store_vtxo_keys(&keys).await.map_err(e)
         }
         Op::AdvanceMailbox(delta) => {
             let now = db.get_mailbox_checkpoint().await.map_err(e)?;
             db.store_mailbox_checkpoint(now + delta).await.map_err(e)
         }
-        Op::CreateMovement { status: s, secs, action } => {
+        Op::CreateMovement {
+            status: s,
+            secs,
+            action,
+        } => {
             let action = action.map(|a| format!("action.{a}"));
             db.create_new_movement(status(s), &subsystem(), t(secs), action.as_deref())
                 .await
                 .map(|_| ())
                 .map_err(e)
         }
-        Op::MovementForAction { action, secs, balance } => {
+        Op::MovementForAction {
+            action,
+            secs,
+            balance,
+        } => {
             let update = MovementUpdate::new().intended_balance(SignedAmount::from_sat(balance));
-            db.get_or_create_movement_for_action(&subsystem(), t(secs), &format!("action.{action}"), update)
-                .await
-                .map(|_| ())
-                .map_err(e)
+            db.get_or_create_movement_for_action(
+                &subsystem(),
+                t(secs),
+                &format!("action.{action}"),
+                update,
+            )
+            .await
+            .map(|_| ())
+            .map_err(e)
         }
-        Op::UpdateMovement { nth, status: s, add_received } => {
+        Op::UpdateMovement {
+            nth,
+            status: s,
+            add_received,
+        } => {
             let mut all = db.get_all_movements().await.map_err(e)?;
             all.sort_by_key(|m| m.id);
-            let Some(mut m) = all.get(nth % all.len().max(1)).cloned() else { return Ok(()) };
+            let Some(mut m) = all.get(nth % all.len().max(1)).cloned() else {
+                return Ok(());
+            };
             m.status = status(s);
             if let Some(pm) = add_received {
                 let dest = PaymentMethod::Custom(format!("pm{}", pm % 4));
-                m.received_on.push(MovementDestination::new(dest, Amount::from_sat(u64::from(pm) + 1)));
+                m.received_on.push(MovementDestination::new(
+                    dest,
+                    Amount::from_sat(u64::from(pm) + 1),
+                ));
             }
             db.update_movement(&m).await.map_err(e)
         }
-        Op::StoreRoundState(done) => db.store_round_state(&round_state(done)).await.map(|_| ()).map_err(e),
+        Op::StoreRoundState(done) => db
+            .store_round_state(&round_state(done))
+            .await
+            .map(|_| ())
+            .map_err(e),
         Op::UpdateRoundState { nth, done } => {
             let live = db.get_pending_round_state_ids().await.map_err(e)?;
-            let Some(id) = live.get(nth % live.len().max(1)) else { return Ok(()) };
-            let mut locked = StoredRoundState::new(*id, round_state(!done)).lock(Box::new(TestGuard));
+            let Some(id) = live.get(nth % live.len().max(1)) else {
+                return Ok(());
+            };
+            let mut locked =
+                StoredRoundState::new(*id, round_state(!done)).lock(Box::new(TestGuard));
             *locked.state_mut() = round_state(done);
             db.update_round_state(&locked).await.map_err(e)
         }
         Op::RemoveRoundState { nth } => {
             let live = db.get_pending_round_state_ids().await.map_err(e)?;
-            let Some(id) = live.get(nth % live.len().max(1)) else { return Ok(()) };
+            let Some(id) = live.get(nth % live.len().max(1)) else {
+                return Ok(());
+            };
             let locked = StoredRoundState::new(*id, round_state(false)).lock(Box::new(TestGuard));
             db.remove_round_state(&locked).await.map_err(e)
         }
         Op::UpsertCheckpoint { id, note } => {
             let cp = checkpoint(id % 6, note);
-            db.upsert_wallet_action_checkpoint(&cp.id(), &cp).await.map_err(e)
+            db.upsert_wallet_action_checkpoint(&cp.id(), &cp)
+                .await
+                .map_err(e)
         }
-        Op::RemoveCheckpoint(id) => {
-            db.remove_wallet_action_checkpoint(&checkpoint(id % 6, None).id()).await.map_err(e)
-        }
-        Op::RecordPaidInvoice(h, p) => {
-            db.record_paid_invoice(payment_hash(h % 8), preimage(p)).await.map_err(e)
-        }
+        Op::RemoveCheckpoint(id) => db
+            .remove_wallet_action_checkpoint(&checkpoint(id % 6, None).id())
+            .await
+            .map_err(e),
+        Op::RecordPaidInvoice(h, p) => db
+            .record_paid_invoice(payment_hash(h % 8), preimage(p))
+            .await
+            .map_err(e),
         Op::RecordSettledReceive(h, amount) => db
-            .record_settled_lightning_receive(payment_hash(h % 8 + 100), preimage(h), &INVOICE, Amount::from_sat(amount))
+            .record_settled_lightning_receive(
+                payment_hash(h % 8 + 100),
+                preimage(h),
+                &INVOICE,
+                Amount::from_sat(amount),
+            )
             .await
             .map_err(e),
         Op::StoreExit { id, canceled } => {
-            let start = ExitState::Start(ExitStartState { tip_height: BlockHeight::new(100) });
+            let start = ExitState::Start(ExitStartState {
+                tip_height: BlockHeight::new(100),
+            });
             let exit = StoredExit {
                 vtxo_id: exit_id(id % 6),
-                state: if canceled { ExitState::new_canceled(BlockHeight::new(150)) } else { start.clone() },
+                state: if canceled {
+                    ExitState::new_canceled(BlockHeight::new(150))
+                } else {
+                    start.clone()
+                },
                 history: vec![start],
                 movement_id: Some(MovementId::new(1)),
             };
             db.store_exit_vtxo_entry(&exit).await.map_err(e)
         }
         Op::RemoveExit(id) => db.remove_exit_vtxo_entry(&exit_id(id % 6)).await.map_err(e),
-        Op::StoreExitChild { txid: n, locktime, confirmed } => {
+        Op::StoreExitChild {
+            txid: n,
+            locktime,
+            confirmed,
+        } => {
             let tx = Transaction {
                 version: bitcoin::transaction::Version::TWO,
                 lock_time: bitcoin::absolute::LockTime::from_consensus(locktime),
                 input: vec![],
                 output: vec![],
             };
-            let block = BlockRef { height: BlockHeight::new(7), hash: BlockHash::from_slice(&[n; 32]).expect("32") };
-            let origin = ExitTxOrigin::Wallet { confirmed_in: confirmed.then_some(block) };
-            db.store_exit_child_tx(txid(n % 6), &tx, origin).await.map_err(e)
+            let block = BlockRef {
+                height: BlockHeight::new(7),
+                hash: BlockHash::from_slice(&[n; 32]).expect("32"),
+            };
+            let origin = ExitTxOrigin::Wallet {
+                confirmed_in: confirmed.then_some(block),
+            };
+            db.store_exit_child_tx(txid(n % 6), &tx, origin)
+                .await
+                .map_err(e)
         }
     }
 }
@@ -311,7 +445,12 @@ pub struct Snapshot {
     by_action: Vec<Option<MovementId>>,
     round_states: Vec<(u32, String)>,
     checkpoints: Vec<WalletActionCheckpoint>,
-    paid: Vec<Option<(bark::ark::lightning::PaymentHash, bark::ark::lightning::Preimage)>>,
+    paid: Vec<
+        Option<(
+            bark::ark::lightning::PaymentHash,
+            bark::ark::lightning::Preimage,
+        )>,
+    >,
     settled: Vec<Option<(Amount, bark::ark::lightning::Preimage)>>,
     exits: Vec<StoredExit>,
     exits_canceled: Vec<VtxoId>,
@@ -324,7 +463,10 @@ pub async fn snapshot(db: &impl BarkPersister, pool: &[Vtxo<Full>]) -> Snapshot 
     for v in pool {
         per_vtxo.push((
             db.get_wallet_vtxo(v.id()).await.expect(&x("vtxo")),
-            db.get_full_vtxo(v.id()).await.expect(&x("full")).map(|f| f.serialize()),
+            db.get_full_vtxo(v.id())
+                .await
+                .expect(&x("full"))
+                .map(|f| f.serialize()),
             db.has_spent_vtxo(v.id()).await.expect(&x("spent")),
         ));
     }
@@ -339,7 +481,10 @@ pub async fn snapshot(db: &impl BarkPersister, pool: &[Vtxo<Full>]) -> Snapshot 
     for set in state_sets {
         by_state.push(db.get_vtxos_by_state(set).await.expect(&x("by state")));
     }
-    let mut unregistered = db.get_unregistered_vtxo_ids().await.expect(&x("unregistered"));
+    let mut unregistered = db
+        .get_unregistered_vtxo_ids()
+        .await
+        .expect(&x("unregistered"));
     unregistered.sort();
     let mut key_indexes = Vec::new();
     for n in 1..=50u8 {
@@ -353,26 +498,50 @@ pub async fn snapshot(db: &impl BarkPersister, pool: &[Vtxo<Full>]) -> Snapshot 
     let mut by_payment_method = Vec::new();
     for n in 0..4 {
         let pm = PaymentMethod::Custom(format!("pm{n}"));
-        let found = db.get_movements_by_payment_method(&pm).await.expect(&x("by pm"));
+        let found = db
+            .get_movements_by_payment_method(&pm)
+            .await
+            .expect(&x("by pm"));
         by_payment_method.push(found.iter().map(|m| m.id).collect());
     }
     let mut by_action = Vec::new();
     for n in 0..8 {
-        by_action.push(db.get_movement_id_by_action(&format!("action.{n}")).await.expect(&x("action")));
+        by_action.push(
+            db.get_movement_id_by_action(&format!("action.{n}"))
+                .await
+                .expect(&x("action")),
+        );
     }
     let mut round_states = Vec::new();
-    for id in db.get_pending_round_state_ids().await.expect(&x("round ids")) {
-        let s = db.get_round_state_by_id(id).await.expect(&x("round")).expect("listed state exists");
+    for id in db
+        .get_pending_round_state_ids()
+        .await
+        .expect(&x("round ids"))
+    {
+        let s = db
+            .get_round_state_by_id(id)
+            .await
+            .expect(&x("round"))
+            .expect("listed state exists");
         round_states.push((id.0, round_json(s.state())));
     }
-    let mut checkpoints = db.get_all_wallet_action_checkpoints().await.expect(&x("checkpoints"));
+    let mut checkpoints = db
+        .get_all_wallet_action_checkpoints()
+        .await
+        .expect(&x("checkpoints"));
     checkpoints.sort_by_key(|c| c.id());
     let mut paid = Vec::new();
     let mut settled = Vec::new();
     for h in 0..8u8 {
-        let p = db.get_paid_invoice(payment_hash(h)).await.expect(&x("paid"));
+        let p = db
+            .get_paid_invoice(payment_hash(h))
+            .await
+            .expect(&x("paid"));
         paid.push(p.map(|p| (p.payment_hash, p.preimage)));
-        let s = db.get_settled_lightning_receive(payment_hash(h + 100)).await.expect(&x("settled"));
+        let s = db
+            .get_settled_lightning_receive(payment_hash(h + 100))
+            .await
+            .expect(&x("settled"));
         settled.push(s.map(|s| (s.amount, s.preimage)));
     }
     let mut children = Vec::new();
@@ -381,7 +550,13 @@ pub async fn snapshot(db: &impl BarkPersister, pool: &[Vtxo<Full>]) -> Snapshot 
     }
     let exits = db.get_exit_vtxo_entries().await.expect(&x("exits"));
     for e in &exits {
-        assert_eq!(db.get_exit_vtxo_entry(&e.vtxo_id).await.expect(&x("exit")).as_ref(), Some(e));
+        assert_eq!(
+            db.get_exit_vtxo_entry(&e.vtxo_id)
+                .await
+                .expect(&x("exit"))
+                .as_ref(),
+            Some(e)
+        );
     }
     let mut exits_canceled: Vec<_> = db
         .get_exit_vtxo_entries_with_states(&[ExitStateKind::Canceled])

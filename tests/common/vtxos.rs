@@ -4,9 +4,9 @@
 //! therefore its own id. Building one signs a MuSig2 board, so pools are built once
 //! per process and shared.
 
+use ark::Vtxo;
 use ark::test_util::dummy::DummyTestVtxoSpec;
 use ark::vtxo::Full;
-use ark::Vtxo;
 use bitcoin::Amount;
 use bitcoin_ext::{BlockDelta, BlockHeight};
 
