@@ -1008,3 +1008,18 @@ async fn state_survives_reopen_and_a_second_open_is_refused() {
     let report = db.verify_invariants().await.expect("invariants");
     assert_eq!((report.vtxos, report.movements), (1, 2));
 }
+
+/// Not a check: `scripts/measure-store-fsyncs` runs this under strace with different
+/// `BERTH_MEASURE_WRITES` to count the fsyncs one durable write costs.
+#[tokio::test]
+#[ignore = "measurement helper for scripts/measure-store-fsyncs"]
+async fn measure_write_loop() {
+    let writes: u64 = std::env::var("BERTH_MEASURE_WRITES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    let (_dir, db) = fresh_store();
+    for n in 0..writes {
+        db.store_mailbox_checkpoint(n + 1).await.expect("write");
+    }
+}

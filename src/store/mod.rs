@@ -166,6 +166,7 @@ impl Store {
         let _order = self.inner.write_order.lock().await;
         let inner = Arc::clone(&self.inner);
         join(
+            &self.inner,
             context,
             tokio::task::spawn_blocking(move || inner.write_blocking(context, f)).await,
         )
@@ -179,6 +180,7 @@ impl Store {
     {
         let inner = Arc::clone(&self.inner);
         join(
+            &self.inner,
             context,
             tokio::task::spawn_blocking(move || inner.read_blocking(context, f)).await,
         )
@@ -195,15 +197,19 @@ impl Store {
     }
 }
 
+/// Unwrap a blocking transaction task. A panic inside a transaction closure leaves
+/// nothing committed, but it means a bug in the store: it stops the store exactly like
+/// a storage failure rather than letting the daemon carry on.
 fn join<T>(
+    inner: &Inner,
     context: &'static str,
     res: Result<Result<T, StoreError>, tokio::task::JoinError>,
 ) -> Result<T, StoreError> {
-    // A panic inside a transaction closure leaves nothing committed, but it means a
-    // bug in the store: treat it like a storage failure rather than carry on.
-    res.map_err(|e| StoreError::Fatal {
-        context,
-        reason: format!("store task failed: {e}"),
+    res.map_err(|e| {
+        inner.note(StoreError::Fatal {
+            context,
+            reason: format!("store task failed: {e}"),
+        })
     })?
 }
 

@@ -22,7 +22,8 @@ use crate::store::codec::{
 /// `migrations.rs`; a database with a higher version is refused.
 pub const SCHEMA_VERSION: u64 = 1;
 
-/// A VTXO id: funding txid (32 bytes) + output index (u32 BE), as `VtxoId::to_bytes`.
+/// A VTXO id as `VtxoId::to_bytes`: txid (32 bytes) + output index (u32 little-endian,
+/// ark's encoding). Not ordered by output index; nothing relies on that.
 pub type VtxoKey = [u8; 36];
 /// Key of [`VTXOS_BY_STATE`]: state byte | expiry height u32 BE | !amount u64 BE | VTXO id.
 /// Byte order = state, then expiry ascending, then amount descending, then id.

@@ -458,16 +458,19 @@ pub struct Snapshot {
 }
 
 pub async fn snapshot(db: &impl BarkPersister, pool: &[Vtxo<Full>]) -> Snapshot {
-    let x = |what: &str| format!("read {what}");
     let mut per_vtxo = Vec::new();
     for v in pool {
         per_vtxo.push((
-            db.get_wallet_vtxo(v.id()).await.expect(&x("vtxo")),
+            db.get_wallet_vtxo(v.id())
+                .await
+                .unwrap_or_else(|e| panic!("read {}: {e:#}", "vtxo")),
             db.get_full_vtxo(v.id())
                 .await
-                .expect(&x("full"))
+                .unwrap_or_else(|e| panic!("read {}: {e:#}", "full"))
                 .map(|f| f.serialize()),
-            db.has_spent_vtxo(v.id()).await.expect(&x("spent")),
+            db.has_spent_vtxo(v.id())
+                .await
+                .unwrap_or_else(|e| panic!("read {}: {e:#}", "spent")),
         ));
     }
     let state_sets: [&[VtxoStateKind]; 5] = [
@@ -479,21 +482,37 @@ pub async fn snapshot(db: &impl BarkPersister, pool: &[Vtxo<Full>]) -> Snapshot 
     ];
     let mut by_state = Vec::new();
     for set in state_sets {
-        by_state.push(db.get_vtxos_by_state(set).await.expect(&x("by state")));
+        by_state.push(
+            db.get_vtxos_by_state(set)
+                .await
+                .unwrap_or_else(|e| panic!("read {}: {e:#}", "by state")),
+        );
     }
     let mut unregistered = db
         .get_unregistered_vtxo_ids()
         .await
-        .expect(&x("unregistered"));
+        .unwrap_or_else(|e| panic!("read {}: {e:#}", "unregistered"));
     unregistered.sort();
     let mut key_indexes = Vec::new();
     for n in 1..=50u8 {
-        key_indexes.push(db.get_public_key_idx(&pubkey(n)).await.expect(&x("key")));
+        key_indexes.push(
+            db.get_public_key_idx(&pubkey(n))
+                .await
+                .unwrap_or_else(|e| panic!("read {}: {e:#}", "key")),
+        );
     }
-    let mut movements = db.get_all_movements().await.expect(&x("movements"));
+    let mut movements = db
+        .get_all_movements()
+        .await
+        .unwrap_or_else(|e| panic!("read {}: {e:#}", "movements"));
     movements.sort_by_key(|m| m.id);
     for m in &movements {
-        assert_eq!(&db.get_movement_by_id(m.id).await.expect(&x("movement")), m);
+        assert_eq!(
+            &db.get_movement_by_id(m.id)
+                .await
+                .unwrap_or_else(|e| panic!("read {}: {e:#}", "movement")),
+            m
+        );
     }
     let mut by_payment_method = Vec::new();
     for n in 0..4 {
@@ -501,7 +520,7 @@ pub async fn snapshot(db: &impl BarkPersister, pool: &[Vtxo<Full>]) -> Snapshot 
         let found = db
             .get_movements_by_payment_method(&pm)
             .await
-            .expect(&x("by pm"));
+            .unwrap_or_else(|e| panic!("read {}: {e:#}", "by pm"));
         by_payment_method.push(found.iter().map(|m| m.id).collect());
     }
     let mut by_action = Vec::new();
@@ -509,26 +528,26 @@ pub async fn snapshot(db: &impl BarkPersister, pool: &[Vtxo<Full>]) -> Snapshot 
         by_action.push(
             db.get_movement_id_by_action(&format!("action.{n}"))
                 .await
-                .expect(&x("action")),
+                .unwrap_or_else(|e| panic!("read {}: {e:#}", "action")),
         );
     }
     let mut round_states = Vec::new();
     for id in db
         .get_pending_round_state_ids()
         .await
-        .expect(&x("round ids"))
+        .unwrap_or_else(|e| panic!("read {}: {e:#}", "round ids"))
     {
         let s = db
             .get_round_state_by_id(id)
             .await
-            .expect(&x("round"))
+            .unwrap_or_else(|e| panic!("read {}: {e:#}", "round"))
             .expect("listed state exists");
         round_states.push((id.0, round_json(s.state())));
     }
     let mut checkpoints = db
         .get_all_wallet_action_checkpoints()
         .await
-        .expect(&x("checkpoints"));
+        .unwrap_or_else(|e| panic!("read {}: {e:#}", "checkpoints"));
     checkpoints.sort_by_key(|c| c.id());
     let mut paid = Vec::new();
     let mut settled = Vec::new();
@@ -536,24 +555,31 @@ pub async fn snapshot(db: &impl BarkPersister, pool: &[Vtxo<Full>]) -> Snapshot 
         let p = db
             .get_paid_invoice(payment_hash(h))
             .await
-            .expect(&x("paid"));
+            .unwrap_or_else(|e| panic!("read {}: {e:#}", "paid"));
         paid.push(p.map(|p| (p.payment_hash, p.preimage)));
         let s = db
             .get_settled_lightning_receive(payment_hash(h + 100))
             .await
-            .expect(&x("settled"));
+            .unwrap_or_else(|e| panic!("read {}: {e:#}", "settled"));
         settled.push(s.map(|s| (s.amount, s.preimage)));
     }
     let mut children = Vec::new();
     for n in 0..6 {
-        children.push(db.get_exit_child_tx(txid(n)).await.expect(&x("child")));
+        children.push(
+            db.get_exit_child_tx(txid(n))
+                .await
+                .unwrap_or_else(|e| panic!("read {}: {e:#}", "child")),
+        );
     }
-    let exits = db.get_exit_vtxo_entries().await.expect(&x("exits"));
+    let exits = db
+        .get_exit_vtxo_entries()
+        .await
+        .unwrap_or_else(|e| panic!("read {}: {e:#}", "exits"));
     for e in &exits {
         assert_eq!(
             db.get_exit_vtxo_entry(&e.vtxo_id)
                 .await
-                .expect(&x("exit"))
+                .unwrap_or_else(|e| panic!("read {}: {e:#}", "exit"))
                 .as_ref(),
             Some(e)
         );
@@ -561,21 +587,36 @@ pub async fn snapshot(db: &impl BarkPersister, pool: &[Vtxo<Full>]) -> Snapshot 
     let mut exits_canceled: Vec<_> = db
         .get_exit_vtxo_entries_with_states(&[ExitStateKind::Canceled])
         .await
-        .expect(&x("exits by state"))
+        .unwrap_or_else(|e| panic!("read {}: {e:#}", "exits by state"))
         .into_iter()
         .map(|e| e.vtxo_id)
         .collect();
     exits_canceled.sort();
     Snapshot {
-        properties: db.read_properties().await.expect(&x("properties")),
-        bdk: db.initialize_bdk_wallet().await.expect(&x("bdk")),
-        all_vtxos: db.get_all_vtxos().await.expect(&x("all vtxos")),
+        properties: db
+            .read_properties()
+            .await
+            .unwrap_or_else(|e| panic!("read {}: {e:#}", "properties")),
+        bdk: db
+            .initialize_bdk_wallet()
+            .await
+            .unwrap_or_else(|e| panic!("read {}: {e:#}", "bdk")),
+        all_vtxos: db
+            .get_all_vtxos()
+            .await
+            .unwrap_or_else(|e| panic!("read {}: {e:#}", "all vtxos")),
         by_state,
         per_vtxo,
         unregistered,
-        last_key: db.get_last_vtxo_key_index().await.expect(&x("last key")),
+        last_key: db
+            .get_last_vtxo_key_index()
+            .await
+            .unwrap_or_else(|e| panic!("read {}: {e:#}", "last key")),
         key_indexes,
-        mailbox: db.get_mailbox_checkpoint().await.expect(&x("mailbox")),
+        mailbox: db
+            .get_mailbox_checkpoint()
+            .await
+            .unwrap_or_else(|e| panic!("read {}: {e:#}", "mailbox")),
         movements,
         by_payment_method,
         by_action,

@@ -10,14 +10,14 @@ use ark::vtxo::Full;
 use bitcoin::Amount;
 use bitcoin_ext::{BlockDelta, BlockHeight};
 
-/// `n` distinct VTXOs. Expiry heights cycle through a few values and amounts differ,
-/// so orderings by (expiry, amount) are exercised.
+/// `n` distinct VTXOs: every amount differs (so every funding txid and id does) and
+/// expiry heights cycle through five values, so orderings by (expiry, amount) matter.
 pub fn vtxo_pool(n: usize) -> Vec<Vtxo<Full>> {
     (0..n)
         .map(|i| {
             let i = i as u64;
             DummyTestVtxoSpec {
-                amount: Amount::from_sat(10_000 + i * 7 % 5_000 + i),
+                amount: Amount::from_sat(10_000 + i),
                 fee: Amount::from_sat(330),
                 expiry_height: BlockHeight::new(1_000 + (i % 5) as u32 * 100),
                 exit_delta: BlockDelta::new(144),
