@@ -1,23 +1,74 @@
-//! The `berthd` command line.
+//! The `berthd` command line: barkd's flags and environment variables, so scripts
+//! written for barkd work unchanged, plus Berth's own subcommands.
 //!
-//! Until the daemon lands (its own issue), `berthd` only answers `--help` and
-//! `--version`, and `berthd store check <file>` opens a wallet database, runs the
-//! integrity check and the invariant check, and prints what it found.
+//! The auth-disabling flags deliberately have no environment variable: an inherited
+//! environment must never turn authentication off.
 
 use std::path::PathBuf;
 
+use clap::builder::BoolishValueParser;
 use clap::{Parser, Subcommand};
 
-/// Berth wallet daemon (barkd-compatible API for Ark, Lightning and on-chain payments).
+/// Berth wallet daemon: the barkd REST API for Ark, Lightning and on-chain payments.
 #[derive(Debug, Parser)]
 #[command(name = "berthd", version, about)]
 pub struct Cli {
+    /// Data directory (wallet database, auth token, configuration).
+    #[arg(long, env = "BARKD_DATADIR", global = true)]
+    pub datadir: Option<PathBuf>,
+
+    /// Port to listen on.
+    #[arg(long, env = "BARKD_BIND_PORT", default_value_t = 3000)]
+    pub port: u16,
+
+    /// Address to listen on. Anything but loopback exposes the API to the network.
+    #[arg(long, env = "BARKD_BIND_HOST", default_value = "127.0.0.1")]
+    pub host: std::net::IpAddr,
+
+    /// Log debug detail on the terminal.
+    #[arg(long, short = 'v', env = "BARK_VERBOSE", global = true, value_parser = BoolishValueParser::new())]
+    pub verbose: bool,
+
+    /// No terminal logging (the log file is still written).
+    #[arg(long, short = 'q', env = "BARK_QUIET", global = true, value_parser = BoolishValueParser::new())]
+    pub quiet: bool,
+
+    /// Comma-separated CORS origins allowed to call the API (default: none).
+    #[arg(long, env = "BARKD_ALLOWED_ORIGINS", value_delimiter = ',')]
+    pub allowed_origins: Vec<String>,
+
+    /// Serve `GET /api/v1/wallet/mnemonic` (404 without this flag).
+    #[arg(long, env = "BARKD_EXPOSE_MNEMONIC", value_parser = BoolishValueParser::new())]
+    pub expose_mnemonic: bool,
+
+    /// Disable authentication. Loopback hosts only.
+    #[arg(long)]
+    pub no_auth: bool,
+
+    /// Disable authentication on any host: only when something in front of berthd
+    /// (a TLS-terminating proxy, a firewall) restricts who reaches the port.
+    #[arg(long)]
+    pub dangerously_allow_remote_no_auth: bool,
+
+    /// Log file (default: `<datadir>/debug.log`).
+    #[arg(long, env = "BARKD_LOGFILE")]
+    pub logfile: Option<PathBuf>,
+
+    /// Do not write a log file.
+    #[arg(long, env = "BARKD_NO_LOGFILE", value_parser = BoolishValueParser::new())]
+    pub no_logfile: bool,
+
     #[command(subcommand)]
     pub command: Option<Command>,
 }
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Manage the API bearer token.
+    Secret {
+        #[command(subcommand)]
+        action: SecretCommand,
+    },
     /// Inspect the wallet database.
     Store {
         #[command(subcommand)]
@@ -26,11 +77,32 @@ pub enum Command {
 }
 
 #[derive(Debug, Subcommand)]
+pub enum SecretCommand {
+    /// Print the current bearer token.
+    Show,
+    /// Replace the token (with a random secret, or the given one) and print it.
+    /// Running daemons keep the old token until they restart.
+    Refresh {
+        /// 32-byte secret as 64 hex characters.
+        #[arg(long, value_parser = parse_hex_secret)]
+        secret: Option<[u8; 32]>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
 pub enum StoreCommand {
     /// Open a wallet database (migrating it if it is older), check its integrity and
     /// invariants, and print a summary.
     Check {
-        /// Path of the database file.
-        path: PathBuf,
+        /// Path of the database file (default: the datadir's).
+        path: Option<PathBuf>,
     },
+}
+
+fn parse_hex_secret(s: &str) -> Result<[u8; 32], String> {
+    let bytes: Vec<u8> = bitcoin::hex::FromHex::from_hex(s)
+        .map_err(|_| "must be 64 hex characters (32 bytes)".to_string())?;
+    bytes
+        .try_into()
+        .map_err(|_| "must be 64 hex characters (32 bytes)".to_string())
 }

@@ -1,11 +1,21 @@
 //! Berth: a self-custodial bitcoin wallet daemon for a home appliance, serving the barkd
 //! REST + websocket API on top of the `bark` engine.
 //!
-//! Module map (see `../shared/design/ARCHITECTURE.md` for the full layout and the
-//! direction of dependencies):
-//! - [`store`]: the wallet database (redb) — bark's persister and, later, Berth's own
-//!   tables (event log, tokens, devices, webhooks, idempotency keys).
-//! - [`cli`]: the `berthd` command line.
+//! Module map (see `../shared/design/ARCHITECTURE.md` for the layout and the direction
+//! of dependencies: `api → engine → store`; nothing below depends on anything above):
+//! - [`app`]: composition root — command line in, running daemon out.
+//! - [`cli`]: the `berthd` command line (barkd's flags and environment variables).
+//! - [`datadir`]: the data directory, its instance lock and its secret files.
+//! - [`api`]: the HTTP API (router, auth, errors, one file per group under `v1`).
+//! - [`engine`]: the one owner of the wallet.
+//! - [`store`]: the wallet database (redb).
+//! - [`telemetry`], [`shutdown`]: logging and signals.
 
+pub mod api;
+pub mod app;
 pub mod cli;
+pub mod datadir;
+pub mod engine;
+pub mod shutdown;
 pub mod store;
+pub mod telemetry;

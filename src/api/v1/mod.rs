@@ -1,0 +1,120 @@
+//! The `/api/v1` routes: one file per group of barkd's API.
+//!
+//! Every operation of barkd's OpenAPI 0.6.0 document is routed. Those this build does
+//! not serve yet answer 422 while no wallet exists (as every wallet operation does) and
+//! 501 with a clear message once one does, so a client can tell "not yet" from
+//! "no such path" (404).
+
+pub mod wallet;
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{Method, Uri};
+use axum::routing::{MethodFilter, on};
+
+use crate::api::AppState;
+use crate::api::error::ApiError;
+
+/// barkd's operations under `/api/v1` (method, path) that this build does not serve yet.
+const NOT_YET_SERVED: &[(&str, &str)] = &[
+    ("GET", "/bitcoin/tip"),
+    ("POST", "/boards/board-all"),
+    ("POST", "/boards/board-amount"),
+    ("GET", "/boards/pending"),
+    ("POST", "/exits/cancel/{vtxo_id}"),
+    ("POST", "/exits/claim/all"),
+    ("POST", "/exits/claim/vtxos"),
+    ("GET", "/exits/fee"),
+    ("POST", "/exits/progress"),
+    ("POST", "/exits/start/all"),
+    ("POST", "/exits/start/vtxos"),
+    ("GET", "/exits/status"),
+    ("GET", "/exits/status/all"),
+    ("GET", "/exits/status/finished"),
+    ("GET", "/exits/status/live"),
+    ("GET", "/exits/status/vtxo/{vtxo_id}"),
+    ("GET", "/exits/status/{vtxo_id}"),
+    ("GET", "/fees/board"),
+    ("GET", "/fees/lightning/pay"),
+    ("GET", "/fees/lightning/receive"),
+    ("POST", "/fees/offboard"),
+    ("GET", "/fees/offboard-all"),
+    ("GET", "/fees/onchain"),
+    ("GET", "/fees/send-onchain"),
+    ("GET", "/history"),
+    ("POST", "/history/{id}/metadata"),
+    ("POST", "/lightning/pay"),
+    ("GET", "/lightning/receives"),
+    ("POST", "/lightning/receives/invoice"),
+    ("POST", "/lightning/receives/invoice/for-address"),
+    ("GET", "/lightning/receives/{identifier}"),
+    ("DELETE", "/lightning/receives/{identifier}"),
+    ("GET", "/lightning/sends/{identifier}"),
+    ("POST", "/message/sign"),
+    ("POST", "/message/verify"),
+    ("GET", "/notifications/wait"),
+    ("GET", "/notifications/ws/ticket"),
+    ("POST", "/onchain/addresses/next"),
+    ("GET", "/onchain/balance"),
+    ("POST", "/onchain/drain"),
+    ("POST", "/onchain/send"),
+    ("POST", "/onchain/send-many"),
+    ("POST", "/onchain/sync"),
+    ("GET", "/onchain/transactions"),
+    ("GET", "/onchain/utxos"),
+    ("GET", "/wallet/addresses/index/{index}"),
+    ("POST", "/wallet/addresses/next"),
+    ("GET", "/wallet/ark-info"),
+    ("GET", "/wallet/balance"),
+    ("POST", "/wallet/bip321"),
+    ("GET", "/wallet/connected"),
+    ("POST", "/wallet/create"),
+    ("DELETE", "/wallet"),
+    ("GET", "/wallet/history"),
+    ("POST", "/wallet/import-vtxo"),
+    ("GET", "/wallet/movements"),
+    ("GET", "/wallet/next-round"),
+    ("POST", "/wallet/offboard/all"),
+    ("POST", "/wallet/offboard/vtxos"),
+    ("POST", "/wallet/refresh/all"),
+    ("POST", "/wallet/refresh/counterparty"),
+    ("POST", "/wallet/refresh/delegated/vtxos"),
+    ("POST", "/wallet/refresh/vtxos"),
+    ("GET", "/wallet/rounds"),
+    ("POST", "/wallet/send"),
+    ("POST", "/wallet/send-onchain"),
+    ("POST", "/wallet/sync"),
+    ("POST", "/wallet/sync/mailbox"),
+    ("GET", "/wallet/vtxos"),
+    ("GET", "/wallet/vtxos/{id}"),
+    ("GET", "/wallet/vtxos/{id}/encoded"),
+];
+
+pub fn router() -> Router<AppState> {
+    let mut router = Router::new()
+        .route("/wallet", axum::routing::get(wallet::wallet_exists))
+        .route("/wallet/mnemonic", axum::routing::get(wallet::mnemonic));
+    for (method, path) in NOT_YET_SERVED {
+        let filter = match *method {
+            "GET" => MethodFilter::GET,
+            "POST" => MethodFilter::POST,
+            "DELETE" => MethodFilter::DELETE,
+            other => unreachable!("no {other} operations in the table"),
+        };
+        router = router.route(path, on(filter, not_yet_served));
+    }
+    router
+}
+
+/// 422 without a wallet (what every wallet operation answers then), else 501.
+async fn not_yet_served(
+    State(state): State<AppState>,
+    method: Method,
+    uri: Uri,
+) -> Result<(), ApiError> {
+    state.engine.require_wallet().await?;
+    Err(ApiError::NotImplemented(format!(
+        "{method} {} is not served by this version of berthd yet",
+        uri.path()
+    )))
+}

@@ -1,0 +1,168 @@
+//! The data directory: its layout, its single-instance lock and the secret files in it.
+//!
+//! Layout (barkd-compatible names where barkd has the file):
+//! - `auth_token`: the API bearer token (barkd's format, see [`AuthToken`]), 0600.
+//! - `config.toml`: bark's wallet configuration (barkd's file, read as is).
+//! - `mnemonic`: barkd's plaintext seed file, read when present.
+//! - `berth.redb`: the wallet database (`docs/storage.md`).
+//! - `berthd.lock`: held (flock) by the running daemon; a second one refuses to start.
+//! - `debug.log`: the log file, unless logging goes elsewhere.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+
+pub const AUTH_TOKEN_FILE: &str = "auth_token";
+pub const CONFIG_FILE: &str = "config.toml";
+pub const MNEMONIC_FILE: &str = "mnemonic";
+pub const DB_FILE: &str = "berth.redb";
+pub const LOCK_FILE: &str = "berthd.lock";
+pub const LOG_FILE: &str = "debug.log";
+
+#[derive(Debug, thiserror::Error)]
+pub enum DataDirError {
+    #[error("another berthd is already running with datadir {0}")]
+    AlreadyRunning(PathBuf),
+    #[error("{what} {path}: {source}")]
+    Io {
+        what: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{0} does not hold a valid auth token")]
+    BadToken(PathBuf),
+}
+
+fn io(what: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> DataDirError {
+    let path = path.to_path_buf();
+    move |source| DataDirError::Io { what, path, source }
+}
+
+/// barkd's default: `~/.bark` (or `./.bark` without a home directory).
+pub fn default_path() -> PathBuf {
+    std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("."))
+        .join(".bark")
+}
+
+/// Create the directory (0700) if it does not exist. An existing directory keeps its
+/// permissions: the operator may have chosen them.
+pub fn ensure(path: &Path) -> Result<(), DataDirError> {
+    if path.is_dir() {
+        return Ok(());
+    }
+    std::fs::create_dir_all(path).map_err(io("cannot create datadir", path))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700))
+        .map_err(io("cannot restrict datadir", path))
+}
+
+/// The running daemon's claim on a datadir; released when dropped or on exit.
+#[derive(Debug)]
+pub struct InstanceLock {
+    _file: File,
+}
+
+/// Take the datadir's instance lock, or say who holds it.
+pub fn lock(path: &Path) -> Result<InstanceLock, DataDirError> {
+    let lock_path = path.join(LOCK_FILE);
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .open(&lock_path)
+        .map_err(io("cannot open lock file", &lock_path))?;
+    match file.try_lock() {
+        Ok(()) => Ok(InstanceLock { _file: file }),
+        Err(std::fs::TryLockError::WouldBlock) => {
+            Err(DataDirError::AlreadyRunning(path.to_path_buf()))
+        }
+        Err(std::fs::TryLockError::Error(e)) => Err(io("cannot lock", &lock_path)(e)),
+    }
+}
+
+/// Write a secret file the way a power cut cannot half-write: a fresh 0600 temporary
+/// file, fsync, rename over the target, fsync the directory.
+pub fn write_secret_file(path: &Path, contents: &[u8]) -> Result<(), DataDirError> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let tmp = path.with_extension("tmp");
+    let _ = std::fs::remove_file(&tmp);
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&tmp)
+        .map_err(io("cannot create", &tmp))?;
+    file.write_all(contents).map_err(io("cannot write", &tmp))?;
+    file.sync_all().map_err(io("cannot sync", &tmp))?;
+    std::fs::rename(&tmp, path).map_err(io("cannot replace", path))?;
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(io("cannot sync directory", dir))
+}
+
+/// The API bearer token: base64url (no padding) of a version byte `0x00` followed by a
+/// 32-byte secret — barkd's format, so a barkd datadir's token keeps working.
+#[derive(Clone, PartialEq, Eq)]
+pub struct AuthToken(String);
+
+impl AuthToken {
+    pub fn from_secret(secret: &[u8; 32]) -> Self {
+        let mut raw = [0u8; 33];
+        raw[1..].copy_from_slice(secret);
+        AuthToken(URL_SAFE_NO_PAD.encode(raw))
+    }
+
+    pub fn random() -> Self {
+        let mut secret = [0u8; 32];
+        getrandom::fill(&mut secret).expect("the OS random source is available");
+        Self::from_secret(&secret)
+    }
+
+    /// The token as clients send it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+// Never print the token by accident.
+impl std::fmt::Debug for AuthToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AuthToken(<redacted>)")
+    }
+}
+
+/// Read the datadir's token (trimmed; used as is, as barkd does), or create one.
+pub fn load_or_create_token(datadir: &Path) -> Result<AuthToken, DataDirError> {
+    let path = datadir.join(AUTH_TOKEN_FILE);
+    match std::fs::read_to_string(&path) {
+        Ok(text) => {
+            let token = text.trim();
+            if token.is_empty() {
+                return Err(DataDirError::BadToken(path));
+            }
+            Ok(AuthToken(token.to_string()))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let token = AuthToken::random();
+            write_secret_file(&path, token.expose().as_bytes())?;
+            Ok(token)
+        }
+        Err(e) => Err(io("cannot read", &path)(e)),
+    }
+}
+
+/// Replace the datadir's token and return it.
+pub fn refresh_token(datadir: &Path, secret: Option<[u8; 32]>) -> Result<AuthToken, DataDirError> {
+    let token = match secret {
+        Some(secret) => AuthToken::from_secret(&secret),
+        None => AuthToken::random(),
+    };
+    write_secret_file(&datadir.join(AUTH_TOKEN_FILE), token.expose().as_bytes())?;
+    Ok(token)
+}
