@@ -148,9 +148,10 @@ async fn daemon(cli: Cli, datadir: PathBuf) -> anyhow::Result<()> {
     if !report.integrity_ok {
         tracing::warn!("the wallet database was repaired after an unclean shutdown");
     }
-    let engine = Arc::new(Engine::new(store.clone()));
+    let engine = Engine::new(store.clone(), datadir.clone());
+    engine.start().await?;
     let state = AppState {
-        engine,
+        engine: Arc::clone(&engine),
         expose_mnemonic: cli.expose_mnemonic,
     };
     let app = crate::api::router(
@@ -187,6 +188,7 @@ async fn daemon(cli: Cli, datadir: PathBuf) -> anyhow::Result<()> {
         .await
         .context("server failed")?;
     stop_on_fatal.abort();
+    engine.unload().await;
     if let Some(reason) = stop_rx.borrow().clone() {
         anyhow::bail!("stopped after a wallet database failure: {reason}");
     }

@@ -21,6 +21,9 @@ pub enum ApiError {
     /// Well-formed, but the wallet's state forbids it (e.g. no wallet). 422.
     #[error("{0}")]
     WrongState(String),
+    /// Something the request needs (Ark server, chain source) cannot be reached. 503.
+    #[error("{0}")]
+    Unavailable(String),
     /// This berthd does not serve the operation yet. 501.
     #[error("{0}")]
     NotImplemented(String),
@@ -42,6 +45,7 @@ impl ApiError {
             ApiError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
             ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
             ApiError::WrongState(_) => (StatusCode::UNPROCESSABLE_ENTITY, "wrong_state"),
+            ApiError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
             ApiError::NotImplemented(_) => (StatusCode::NOT_IMPLEMENTED, "not_implemented"),
             ApiError::Internal => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         }
@@ -51,6 +55,13 @@ impl ApiError {
     pub fn internal(context: &str, err: impl std::fmt::Display) -> Self {
         tracing::error!(target: "berth::api", error = %err, "{context}");
         ApiError::Internal
+    }
+}
+
+/// Any JSON body problem (syntax, missing field, wrong type) is the client's: 400.
+impl From<axum::extract::rejection::JsonRejection> for ApiError {
+    fn from(rejection: axum::extract::rejection::JsonRejection) -> Self {
+        ApiError::BadRequest(rejection.body_text())
     }
 }
 
@@ -72,8 +83,13 @@ impl From<crate::engine::EngineError> for ApiError {
     fn from(err: crate::engine::EngineError) -> Self {
         use crate::engine::EngineError;
         match err {
-            EngineError::NoWallet => ApiError::WrongState(err.to_string()),
+            EngineError::NoWallet | EngineError::WalletExists(_) | EngineError::NotLoaded(_) => {
+                ApiError::WrongState(err.to_string())
+            }
+            EngineError::InvalidRequest(msg) => ApiError::BadRequest(msg),
+            EngineError::Unreachable { .. } => ApiError::Unavailable(err.to_string()),
             EngineError::Store(store) => ApiError::internal("wallet database", store),
+            EngineError::Internal { .. } => ApiError::internal("engine", err),
         }
     }
 }

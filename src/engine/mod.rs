@@ -1,8 +1,22 @@
-//! The engine: the one owner of the wallet. Handlers ask it; it asks the store and,
-//! once wallets can be created and loaded (next step of the daemon issue), bark.
+//! The engine: the one owner of the wallet. Handlers ask it; it asks the store and bark.
+//!
+//! Wallet lifecycle: **none** → `create` → **created** (its properties are in the
+//! store) → loaded (a `bark::Wallet` with its background daemon) → `delete` → none,
+//! all without restarts. Loading needs the chain source (bark checks it on open), so a
+//! wallet created with `force` while its chain source or Ark server is unreachable stays
+//! "created" and a background task keeps trying to load it; every request that needs
+//! the wallet meanwhile gets a clear "not loaded yet" answer.
 
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bark::persist::BarkPersister;
+use bitcoin::Network;
 use bitcoin::bip32::Fingerprint;
+use tokio::sync::{Mutex, RwLock};
 
+use crate::datadir;
 use crate::store::{Store, StoreError};
 
 /// What can go wrong below the API, for the API to translate.
@@ -10,17 +24,100 @@ use crate::store::{Store, StoreError};
 pub enum EngineError {
     #[error("no wallet: create one with POST /api/v1/wallet/create")]
     NoWallet,
+    #[error("a wallet already exists (fingerprint {0})")]
+    WalletExists(Fingerprint),
+    #[error("the wallet is created but not loaded yet: {0}")]
+    NotLoaded(String),
+    #[error("{0}")]
+    InvalidRequest(String),
+    #[error("{what} is unreachable: {reason}")]
+    Unreachable { what: &'static str, reason: String },
     #[error(transparent)]
     Store(#[from] StoreError),
+    #[error("{context}: {source:#}")]
+    Internal {
+        context: &'static str,
+        source: anyhow::Error,
+    },
+}
+
+impl EngineError {
+    fn internal(context: &'static str) -> impl FnOnce(anyhow::Error) -> EngineError {
+        move |source| match source.downcast::<StoreError>() {
+            Ok(store) => EngineError::Store(store),
+            Err(source) => EngineError::Internal { context, source },
+        }
+    }
+}
+
+/// Where a new wallet's bark configuration comes from.
+#[derive(Debug, Clone)]
+pub enum WalletConfig {
+    /// The datadir's existing `config.toml` (barkd's file).
+    Existing,
+    /// Write a new `config.toml` with these settings.
+    New {
+        ark_server: String,
+        chain: ChainSource,
+    },
+}
+
+#[derive(Debug, Clone)]
+pub enum ChainSource {
+    Esplora { url: String },
+    Bitcoind { url: String, auth: BitcoindAuth },
+}
+
+#[derive(Clone)]
+pub enum BitcoindAuth {
+    Cookie(PathBuf),
+    UserPass { user: String, pass: String },
+}
+
+impl std::fmt::Debug for BitcoindAuth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BitcoindAuth::Cookie(path) => f.debug_tuple("Cookie").field(path).finish(),
+            BitcoindAuth::UserPass { user, .. } => f
+                .debug_struct("UserPass")
+                .field("user", user)
+                .field("pass", &"<redacted>")
+                .finish(),
+        }
+    }
+}
+
+/// A request to create (or import) a wallet, validated by the API.
+#[derive(Debug)]
+pub struct CreateWallet {
+    pub network: Network,
+    /// Import this mnemonic; `None` generates a new one.
+    pub mnemonic: Option<bark::bip39::Mnemonic>,
+    pub birthday_height: Option<u32>,
+    pub config: WalletConfig,
+    /// Create even when the Ark server is unreachable.
+    pub force: bool,
 }
 
 pub struct Engine {
     store: Store,
+    datadir: PathBuf,
+    /// Serialises create and delete: of two concurrent creates exactly one wins.
+    lifecycle: Mutex<()>,
+    loaded: RwLock<Option<bark::Wallet>>,
+    /// Why the created wallet is not loaded (None once loaded or when there is none).
+    load_error: RwLock<Option<String>>,
 }
 
 impl Engine {
-    pub fn new(store: Store) -> Self {
-        Engine { store }
+    pub fn new(store: Store, datadir: PathBuf) -> Arc<Self> {
+        Arc::new(Engine {
+            store,
+            datadir,
+            lifecycle: Mutex::new(()),
+            loaded: RwLock::new(None),
+            load_error: RwLock::new(None),
+        })
     }
 
     pub fn store(&self) -> &Store {
@@ -29,12 +126,11 @@ impl Engine {
 
     /// The wallet's fingerprint, or `None` when no wallet exists.
     pub async fn wallet_fingerprint(&self) -> Result<Option<Fingerprint>, EngineError> {
-        let props = bark::persist::BarkPersister::read_properties(&self.store)
+        let props = self
+            .store
+            .read_properties()
             .await
-            .map_err(|e| match e.downcast::<StoreError>() {
-                Ok(store) => EngineError::Store(store),
-                Err(other) => EngineError::Store(StoreError::Rejected(other.to_string())),
-            })?;
+            .map_err(EngineError::internal("reading the wallet"))?;
         Ok(props.map(|p| p.fingerprint))
     }
 
@@ -44,4 +140,272 @@ impl Engine {
             .await?
             .ok_or(EngineError::NoWallet)
     }
+
+    /// Whether the loaded wallet currently has a connection to its Ark server.
+    pub async fn connected(&self) -> Result<bool, EngineError> {
+        self.require_wallet().await?;
+        let loaded = self.loaded.read().await;
+        match loaded.as_ref() {
+            Some(wallet) => Ok(wallet.ark_info().await.ok().flatten().is_some()),
+            None => Ok(false),
+        }
+    }
+
+    /// The mnemonic, from barkd's plaintext `mnemonic` file.
+    pub async fn mnemonic(&self) -> Result<String, EngineError> {
+        self.require_wallet().await?;
+        let path = self.datadir.join(datadir::MNEMONIC_FILE);
+        let text = tokio::fs::read_to_string(&path)
+            .await
+            .map_err(|e| EngineError::Internal {
+                context: "reading the mnemonic file",
+                source: e.into(),
+            })?;
+        Ok(text.trim().to_string())
+    }
+
+    /// Create (or import) the wallet and start loading it.
+    pub async fn create(self: &Arc<Self>, req: CreateWallet) -> Result<Fingerprint, EngineError> {
+        let _lifecycle = self.lifecycle.lock().await;
+        if let Some(existing) = self.wallet_fingerprint().await? {
+            return Err(EngineError::WalletExists(existing));
+        }
+        let config_path = self.datadir.join(datadir::CONFIG_FILE);
+        let wrote_config = match &req.config {
+            WalletConfig::Existing => {
+                if !config_path.exists() {
+                    return Err(EngineError::InvalidRequest(
+                        "ark_server and chain_source are required: the datadir has no config.toml"
+                            .into(),
+                    ));
+                }
+                false
+            }
+            WalletConfig::New { ark_server, chain } => {
+                let text = config_toml(ark_server, chain);
+                datadir::write_secret_file(&config_path, text.as_bytes()).map_err(|e| {
+                    EngineError::Internal {
+                        context: "writing config.toml",
+                        source: e.into(),
+                    }
+                })?;
+                true
+            }
+        };
+        let config = bark::Config::load(req.network, &config_path).map_err(|e| {
+            EngineError::InvalidRequest(format!("invalid wallet configuration: {e:#}"))
+        })?;
+
+        let mnemonic = match req.mnemonic {
+            Some(m) => m,
+            None => {
+                let mut entropy = [0u8; 16];
+                getrandom::fill(&mut entropy).map_err(|e| EngineError::Internal {
+                    context: "drawing entropy for a new seed",
+                    source: anyhow::anyhow!("{e}"),
+                })?;
+                bark::bip39::Mnemonic::from_entropy(&entropy).map_err(|e| {
+                    EngineError::Internal {
+                        context: "building a mnemonic",
+                        source: e.into(),
+                    }
+                })?
+            }
+        };
+        let seed = bark::WalletSeed::new_from_mnemonic(req.network, &mnemonic);
+        let locks = bark::lock_manager::memory::MemoryLockManager::new();
+        let created =
+            bark::Wallet::create(req.network, &seed, &config, &self.store, &locks, req.force).await;
+        if let Err(e) = created {
+            if wrote_config {
+                let _ = std::fs::remove_file(&config_path);
+            }
+            return Err(EngineError::Unreachable {
+                what: "the Ark server",
+                reason: format!("{e:#} (pass \"force\": true to create the wallet anyway)"),
+            });
+        }
+        // Until the sealed seed lands (its own issue) the seed is barkd's plaintext file.
+        tracing::warn!("storing the seed in the datadir's plaintext mnemonic file");
+        datadir::write_secret_file(
+            &self.datadir.join(datadir::MNEMONIC_FILE),
+            mnemonic.to_string().as_bytes(),
+        )
+        .map_err(|e| EngineError::Internal {
+            context: "writing the mnemonic file",
+            source: e.into(),
+        })?;
+        if req.birthday_height.is_some() {
+            tracing::info!(birthday = ?req.birthday_height, "wallet birthday height recorded for the first scan");
+        }
+        let fingerprint = seed.fingerprint();
+        tracing::info!(%fingerprint, "wallet created");
+        self.spawn_loader(req.network, config, mnemonic);
+        Ok(fingerprint)
+    }
+
+    /// On start: load an existing wallet in the background (no network needed to start).
+    pub async fn start(self: &Arc<Self>) -> Result<(), EngineError> {
+        let Some(props) = self
+            .store
+            .read_properties()
+            .await
+            .map_err(EngineError::internal("reading the wallet"))?
+        else {
+            return Ok(());
+        };
+        let path = self.datadir.join(datadir::MNEMONIC_FILE);
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(e) => {
+                *self.load_error.write().await = Some(format!("cannot read the seed: {e}"));
+                tracing::error!(error = %e, "the wallet exists but its mnemonic file cannot be read");
+                return Ok(());
+            }
+        };
+        let mnemonic =
+            bark::bip39::Mnemonic::parse(text.trim()).map_err(|e| EngineError::Internal {
+                context: "parsing the mnemonic file",
+                source: e.into(),
+            })?;
+        let config = bark::Config::load(props.network, self.datadir.join(datadir::CONFIG_FILE))
+            .map_err(|e| EngineError::Internal {
+                context: "loading config.toml",
+                source: e,
+            })?;
+        self.spawn_loader(props.network, config, mnemonic);
+        Ok(())
+    }
+
+    /// Keep trying to open the wallet (bark needs its chain source for that), with
+    /// backoff up to a minute, until it is loaded or deleted.
+    fn spawn_loader(
+        self: &Arc<Self>,
+        network: Network,
+        config: bark::Config,
+        mnemonic: bark::bip39::Mnemonic,
+    ) {
+        let engine = Arc::clone(self);
+        tokio::spawn(async move {
+            let mut delay = Duration::from_secs(1);
+            loop {
+                match engine.open_wallet(network, config.clone(), &mnemonic).await {
+                    Ok(wallet) => {
+                        *engine.loaded.write().await = Some(wallet);
+                        *engine.load_error.write().await = None;
+                        tracing::info!("wallet loaded");
+                        return;
+                    }
+                    Err(e) => {
+                        let reason = format!("{e:#}");
+                        tracing::warn!(error = %reason, retry_in = ?delay, "cannot load the wallet yet");
+                        *engine.load_error.write().await = Some(reason);
+                    }
+                }
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(60));
+                if engine.wallet_fingerprint().await.ok().flatten().is_none() {
+                    return; // deleted meanwhile
+                }
+            }
+        });
+    }
+
+    async fn open_wallet(
+        &self,
+        network: Network,
+        config: bark::Config,
+        mnemonic: &bark::bip39::Mnemonic,
+    ) -> anyhow::Result<bark::Wallet> {
+        let persister: Arc<dyn BarkPersister> = Arc::new(self.store.clone());
+        let onchain = bark::onchain::OnchainWallet::load_or_create(
+            network,
+            mnemonic.to_seed(""),
+            persister.clone(),
+        )
+        .await?;
+        let onchain: Arc<tokio::sync::RwLock<dyn bark::onchain::OnchainWalletTrait>> =
+            Arc::new(tokio::sync::RwLock::new(onchain));
+        bark::Wallet::open(
+            network,
+            bark::WalletSeed::new_from_mnemonic(network, mnemonic),
+            config,
+            bark::OpenWalletArgs {
+                persister: Some(persister),
+                lock_manager: Some(Box::new(
+                    bark::lock_manager::memory::MemoryLockManager::new(),
+                )),
+                onchain: Some(onchain),
+                create_if_not_exists: false,
+                run_daemon: true,
+                ..Default::default()
+            },
+        )
+        .await
+    }
+
+    /// Stop bark's background daemon and unload the wallet (shutdown, delete).
+    pub async fn unload(&self) {
+        if let Some(wallet) = self.loaded.write().await.take()
+            && let Err(e) = wallet.stop_daemon_wait().await
+        {
+            tracing::warn!(error = %format!("{e:#}"), "bark's daemon did not stop cleanly");
+        }
+    }
+
+    /// Whether a wallet is loaded (for status and tests).
+    pub async fn is_loaded(&self) -> bool {
+        self.loaded.read().await.is_some()
+    }
+
+    /// Why the wallet is not loaded, if it exists and is not.
+    pub async fn load_error(&self) -> Option<String> {
+        self.load_error.read().await.clone()
+    }
+
+    pub fn datadir(&self) -> &Path {
+        &self.datadir
+    }
+}
+
+/// bark's `config.toml` for a new wallet (the format `bark::Config` reads).
+fn config_toml(ark_server: &str, chain: &ChainSource) -> String {
+    let quote = |s: &str| toml_string(s);
+    let mut out = format!("server_address = {}\n", quote(ark_server));
+    match chain {
+        ChainSource::Esplora { url } => {
+            out.push_str(&format!("esplora_address = {}\n", quote(url)))
+        }
+        ChainSource::Bitcoind { url, auth } => {
+            out.push_str(&format!("bitcoind_address = {}\n", quote(url)));
+            match auth {
+                BitcoindAuth::Cookie(path) => out.push_str(&format!(
+                    "bitcoind_cookiefile = {}\n",
+                    quote(&path.display().to_string())
+                )),
+                BitcoindAuth::UserPass { user, pass } => out.push_str(&format!(
+                    "bitcoind_user = {}\nbitcoind_pass = {}\n",
+                    quote(user),
+                    quote(pass)
+                )),
+            }
+        }
+    }
+    out
+}
+
+/// A TOML basic string: quotes, backslashes and control characters escaped.
+fn toml_string(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if c.is_control() => out.push_str(&format!("\\u{:04X}", u32::from(c))),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
 }

@@ -67,8 +67,6 @@ const NOT_YET_SERVED: &[(&str, &str)] = &[
     ("GET", "/wallet/ark-info"),
     ("GET", "/wallet/balance"),
     ("POST", "/wallet/bip321"),
-    ("GET", "/wallet/connected"),
-    ("POST", "/wallet/create"),
     ("DELETE", "/wallet"),
     ("GET", "/wallet/history"),
     ("POST", "/wallet/import-vtxo"),
@@ -93,7 +91,9 @@ const NOT_YET_SERVED: &[(&str, &str)] = &[
 pub fn router() -> Router<AppState> {
     let mut router = Router::new()
         .route("/wallet", axum::routing::get(wallet::wallet_exists))
-        .route("/wallet/mnemonic", axum::routing::get(wallet::mnemonic));
+        .route("/wallet/mnemonic", axum::routing::get(wallet::mnemonic))
+        .route("/wallet/create", axum::routing::post(wallet::create_wallet))
+        .route("/wallet/connected", axum::routing::get(wallet::connected));
     for (method, path) in NOT_YET_SERVED {
         let filter = match *method {
             "GET" => MethodFilter::GET,

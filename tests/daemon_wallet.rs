@@ -1,0 +1,177 @@
+//! Wallet lifecycle through the real `berthd`: create (with `force`, no Ark server or
+//! chain source reachable), import, restart, mnemonic exposure, refusals.
+
+mod harness;
+
+use harness::*;
+
+/// A loopback URL where nothing listens.
+fn dead_url() -> String {
+    format!("http://127.0.0.1:{}", free_port())
+}
+
+fn create_body(mnemonic: Option<&str>, force: bool) -> String {
+    serde_json::json!({
+        "network": "regtest",
+        "mnemonic": mnemonic,
+        "ark_server": dead_url(),
+        "chain_source": { "esplora": { "url": dead_url() } },
+        "force": force,
+    })
+    .to_string()
+}
+
+const MNEMONIC: &str =
+    "abandon abandon abandon abandon abandon abandon abandon abandon abandon abandon abandon about";
+
+fn expected_fingerprint() -> String {
+    let mnemonic = bark::bip39::Mnemonic::parse(MNEMONIC).expect("valid");
+    bark::WalletSeed::new_from_mnemonic(bitcoin::Network::Regtest, &mnemonic)
+        .fingerprint()
+        .to_string()
+}
+
+#[test]
+fn create_with_force_survives_restart_and_imports_the_right_seed() {
+    let (_tmp, datadir) = new_datadir();
+    let daemon = Daemon::start(&datadir, &["--expose-mnemonic"]);
+    let bearer = format!("Bearer {}", token(&datadir));
+    let auth = [("Authorization", bearer.as_str())];
+
+    let (status, raw) = daemon.post(
+        "/api/v1/wallet/create",
+        &auth,
+        &create_body(Some(MNEMONIC), true),
+    );
+    assert_eq!(status, 200, "{raw}");
+    let fingerprint = json_of(&raw)["fingerprint"]
+        .as_str()
+        .expect("fingerprint")
+        .to_string();
+    assert_eq!(
+        fingerprint,
+        expected_fingerprint(),
+        "the fingerprint bark derives from the mnemonic"
+    );
+
+    let (status, raw) = daemon.get("/api/v1/wallet", &auth);
+    assert_eq!(
+        (status, json_of(&raw)["fingerprint"].as_str()),
+        (200, Some(fingerprint.as_str()))
+    );
+    let (status, raw) = daemon.get("/api/v1/wallet/mnemonic", &auth);
+    assert_eq!(
+        (status, json_of(&raw)["mnemonic"].as_str()),
+        (200, Some(MNEMONIC)),
+        "{raw}"
+    );
+    let (status, raw) = daemon.get("/api/v1/wallet/connected", &auth);
+    assert_eq!(
+        (status, json_of(&raw)["connected"].as_bool()),
+        (200, Some(false)),
+        "{raw}"
+    );
+
+    let (status, raw) = daemon.post("/api/v1/wallet/create", &auth, &create_body(None, true));
+    assert_eq!(status, 422, "a second wallet is refused: {raw}");
+    assert_eq!(daemon.terminate().0.code(), Some(0));
+
+    let config = std::fs::read_to_string(datadir.join("config.toml")).expect("config.toml written");
+    assert!(
+        config.contains("server_address") && config.contains("esplora_address"),
+        "{config}"
+    );
+
+    let daemon = Daemon::start(&datadir, &[]);
+    let (status, raw) = daemon.get("/api/v1/wallet", &auth);
+    assert_eq!(
+        (status, json_of(&raw)["fingerprint"].as_str()),
+        (200, Some(fingerprint.as_str())),
+        "{raw}"
+    );
+    assert_eq!(
+        daemon.get("/api/v1/wallet/mnemonic", &auth).0,
+        404,
+        "not exposed without the flag"
+    );
+    assert_eq!(
+        daemon.terminate().0.code(),
+        Some(0),
+        "shutdown with a wallet still loading"
+    );
+}
+
+#[test]
+fn create_without_force_needs_the_server_and_leaves_nothing_behind() {
+    let (_tmp, datadir) = new_datadir();
+    let daemon = Daemon::start(&datadir, &[]);
+    let bearer = format!("Bearer {}", token(&datadir));
+    let auth = [("Authorization", bearer.as_str())];
+    let (status, raw) = daemon.post("/api/v1/wallet/create", &auth, &create_body(None, false));
+    assert_eq!(status, 503, "{raw}");
+    assert!(
+        json_of(&raw)["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("unreachable")),
+        "{raw}"
+    );
+    let (_, raw) = daemon.get("/api/v1/wallet", &auth);
+    assert_eq!(json_of(&raw)["fingerprint"], serde_json::Value::Null);
+    assert!(
+        !datadir.join("config.toml").exists(),
+        "a failed create removes the config it wrote"
+    );
+    assert!(!datadir.join("mnemonic").exists());
+}
+
+#[test]
+fn create_rejects_bad_input_with_400() {
+    let (_tmp, datadir) = new_datadir();
+    let daemon = Daemon::start(&datadir, &[]);
+    let bearer = format!("Bearer {}", token(&datadir));
+    let auth = [("Authorization", bearer.as_str())];
+    let url = dead_url();
+    let cases = [
+        ("not json", "{".to_string()),
+        ("unknown network", serde_json::json!({"network": "testnet4"}).to_string()),
+        ("missing network", serde_json::json!({}).to_string()),
+        ("bad mnemonic", serde_json::json!({"network": "regtest", "mnemonic": "not a phrase", "force": true}).to_string()),
+        ("server without chain", serde_json::json!({"network": "regtest", "ark_server": url}).to_string()),
+        ("bad url", serde_json::json!({"network": "regtest", "ark_server": "ftp://x", "chain_source": {"esplora": {"url": url}}}).to_string()),
+        ("no config anywhere", serde_json::json!({"network": "regtest"}).to_string()),
+    ];
+    for (name, body) in cases {
+        let (status, raw) = daemon.post("/api/v1/wallet/create", &auth, &body);
+        assert_eq!(status, 400, "{name}: {raw}");
+        assert!(json_of(&raw)["message"].is_string(), "{name}: {raw}");
+    }
+}
+
+#[test]
+fn concurrent_creates_exactly_one_wins() {
+    let (_tmp, datadir) = new_datadir();
+    let daemon = Daemon::start(&datadir, &[]);
+    let port = daemon.port;
+    let bearer = format!("Bearer {}", token(&datadir));
+    let handles: Vec<_> = (0..4)
+        .map(|_| {
+            let bearer = bearer.clone();
+            std::thread::spawn(move || {
+                request(
+                    port,
+                    "POST",
+                    "/api/v1/wallet/create",
+                    &[("Authorization", &bearer)],
+                    Some(&create_body(None, true)),
+                )
+                .0
+            })
+        })
+        .collect();
+    let mut statuses: Vec<u16> = handles
+        .into_iter()
+        .map(|h| h.join().expect("thread"))
+        .collect();
+    statuses.sort();
+    assert_eq!(statuses, vec![200, 422, 422, 422]);
+}

@@ -1,0 +1,174 @@
+//! Running the real `berthd` binary in tests: a temporary datadir, a free loopback
+//! port, raw HTTP/1.1 over a TCP socket (so malformed and duplicated headers can be
+//! sent exactly).
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_berthd");
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port()
+}
+
+pub struct Daemon {
+    pub child: Child,
+    pub port: u16,
+}
+
+impl Daemon {
+    pub fn start(datadir: &Path, args: &[&str]) -> Daemon {
+        Self::try_start(datadir, args).unwrap_or_else(|out| panic!("berthd did not start: {out}"))
+    }
+
+    /// Start and wait for `/ping`; on failure, what the process printed.
+    pub fn try_start(datadir: &Path, args: &[&str]) -> Result<Daemon, String> {
+        let port = free_port();
+        let mut child = Command::new(BIN)
+            .arg("--datadir")
+            .arg(datadir)
+            .args(["--port", &port.to_string()])
+            .args(args)
+            .env_remove("BARKD_EXPOSE_MNEMONIC")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn berthd");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if let Some(status) = child.try_wait().expect("try_wait") {
+                let mut err = String::new();
+                child
+                    .stderr
+                    .take()
+                    .expect("stderr")
+                    .read_to_string(&mut err)
+                    .expect("read stderr");
+                return Err(format!("exited with {status}: {err}"));
+            }
+            if let Ok((200, _)) = try_request(port, "GET", "/ping", &[], None) {
+                return Ok(Daemon { child, port });
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        Err("no /ping answer within 20 s".into())
+    }
+
+    pub fn get(&self, path: &str, headers: &[(&str, &str)]) -> (u16, String) {
+        request(self.port, "GET", path, headers, None)
+    }
+
+    /// SIGTERM, then the exit status and how long it took.
+    pub fn terminate(mut self) -> (std::process::ExitStatus, Duration) {
+        let start = Instant::now();
+        let pid = self.child.id().to_string();
+        let status = Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .expect("kill");
+        assert!(status.success());
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait") {
+                return (status, start.elapsed());
+            }
+            assert!(Instant::now() < deadline, "berthd ignored SIGTERM");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn try_request(
+    port: u16,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Option<&str>,
+) -> std::io::Result<(u16, String)> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port))?;
+    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n");
+    for (name, value) in headers {
+        req.push_str(&format!("{name}: {value}\r\n"));
+    }
+    if let Some(body) = body {
+        req.push_str(&format!(
+            "Content-Type: application/json\r\nContent-Length: {}\r\n",
+            body.len()
+        ));
+    }
+    req.push_str("\r\n");
+    req.push_str(body.unwrap_or(""));
+    stream.write_all(req.as_bytes())?;
+    let mut raw = String::new();
+    stream.read_to_string(&mut raw)?;
+    let status = raw
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    Ok((status, raw))
+}
+
+pub fn request(
+    port: u16,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Option<&str>,
+) -> (u16, String) {
+    try_request(port, method, path, headers, body).expect("request")
+}
+
+pub fn body_of(raw: &str) -> &str {
+    raw.split("\r\n\r\n").nth(1).unwrap_or("")
+}
+
+pub fn json_of(raw: &str) -> serde_json::Value {
+    serde_json::from_str(body_of(raw)).unwrap_or_else(|e| panic!("not JSON ({e}): {raw}"))
+}
+
+pub fn token(datadir: &Path) -> String {
+    std::fs::read_to_string(datadir.join("auth_token"))
+        .expect("token file")
+        .trim()
+        .to_string()
+}
+
+pub fn berthd(datadir: &Path, args: &[&str]) -> Output {
+    Command::new(BIN)
+        .arg("--datadir")
+        .arg(datadir)
+        .args(args)
+        .output()
+        .expect("run berthd")
+}
+
+pub fn new_datadir() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let datadir = dir.path().join("data");
+    (dir, datadir)
+}
+
+impl Daemon {
+    pub fn post(&self, path: &str, headers: &[(&str, &str)], body: &str) -> (u16, String) {
+        request(self.port, "POST", path, headers, Some(body))
+    }
+}
