@@ -60,7 +60,10 @@ fn ping_auth_matrix_and_error_shapes() {
     let auth = [("Authorization", good.as_str())];
     let (status, raw) = daemon.get("/api/v1/wallet", &auth);
     assert_eq!(status, 200, "{raw}");
-    assert_eq!(json_of(&raw), serde_json::json!({ "fingerprint": null }));
+    assert_eq!(
+        json_of(&raw),
+        serde_json::json!({ "fingerprint": null, "loaded": false })
+    );
 
     let (status, raw) = daemon.get("/no/such/path", &auth);
     assert_eq!(status, 404, "{raw}");

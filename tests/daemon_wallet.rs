@@ -175,3 +175,56 @@ fn concurrent_creates_exactly_one_wins() {
     statuses.sort();
     assert_eq!(statuses, vec![200, 422, 422, 422]);
 }
+
+#[test]
+fn delete_is_guarded_and_then_complete() {
+    let (_tmp, datadir) = new_datadir();
+    let daemon = Daemon::start(&datadir, &[]);
+    let bearer = format!("Bearer {}", token(&datadir));
+    let auth = [("Authorization", bearer.as_str())];
+    let delete = |body: serde_json::Value| {
+        request(
+            daemon.port,
+            "DELETE",
+            "/api/v1/wallet",
+            &auth,
+            Some(&body.to_string()),
+        )
+    };
+
+    let (status, raw) = delete(serde_json::json!({"dangerous": true, "fingerprint": "00000000"}));
+    assert_eq!(status, 422, "no wallet to delete: {raw}");
+    let (status, raw) = daemon.post(
+        "/api/v1/wallet/create",
+        &auth,
+        &create_body(Some(MNEMONIC), true),
+    );
+    assert_eq!(status, 200, "{raw}");
+    let fingerprint = expected_fingerprint();
+
+    let (status, raw) = delete(serde_json::json!({"dangerous": false, "fingerprint": fingerprint}));
+    assert_eq!(status, 400, "dangerous must be true: {raw}");
+    let (status, raw) = delete(serde_json::json!({"dangerous": true, "fingerprint": "deadbeef"}));
+    assert_eq!(status, 400, "the fingerprint must match: {raw}");
+    let (status, raw) = delete(serde_json::json!({"dangerous": true}));
+    assert_eq!(status, 400, "the fingerprint is required: {raw}");
+    assert!(
+        datadir.join("mnemonic").exists(),
+        "refused deletes change nothing"
+    );
+
+    let (status, raw) = delete(serde_json::json!({"dangerous": true, "fingerprint": fingerprint}));
+    assert_eq!(status, 200, "{raw}");
+    assert_eq!(json_of(&raw)["deleted"], serde_json::Value::Bool(true));
+    let (_, raw) = daemon.get("/api/v1/wallet", &auth);
+    assert_eq!(json_of(&raw)["fingerprint"], serde_json::Value::Null);
+    assert!(!datadir.join("mnemonic").exists() && !datadir.join("config.toml").exists());
+
+    // The datadir is ready for a new wallet, without a restart.
+    let (status, raw) = daemon.post("/api/v1/wallet/create", &auth, &create_body(None, true));
+    assert_eq!(status, 200, "{raw}");
+    assert_ne!(
+        json_of(&raw)["fingerprint"].as_str(),
+        Some(fingerprint.as_str())
+    );
+}

@@ -344,6 +344,33 @@ impl Engine {
         .await
     }
 
+    /// Delete the wallet: only when the caller names its fingerprint (so a script
+    /// cannot delete whatever wallet happens to be there). Unloads it, empties its
+    /// tables in one transaction, then removes its seed and configuration files.
+    pub async fn delete(&self, fingerprint: &str) -> Result<(), EngineError> {
+        let _lifecycle = self.lifecycle.lock().await;
+        let existing = self.require_wallet().await?;
+        if existing.to_string() != fingerprint {
+            return Err(EngineError::InvalidRequest(format!(
+                "fingerprint {fingerprint:?} does not match the wallet's"
+            )));
+        }
+        self.unload().await;
+        self.store.wipe_wallet().await?;
+        *self.load_error.write().await = None;
+        for file in [datadir::MNEMONIC_FILE, datadir::CONFIG_FILE] {
+            match std::fs::remove_file(self.datadir.join(file)) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    tracing::warn!(file, error = %e, "cannot remove a file of the deleted wallet")
+                }
+            }
+        }
+        tracing::warn!(%existing, "wallet deleted");
+        Ok(())
+    }
+
     /// Stop bark's background daemon and unload the wallet (shutdown, delete).
     pub async fn unload(&self) {
         if let Some(wallet) = self.loaded.write().await.take()

@@ -1232,3 +1232,37 @@ impl Store {
         Ok(())
     }
 }
+
+impl Store {
+    /// Remove the wallet: every bark table emptied in one transaction, and the mailbox
+    /// checkpoint reset. Id counters are kept, so ids are never reused; Berth's own
+    /// tables (later: tokens, devices, events) are untouched.
+    pub async fn wipe_wallet(&self) -> Result<(), StoreError> {
+        const CTX: &str = "deleting the wallet";
+        self.write(CTX, |tx| {
+            tx.delete_table(PROPERTIES).ctx(CTX)?;
+            tx.delete_table(BDK_CHANGESET).ctx(CTX)?;
+            tx.delete_table(VTXOS).ctx(CTX)?;
+            tx.delete_table(VTXOS_FULL).ctx(CTX)?;
+            tx.delete_table(VTXO_STATE_HISTORY).ctx(CTX)?;
+            tx.delete_table(VTXOS_BY_STATE).ctx(CTX)?;
+            tx.delete_table(VTXO_KEYS).ctx(CTX)?;
+            tx.delete_table(VTXO_KEYS_BY_INDEX).ctx(CTX)?;
+            tx.delete_table(MOVEMENTS).ctx(CTX)?;
+            tx.delete_table(MOVEMENTS_BY_PAYMENT_METHOD).ctx(CTX)?;
+            tx.delete_table(MOVEMENTS_BY_ACTION).ctx(CTX)?;
+            tx.delete_table(ROUND_STATES).ctx(CTX)?;
+            tx.delete_table(WALLET_ACTION_CHECKPOINTS).ctx(CTX)?;
+            tx.delete_table(PAID_INVOICES).ctx(CTX)?;
+            tx.delete_table(SETTLED_LIGHTNING_RECEIVES).ctx(CTX)?;
+            tx.delete_table(EXITS).ctx(CTX)?;
+            tx.delete_table(EXIT_CHILD_TXS).ctx(CTX)?;
+            tx.open_table(META)
+                .ctx(CTX)?
+                .remove(meta_keys::MAILBOX_CHECKPOINT)
+                .ctx(CTX)?;
+            create_all(tx).ctx(CTX)
+        })
+        .await
+    }
+}

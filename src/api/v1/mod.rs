@@ -67,7 +67,6 @@ const NOT_YET_SERVED: &[(&str, &str)] = &[
     ("GET", "/wallet/ark-info"),
     ("GET", "/wallet/balance"),
     ("POST", "/wallet/bip321"),
-    ("DELETE", "/wallet"),
     ("GET", "/wallet/history"),
     ("POST", "/wallet/import-vtxo"),
     ("GET", "/wallet/movements"),
@@ -90,7 +89,10 @@ const NOT_YET_SERVED: &[(&str, &str)] = &[
 
 pub fn router() -> Router<AppState> {
     let mut router = Router::new()
-        .route("/wallet", axum::routing::get(wallet::wallet_exists))
+        .route(
+            "/wallet",
+            axum::routing::get(wallet::wallet_exists).delete(wallet::wallet_delete),
+        )
         .route("/wallet/mnemonic", axum::routing::get(wallet::mnemonic))
         .route("/wallet/create", axum::routing::post(wallet::create_wallet))
         .route("/wallet/connected", axum::routing::get(wallet::connected));

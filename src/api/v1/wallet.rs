@@ -13,6 +13,9 @@ use crate::engine::{BitcoindAuth, ChainSource, CreateWallet, WalletConfig};
 pub struct WalletExistsResponse {
     /// The wallet's BIP-32 fingerprint, or null when there is no wallet.
     pub fingerprint: Option<String>,
+    /// Berth extension: whether the wallet is open in bark and its background work
+    /// runs (false while its chain source has not been reached yet).
+    pub loaded: bool,
 }
 
 /// `GET /api/v1/wallet`
@@ -22,6 +25,7 @@ pub async fn wallet_exists(
     let fingerprint = state.engine.wallet_fingerprint().await?;
     Ok(Json(WalletExistsResponse {
         fingerprint: fingerprint.map(|f| f.to_string()),
+        loaded: state.engine.is_loaded().await,
     }))
 }
 
@@ -173,5 +177,36 @@ pub async fn mnemonic(State(state): State<AppState>) -> Result<Json<MnemonicResp
     }
     Ok(Json(MnemonicResponse {
         mnemonic: state.engine.mnemonic().await?,
+    }))
+}
+
+#[derive(Deserialize)]
+pub struct WalletDeleteRequest {
+    pub dangerous: bool,
+    pub fingerprint: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct WalletDeleteResponse {
+    pub deleted: bool,
+    pub message: String,
+}
+
+/// `DELETE /api/v1/wallet`: guarded twice — `dangerous: true` and the wallet's own
+/// fingerprint — because it destroys the seed file.
+pub async fn wallet_delete(
+    State(state): State<AppState>,
+    body: Result<Json<WalletDeleteRequest>, JsonRejection>,
+) -> Result<Json<WalletDeleteResponse>, ApiError> {
+    let Json(req) = body?;
+    if !req.dangerous {
+        return Err(ApiError::BadRequest(
+            "deleting the wallet destroys its seed: set \"dangerous\": true to confirm".into(),
+        ));
+    }
+    state.engine.delete(&req.fingerprint).await?;
+    Ok(Json(WalletDeleteResponse {
+        deleted: true,
+        message: format!("wallet {} deleted", req.fingerprint),
     }))
 }
