@@ -3,6 +3,8 @@
 
 mod harness;
 
+use std::time::Duration;
+
 use harness::*;
 
 /// A loopback URL where nothing listens.
@@ -227,4 +229,40 @@ fn delete_is_guarded_and_then_complete() {
         json_of(&raw)["fingerprint"].as_str(),
         Some(fingerprint.as_str())
     );
+}
+
+#[test]
+fn wallet_loads_once_its_chain_source_answers_and_again_after_restart() {
+    let Some(bitcoind) = Bitcoind::start_or_skip("wallet_loads_once_its_chain_source_answers")
+    else {
+        return;
+    };
+    let (_tmp, datadir) = new_datadir();
+    let daemon = Daemon::start(&datadir, &[]);
+    let bearer = format!("Bearer {}", token(&datadir));
+    let auth = [("Authorization", bearer.as_str())];
+    let body = serde_json::json!({
+        "network": "regtest",
+        "ark_server": dead_url(),
+        "chain_source": { "bitcoind": {
+            "bitcoind": bitcoind.url(),
+            "bitcoind_auth": { "cookie": { "cookie": bitcoind.cookie().display().to_string() } },
+        } },
+        "force": true,
+    });
+    let (status, raw) = daemon.post("/api/v1/wallet/create", &auth, &body.to_string());
+    assert_eq!(status, 200, "{raw}");
+    let loaded = |d: &Daemon| {
+        json_of(&d.get("/api/v1/wallet", &auth).1)["loaded"] == serde_json::Value::Bool(true)
+    };
+    wait_until("the wallet to load", 60, || loaded(&daemon));
+    let (status, elapsed) = daemon.terminate();
+    assert_eq!(status.code(), Some(0));
+    assert!(
+        elapsed < Duration::from_secs(10),
+        "stopping bark's daemon took {elapsed:?}"
+    );
+
+    let daemon = Daemon::start(&datadir, &[]);
+    wait_until("the wallet to load after a restart", 60, || loaded(&daemon));
 }

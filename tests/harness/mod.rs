@@ -172,3 +172,69 @@ impl Daemon {
         request(self.port, "POST", path, headers, Some(body))
     }
 }
+
+/// A regtest bitcoind from `BITCOIND_EXEC`, on free loopback ports with cookie auth;
+/// `None` (after saying why) when the variable is not set.
+pub struct Bitcoind {
+    child: Child,
+    pub rpc_port: u16,
+    pub datadir: tempfile::TempDir,
+}
+
+impl Bitcoind {
+    pub fn start_or_skip(test: &str) -> Option<Bitcoind> {
+        let Some(exec) = std::env::var_os("BITCOIND_EXEC") else {
+            println!("skipping {test}: BITCOIND_EXEC is not set (see README, regtest stack)");
+            return None;
+        };
+        let datadir = tempfile::tempdir().expect("tempdir");
+        let rpc_port = free_port();
+        let child = Command::new(exec)
+            .arg("-regtest")
+            .arg(format!("-datadir={}", datadir.path().display()))
+            .arg(format!("-rpcport={rpc_port}"))
+            .args([
+                "-listen=0",
+                "-server",
+                "-txindex",
+                "-fallbackfee=0.0001",
+                "-printtoconsole=0",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("BITCOIND_EXEC is set but bitcoind does not start");
+        Some(Bitcoind {
+            child,
+            rpc_port,
+            datadir,
+        })
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.rpc_port)
+    }
+
+    pub fn cookie(&self) -> PathBuf {
+        self.datadir.path().join("regtest").join(".cookie")
+    }
+}
+
+impl Drop for Bitcoind {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Poll `check` until it is true or `secs` pass; panics with `what` on timeout.
+pub fn wait_until(what: &str, secs: u64, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while Instant::now() < deadline {
+        if check() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    panic!("timed out after {secs} s waiting for {what}");
+}
