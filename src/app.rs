@@ -125,6 +125,7 @@ async fn daemon(cli: Cli, datadir: PathBuf) -> anyhow::Result<()> {
     let origins = parse_origins(&cli.allowed_origins)?;
     datadir::ensure(&datadir)?;
     let _instance = datadir::lock(&datadir)?;
+    let settings = crate::config::BerthToml::load(&datadir)?;
     let auth = auth_policy(&cli, datadir::load_or_create_token(&datadir)?);
 
     let logfile = match (&cli.logfile, cli.no_logfile) {
@@ -144,7 +145,7 @@ async fn daemon(cli: Cli, datadir: PathBuf) -> anyhow::Result<()> {
     }
 
     let (store, report) =
-        Store::open_async(&datadir.join(datadir::DB_FILE), &StoreConfig::default()).await?;
+        Store::open_async(&datadir.join(datadir::DB_FILE), &settings.store_config()).await?;
     if !report.integrity_ok {
         tracing::warn!("the wallet database was repaired after an unclean shutdown");
     }

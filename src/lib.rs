@@ -5,6 +5,7 @@
 //! of dependencies: `api → engine → store`; nothing below depends on anything above):
 //! - [`app`]: composition root — command line in, running daemon out.
 //! - [`cli`]: the `berthd` command line (barkd's flags and environment variables).
+//! - [`config`]: Berth's own settings file, `berth.toml`.
 //! - [`datadir`]: the data directory, its instance lock and its secret files.
 //! - [`api`]: the HTTP API (router, auth, errors, one file per group under `v1`).
 //! - [`engine`]: the one owner of the wallet.
@@ -14,6 +15,7 @@
 pub mod api;
 pub mod app;
 pub mod cli;
+pub mod config;
 pub mod datadir;
 pub mod engine;
 pub mod shutdown;

@@ -308,3 +308,19 @@ fn mnemonic_endpoint_exists_only_when_exposed_and_store_check_reads_the_datadir(
         "the log file is written by default"
     );
 }
+
+#[test]
+fn berth_toml_is_read_and_a_bad_one_refused() {
+    let (_tmp, datadir) = new_datadir();
+    std::fs::create_dir_all(&datadir).expect("mkdir");
+    std::fs::write(datadir.join("berth.toml"), "[store]\ncache_size_mib = 4\n").expect("write");
+    drop(Daemon::start(&datadir, &[]));
+    std::fs::write(datadir.join("berth.toml"), "[store]\ncache_size = 4\n").expect("write");
+    match Daemon::try_start(&datadir, &[]) {
+        Err(out) => assert!(
+            out.contains("berth.toml") && out.contains("cache_size"),
+            "{out}"
+        ),
+        Ok(_) => panic!("a berth.toml with an unknown key must refuse to start"),
+    }
+}
