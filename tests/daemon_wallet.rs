@@ -141,6 +141,15 @@ fn create_rejects_bad_input_with_400() {
         ("server without chain", serde_json::json!({"network": "regtest", "ark_server": url}).to_string()),
         ("bad url", serde_json::json!({"network": "regtest", "ark_server": "ftp://x", "chain_source": {"esplora": {"url": url}}}).to_string()),
         ("no config anywhere", serde_json::json!({"network": "regtest"}).to_string()),
+        (
+            "birthday without a mnemonic",
+            serde_json::json!({"network": "regtest", "birthday_height": 5, "ark_server": url, "chain_source": {"esplora": {"url": url}}, "force": true}).to_string(),
+        ),
+        (
+            "bitcoind import without a birthday",
+            serde_json::json!({"network": "regtest", "mnemonic": MNEMONIC, "ark_server": url, "force": true,
+                "chain_source": {"bitcoind": {"bitcoind": url, "bitcoind_auth": {"cookie": {"cookie": "/nonexistent"}}}}}).to_string(),
+        ),
     ];
     for (name, body) in cases {
         let (status, raw) = daemon.post("/api/v1/wallet/create", &auth, &body);
@@ -241,21 +250,36 @@ fn wallet_loads_once_its_chain_source_answers_and_again_after_restart() {
     let daemon = Daemon::start(&datadir, &[]);
     let bearer = format!("Bearer {}", token(&datadir));
     let auth = [("Authorization", bearer.as_str())];
-    let body = serde_json::json!({
-        "network": "regtest",
-        "ark_server": dead_url(),
-        "chain_source": { "bitcoind": {
-            "bitcoind": bitcoind.url(),
-            "bitcoind_auth": { "cookie": { "cookie": bitcoind.cookie().display().to_string() } },
-        } },
-        "force": true,
-    });
-    let (status, raw) = daemon.post("/api/v1/wallet/create", &auth, &body.to_string());
+    let body = |mnemonic: Option<&str>, birthday: Option<u32>| {
+        serde_json::json!({
+            "network": "regtest",
+            "mnemonic": mnemonic,
+            "birthday_height": birthday,
+            "ark_server": dead_url(),
+            "chain_source": { "bitcoind": {
+                "bitcoind": bitcoind.url(),
+                "bitcoind_auth": { "cookie": { "cookie": bitcoind.cookie().display().to_string() } },
+            } },
+            "force": true,
+        })
+        .to_string()
+    };
+    // An import scans the chain from its birthday before the wallet is loaded.
+    let (status, raw) = daemon.post(
+        "/api/v1/wallet/create",
+        &auth,
+        &body(Some(MNEMONIC), Some(0)),
+    );
     assert_eq!(status, 200, "{raw}");
     let loaded = |d: &Daemon| {
         json_of(&d.get("/api/v1/wallet", &auth).1)["loaded"] == serde_json::Value::Bool(true)
     };
     wait_until("the wallet to load", 60, || loaded(&daemon));
+    let log = std::fs::read_to_string(datadir.join("debug.log")).expect("debug.log");
+    assert!(
+        log.contains("initial on-chain scan done"),
+        "the import ran its first scan"
+    );
     let (status, elapsed) = daemon.terminate();
     assert_eq!(status.code(), Some(0));
     assert!(
@@ -265,4 +289,20 @@ fn wallet_loads_once_its_chain_source_answers_and_again_after_restart() {
 
     let daemon = Daemon::start(&datadir, &[]);
     wait_until("the wallet to load after a restart", 60, || loaded(&daemon));
+
+    // A fresh seed scans from the tip.
+    let delete =
+        serde_json::json!({"dangerous": true, "fingerprint": expected_fingerprint()}).to_string();
+    let (status, raw) = request(
+        daemon.port,
+        "DELETE",
+        "/api/v1/wallet",
+        &auth,
+        Some(&delete),
+    );
+    assert_eq!(status, 200, "{raw}");
+    assert!(!loaded(&daemon), "a deleted wallet is unloaded");
+    let (status, raw) = daemon.post("/api/v1/wallet/create", &auth, &body(None, None));
+    assert_eq!(status, 200, "{raw}");
+    wait_until("a new wallet to load", 60, || loaded(&daemon));
 }

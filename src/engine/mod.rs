@@ -17,7 +17,7 @@ use bitcoin::bip32::Fingerprint;
 use tokio::sync::{Mutex, RwLock};
 
 use crate::datadir;
-use crate::store::{Store, StoreError};
+use crate::store::{InitialScan, Store, StoreError};
 
 /// What can go wrong below the API, for the API to translate.
 #[derive(Debug, thiserror::Error)]
@@ -171,7 +171,9 @@ impl Engine {
             return Err(EngineError::WalletExists(existing));
         }
         let config_path = self.datadir.join(datadir::CONFIG_FILE);
-        let wrote_config = match &req.config {
+        // A config.toml this call writes is removed again if the call fails.
+        let mut written_config = None;
+        match &req.config {
             WalletConfig::Existing => {
                 if !config_path.exists() {
                     return Err(EngineError::InvalidRequest(
@@ -179,7 +181,6 @@ impl Engine {
                             .into(),
                     ));
                 }
-                false
             }
             WalletConfig::New { ark_server, chain } => {
                 let text = config_toml(ark_server, chain);
@@ -189,12 +190,32 @@ impl Engine {
                         source: e.into(),
                     }
                 })?;
-                true
+                written_config = Some(RemoveOnDrop(Some(config_path.clone())));
+            }
+        }
+        let config = match bark::Config::load(req.network, &config_path) {
+            Ok(config) => config,
+            Err(e) => {
+                return Err(EngineError::InvalidRequest(format!(
+                    "invalid wallet configuration: {e:#}"
+                )));
             }
         };
-        let config = bark::Config::load(req.network, &config_path).map_err(|e| {
-            EngineError::InvalidRequest(format!("invalid wallet configuration: {e:#}"))
-        })?;
+        // Birthday rules (as barkd's): only an imported seed has a past to scan; bitcoind
+        // needs to be told where it starts, esplora scans by address and ignores it.
+        let initial_scan = match (&req.mnemonic, req.birthday_height) {
+            (None, Some(_)) => Err("birthday_height only applies when importing a mnemonic"),
+            (None, None) => Ok(InitialScan::FromTip),
+            (Some(_), Some(height)) => Ok(InitialScan::FromHeight(height)),
+            (Some(_), None) if config.bitcoind_address.is_some() => {
+                Err("birthday_height is required to import a mnemonic with a bitcoind chain source")
+            }
+            (Some(_), None) => Ok(InitialScan::FromHeight(0)),
+        };
+        let initial_scan = match initial_scan {
+            Ok(scan) => scan,
+            Err(msg) => return Err(EngineError::InvalidRequest(msg.into())),
+        };
 
         let mnemonic = match req.mnemonic {
             Some(m) => m,
@@ -217,14 +238,12 @@ impl Engine {
         let created =
             bark::Wallet::create(req.network, &seed, &config, &self.store, &locks, req.force).await;
         if let Err(e) = created {
-            if wrote_config {
-                let _ = std::fs::remove_file(&config_path);
-            }
             return Err(EngineError::Unreachable {
                 what: "the Ark server",
                 reason: format!("{e:#} (pass \"force\": true to create the wallet anyway)"),
             });
         }
+        self.store.set_initial_scan(initial_scan).await?;
         // Until the sealed seed lands (its own issue) the seed is barkd's plaintext file.
         tracing::warn!("storing the seed in the datadir's plaintext mnemonic file");
         datadir::write_secret_file(
@@ -235,8 +254,8 @@ impl Engine {
             context: "writing the mnemonic file",
             source: e.into(),
         })?;
-        if req.birthday_height.is_some() {
-            tracing::info!(birthday = ?req.birthday_height, "wallet birthday height recorded for the first scan");
+        if let Some(file) = written_config {
+            file.keep();
         }
         let fingerprint = seed.fingerprint();
         tracing::info!(%fingerprint, "wallet created");
@@ -278,7 +297,7 @@ impl Engine {
     }
 
     /// Keep trying to open the wallet (bark needs its chain source for that), with
-    /// backoff up to a minute, until it is loaded or deleted.
+    /// backoff up to a minute, until it is loaded, or deleted or replaced meanwhile.
     fn spawn_loader(
         self: &Arc<Self>,
         network: Network,
@@ -286,14 +305,28 @@ impl Engine {
         mnemonic: bark::bip39::Mnemonic,
     ) {
         let engine = Arc::clone(self);
+        let fingerprint = bark::WalletSeed::new_from_mnemonic(network, &mnemonic).fingerprint();
         tokio::spawn(async move {
             let mut delay = Duration::from_secs(1);
             loop {
+                let still_ours = || async {
+                    engine.wallet_fingerprint().await.ok().flatten() == Some(fingerprint)
+                };
+                if !still_ours().await {
+                    return;
+                }
                 match engine.open_wallet(network, config.clone(), &mnemonic).await {
                     Ok(wallet) => {
-                        *engine.loaded.write().await = Some(wallet);
-                        *engine.load_error.write().await = None;
-                        tracing::info!("wallet loaded");
+                        // Install under the lifecycle lock, so a delete that ran while
+                        // bark was opening cannot be undone by this load.
+                        let _lifecycle = engine.lifecycle.lock().await;
+                        if still_ours().await {
+                            *engine.loaded.write().await = Some(wallet);
+                            *engine.load_error.write().await = None;
+                            tracing::info!(%fingerprint, "wallet loaded");
+                        } else {
+                            let _ = wallet.stop_daemon_wait().await;
+                        }
                         return;
                     }
                     Err(e) => {
@@ -304,9 +337,6 @@ impl Engine {
                 }
                 tokio::time::sleep(delay).await;
                 delay = (delay * 2).min(Duration::from_secs(60));
-                if engine.wallet_fingerprint().await.ok().flatten().is_none() {
-                    return; // deleted meanwhile
-                }
             }
         });
     }
@@ -318,12 +348,29 @@ impl Engine {
         mnemonic: &bark::bip39::Mnemonic,
     ) -> anyhow::Result<bark::Wallet> {
         let persister: Arc<dyn BarkPersister> = Arc::new(self.store.clone());
-        let onchain = bark::onchain::OnchainWallet::load_or_create(
+        let mut onchain = bark::onchain::OnchainWallet::load_or_create(
             network,
             mnemonic.to_seed(""),
             persister.clone(),
         )
         .await?;
+        if let Some(scan) = self.store.initial_scan().await? {
+            // A new wallet's first on-chain scan: from its birthday (imported seed) or
+            // the tip (fresh seed). Runs once; a failure leaves it pending for the retry.
+            let chain = bark::chain::ChainSource::new(
+                config.chain_source()?,
+                network,
+                config.fallback_fee_rate,
+            )
+            .await?;
+            let start = match scan {
+                InitialScan::FromTip => chain.tip().await?,
+                InitialScan::FromHeight(h) => bitcoin_ext::BlockHeight::new(h),
+            };
+            onchain.initial_wallet_scan(&chain, Some(start)).await?;
+            self.store.clear_initial_scan().await?;
+            tracing::info!(?scan, "initial on-chain scan done");
+        }
         let onchain: Arc<tokio::sync::RwLock<dyn bark::onchain::OnchainWalletTrait>> =
             Arc::new(tokio::sync::RwLock::new(onchain));
         bark::Wallet::open(
@@ -392,6 +439,24 @@ impl Engine {
 
     pub fn datadir(&self) -> &Path {
         &self.datadir
+    }
+}
+
+/// Removes a file when dropped, unless [`RemoveOnDrop::keep`] was called: undoes a
+/// half-done operation on every early return.
+struct RemoveOnDrop(Option<PathBuf>);
+
+impl RemoveOnDrop {
+    fn keep(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        if let Some(path) = self.0.take() {
+            let _ = std::fs::remove_file(path);
+        }
     }
 }
 

@@ -1266,3 +1266,61 @@ impl Store {
         .await
     }
 }
+
+/// Where a new wallet's first on-chain scan starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InitialScan {
+    /// From the chain tip: a freshly generated seed has no history.
+    FromTip,
+    /// From this block height (an imported seed's birthday; 0 = genesis).
+    FromHeight(u32),
+}
+
+impl Store {
+    /// Record that the wallet's first on-chain scan is still to run.
+    pub async fn set_initial_scan(&self, scan: InitialScan) -> Result<(), StoreError> {
+        const CTX: &str = "recording the initial scan";
+        let value = match scan {
+            InitialScan::FromTip => u64::MAX,
+            InitialScan::FromHeight(h) => u64::from(h),
+        };
+        self.write(CTX, move |tx| {
+            tx.open_table(META)
+                .ctx(CTX)?
+                .insert(meta_keys::INITIAL_SCAN_FROM, value)
+                .ctx(CTX)?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// The first on-chain scan still to run, if any.
+    pub async fn initial_scan(&self) -> Result<Option<InitialScan>, StoreError> {
+        const CTX: &str = "reading the initial scan";
+        self.read(CTX, |tx| {
+            let meta = tx.open_table(META).ctx(CTX)?;
+            let value = meta
+                .get(meta_keys::INITIAL_SCAN_FROM)
+                .ctx(CTX)?
+                .map(|v| v.value());
+            Ok(value.map(|v| match u32::try_from(v) {
+                Ok(h) => InitialScan::FromHeight(h),
+                Err(_) => InitialScan::FromTip,
+            }))
+        })
+        .await
+    }
+
+    /// The first on-chain scan has run.
+    pub async fn clear_initial_scan(&self) -> Result<(), StoreError> {
+        const CTX: &str = "clearing the initial scan";
+        self.write(CTX, |tx| {
+            tx.open_table(META)
+                .ctx(CTX)?
+                .remove(meta_keys::INITIAL_SCAN_FROM)
+                .ctx(CTX)?;
+            Ok(())
+        })
+        .await
+    }
+}

@@ -27,6 +27,7 @@ use std::sync::Arc;
 
 use redb::{Database, Durability, ReadableDatabase, ReadableTable, ReadableTableMetadata};
 
+pub use self::bark::InitialScan;
 pub use self::error::StoreError;
 use self::error::{RedbResultExt, from_redb};
 use self::schema::*;

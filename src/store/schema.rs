@@ -50,6 +50,9 @@ pub mod meta_keys {
     pub const LAST_ACTION_SEQ: &str = "last_action_checkpoint_seq";
     /// The mailbox checkpoint (absent = 0).
     pub const MAILBOX_CHECKPOINT: &str = "mailbox_checkpoint";
+    /// Set while a new wallet's first on-chain scan is still to run: the block height
+    /// to scan from, or `u64::MAX` for "from the chain tip" (a fresh seed has no past).
+    pub const INITIAL_SCAN_FROM: &str = "initial_scan_from";
 }
 
 // --- bark wallet state -------------------------------------------------------------
