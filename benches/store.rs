@@ -39,7 +39,6 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use ark::Vtxo;
-use ark::test_util::dummy::DummyTestVtxoSpec;
 use ark::vtxo::Full;
 use bark::movement::{
     Movement, MovementDestination, MovementStatus, MovementSubsystem, PaymentMethod,
@@ -50,7 +49,6 @@ use bark::persist::adaptor::memory::MemoryStorageAdaptor;
 use bark::vtxo::{VtxoState, VtxoStateKind};
 use berth::store::{Store, StoreConfig};
 use bitcoin::Amount;
-use bitcoin_ext::{BlockDelta, BlockHeight};
 use chrono::Local;
 use criterion::{BenchmarkGroup, Criterion, measurement::WallTime};
 use tempfile::TempDir;
@@ -147,32 +145,11 @@ fn mean(op: &str, backend: Backend) -> Option<Duration> {
     Some(total / iters)
 }
 
-/// `n` VTXOs with distinct ids: `vtxos::vtxo_pool(n)` without repeats, topped up if
-/// needed. (Today its amounts are all `10_000 + 8k` sats, so from index 715 on they
-/// repeat and so do the ids: `vtxo_pool(10_000)` holds 1,875 distinct VTXOs.) Top-ups
-/// use the same board parameters at amounts from 1,000,000 sats, above any pool amount.
+/// `n` VTXOs with distinct ids (checked: listings must count exactly `n`).
 fn distinct_vtxos(n: usize) -> Vec<Vtxo<Full>> {
-    let mut seen = HashSet::new();
-    let mut out: Vec<Vtxo<Full>> = vtxos::vtxo_pool(n)
-        .into_iter()
-        .filter(|v| seen.insert(v.id()))
-        .collect();
-    let mut k = 0u64;
-    while out.len() < n {
-        let vtxo = DummyTestVtxoSpec {
-            amount: Amount::from_sat(1_000_000 + k),
-            fee: Amount::from_sat(330),
-            expiry_height: BlockHeight::new(1_000 + (k % 5) as u32 * 100),
-            exit_delta: BlockDelta::new(144),
-            ..Default::default()
-        }
-        .build()
-        .1;
-        k += 1;
-        if seen.insert(vtxo.id()) {
-            out.push(vtxo);
-        }
-    }
+    let out = vtxos::vtxo_pool(n);
+    let ids: HashSet<_> = out.iter().map(|v| v.id()).collect();
+    assert_eq!(ids.len(), n, "the VTXO pool repeats ids");
     out
 }
 
