@@ -83,7 +83,7 @@ impl From<crate::engine::EngineError> for ApiError {
     fn from(err: crate::engine::EngineError) -> Self {
         use crate::engine::EngineError;
         match err {
-            EngineError::NoWallet | EngineError::WalletExists(_) | EngineError::NotLoaded(_) => {
+            EngineError::NoWallet | EngineError::WalletExists(_) => {
                 ApiError::WrongState(err.to_string())
             }
             EngineError::InvalidRequest(msg) => ApiError::BadRequest(msg),

@@ -7,7 +7,7 @@
 //! "created" and a background task keeps trying to load it; every request that needs
 //! the wallet meanwhile gets a clear "not loaded yet" answer.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -26,8 +26,6 @@ pub enum EngineError {
     NoWallet,
     #[error("a wallet already exists (fingerprint {0})")]
     WalletExists(Fingerprint),
-    #[error("the wallet is created but not loaded yet: {0}")]
-    NotLoaded(String),
     #[error("{0}")]
     InvalidRequest(String),
     #[error("{what} is unreachable: {reason}")]
@@ -105,8 +103,6 @@ pub struct Engine {
     /// Serialises create and delete: of two concurrent creates exactly one wins.
     lifecycle: Mutex<()>,
     loaded: RwLock<Option<bark::Wallet>>,
-    /// Why the created wallet is not loaded (None once loaded or when there is none).
-    load_error: RwLock<Option<String>>,
 }
 
 impl Engine {
@@ -116,12 +112,7 @@ impl Engine {
             datadir,
             lifecycle: Mutex::new(()),
             loaded: RwLock::new(None),
-            load_error: RwLock::new(None),
         })
-    }
-
-    pub fn store(&self) -> &Store {
-        &self.store
     }
 
     /// The wallet's fingerprint, or `None` when no wallet exists.
@@ -277,7 +268,6 @@ impl Engine {
         let text = match std::fs::read_to_string(&path) {
             Ok(text) => text,
             Err(e) => {
-                *self.load_error.write().await = Some(format!("cannot read the seed: {e}"));
                 tracing::error!(error = %e, "the wallet exists but its mnemonic file cannot be read");
                 return Ok(());
             }
@@ -322,7 +312,6 @@ impl Engine {
                         let _lifecycle = engine.lifecycle.lock().await;
                         if still_ours().await {
                             *engine.loaded.write().await = Some(wallet);
-                            *engine.load_error.write().await = None;
                             tracing::info!(%fingerprint, "wallet loaded");
                         } else {
                             let _ = wallet.stop_daemon_wait().await;
@@ -332,7 +321,6 @@ impl Engine {
                     Err(e) => {
                         let reason = format!("{e:#}");
                         tracing::warn!(error = %reason, retry_in = ?delay, "cannot load the wallet yet");
-                        *engine.load_error.write().await = Some(reason);
                     }
                 }
                 tokio::time::sleep(delay).await;
@@ -404,7 +392,6 @@ impl Engine {
         }
         self.unload().await;
         self.store.wipe_wallet().await?;
-        *self.load_error.write().await = None;
         for file in [datadir::MNEMONIC_FILE, datadir::CONFIG_FILE] {
             match std::fs::remove_file(self.datadir.join(file)) {
                 Ok(()) => {}
@@ -430,15 +417,6 @@ impl Engine {
     /// Whether a wallet is loaded (for status and tests).
     pub async fn is_loaded(&self) -> bool {
         self.loaded.read().await.is_some()
-    }
-
-    /// Why the wallet is not loaded, if it exists and is not.
-    pub async fn load_error(&self) -> Option<String> {
-        self.load_error.read().await.clone()
-    }
-
-    pub fn datadir(&self) -> &Path {
-        &self.datadir
     }
 }
 
