@@ -418,3 +418,40 @@ mod invariants {
         Ok(report)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A failed transaction of the fatal kind stops the store for good: later calls are
+    /// refused without touching redb, and `fatal()` resolves for the daemon to stop.
+    #[tokio::test]
+    async fn a_fatal_failure_poisons_the_store() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (store, _) =
+            Store::open(&dir.path().join("w.redb"), &StoreConfig::default()).expect("open");
+
+        // An ordinary refusal is not fatal: the store carries on.
+        let refused: Result<(), _> = store
+            .write("refusing", |_| Err(StoreError::Rejected("no".into())))
+            .await;
+        assert!(matches!(refused, Err(StoreError::Rejected(_))));
+        store
+            .read("reading", |_| Ok(()))
+            .await
+            .expect("still usable");
+
+        // A panicking transaction is treated like a storage failure.
+        let failed: Result<(), _> = store.write("panicking", |_| panic!("injected")).await;
+        assert!(
+            matches!(failed, Err(StoreError::Fatal { .. })),
+            "{failed:?}"
+        );
+        let reason = tokio::time::timeout(std::time::Duration::from_secs(5), store.fatal())
+            .await
+            .expect("fatal() resolves");
+        assert!(reason.contains("panicking"), "{reason}");
+        let later = store.read("reading", |_| Ok(())).await;
+        assert!(matches!(later, Err(StoreError::Poisoned(_))), "{later:?}");
+    }
+}
