@@ -175,12 +175,12 @@ impl Engine {
             }
             WalletConfig::New { ark_server, chain } => {
                 let text = config_toml(ark_server, chain);
-                datadir::write_secret_file(&config_path, text.as_bytes()).map_err(|e| {
-                    EngineError::Internal {
+                write_secret(config_path.clone(), text.into_bytes())
+                    .await
+                    .map_err(|e| EngineError::Internal {
                         context: "writing config.toml",
                         source: e.into(),
-                    }
-                })?;
+                    })?;
                 written_config = Some(RemoveOnDrop(Some(config_path.clone())));
             }
         }
@@ -237,10 +237,11 @@ impl Engine {
         self.store.set_initial_scan(initial_scan).await?;
         // Until the sealed seed lands (its own issue) the seed is barkd's plaintext file.
         tracing::warn!("storing the seed in the datadir's plaintext mnemonic file");
-        datadir::write_secret_file(
-            &self.datadir.join(datadir::MNEMONIC_FILE),
-            mnemonic.to_string().as_bytes(),
+        write_secret(
+            self.datadir.join(datadir::MNEMONIC_FILE),
+            mnemonic.to_string().into_bytes(),
         )
+        .await
         .map_err(|e| EngineError::Internal {
             context: "writing the mnemonic file",
             source: e.into(),
@@ -265,7 +266,7 @@ impl Engine {
             return Ok(());
         };
         let path = self.datadir.join(datadir::MNEMONIC_FILE);
-        let text = match std::fs::read_to_string(&path) {
+        let text = match tokio::fs::read_to_string(&path).await {
             Ok(text) => text,
             Err(e) => {
                 tracing::error!(error = %e, "the wallet exists but its mnemonic file cannot be read");
@@ -418,6 +419,20 @@ impl Engine {
     pub async fn is_loaded(&self) -> bool {
         self.loaded.read().await.is_some()
     }
+}
+
+/// [`datadir::write_secret_file`] (which fsyncs) on the blocking pool, never on the
+/// async runtime.
+async fn write_secret(path: PathBuf, contents: Vec<u8>) -> Result<(), datadir::DataDirError> {
+    tokio::task::spawn_blocking(move || datadir::write_secret_file(&path, &contents))
+        .await
+        .unwrap_or_else(|e| {
+            Err(datadir::DataDirError::Io {
+                what: "writing a secret file",
+                path: PathBuf::new(),
+                source: std::io::Error::other(e.to_string()),
+            })
+        })
 }
 
 /// Removes a file when dropped, unless [`RemoveOnDrop::keep`] was called: undoes a

@@ -77,11 +77,6 @@ impl<R: Record> Envelope<'_, R> {
         }
         R::decode_payload(version, payload)
     }
-
-    /// The record version this value was written with.
-    pub fn version(&self) -> Option<u8> {
-        self.bytes.first().copied()
-    }
 }
 
 // Values may hold secrets (round states carry signing keys): never print contents.
