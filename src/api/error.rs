@@ -1,7 +1,8 @@
-//! The API's error type: every failure a client can see, as `{"message", "code"}`.
+//! The API's error type: every failure a client can see, as `{"message", "code"}`
+//! (404s also carry barkd's `resources`).
 //!
 //! Messages are for people and never carry internal error chains; the detail goes to
-//! the log. `code` is stable and machine-readable.
+//! the log. `code` is stable and machine-readable (a Berth extension).
 
 use axum::Json;
 use axum::http::StatusCode;
@@ -15,9 +16,13 @@ pub enum ApiError {
     /// Missing or invalid credential. 401.
     #[error("{0}")]
     Unauthorized(&'static str),
-    /// Unknown id or path, or a disabled endpoint. 404.
-    #[error("{0}")]
-    NotFound(String),
+    /// Unknown id or path, or a disabled endpoint. 404. `resources` names the ids
+    /// that were not found (empty for a path).
+    #[error("{message}")]
+    NotFound {
+        message: String,
+        resources: Vec<String>,
+    },
     /// Well-formed, but the wallet's state forbids it (e.g. no wallet). 422.
     #[error("{0}")]
     WrongState(String),
@@ -32,10 +37,22 @@ pub enum ApiError {
     Internal,
 }
 
-#[derive(serde::Serialize)]
-struct ErrorBody<'a> {
-    message: String,
-    code: &'a str,
+/// The body of every error response but 404.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub struct ErrorResponse {
+    /// What went wrong, for a person; never an internal error chain.
+    pub message: String,
+    /// Stable machine-readable error kind (Berth extension), e.g. `wrong_state`.
+    pub code: String,
+}
+
+/// The body of a 404, with barkd's `resources`.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub struct NotFoundResponse {
+    pub message: String,
+    /// The ids that were not found; empty for an unknown path.
+    pub resources: Vec<String>,
+    pub code: String,
 }
 
 impl ApiError {
@@ -43,11 +60,19 @@ impl ApiError {
         match self {
             ApiError::BadRequest(_) => (StatusCode::BAD_REQUEST, "bad_request"),
             ApiError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
-            ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
+            ApiError::NotFound { .. } => (StatusCode::NOT_FOUND, "not_found"),
             ApiError::WrongState(_) => (StatusCode::UNPROCESSABLE_ENTITY, "wrong_state"),
             ApiError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
             ApiError::NotImplemented(_) => (StatusCode::NOT_IMPLEMENTED, "not_implemented"),
             ApiError::Internal => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+        }
+    }
+
+    /// A 404 for a path or a disabled endpoint.
+    pub fn not_found(message: impl Into<String>) -> Self {
+        ApiError::NotFound {
+            message: message.into(),
+            resources: Vec::new(),
         }
     }
 
@@ -68,14 +93,19 @@ impl From<axum::extract::rejection::JsonRejection> for ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let (status, code) = self.parts();
-        (
-            status,
-            Json(ErrorBody {
-                message: self.to_string(),
-                code,
-            }),
-        )
-            .into_response()
+        let message = self.to_string();
+        let code = code.to_string();
+        match self {
+            ApiError::NotFound { resources, .. } => {
+                let body = NotFoundResponse {
+                    message,
+                    resources,
+                    code,
+                };
+                (status, Json(body)).into_response()
+            }
+            _ => (status, Json(ErrorResponse { message, code })).into_response(),
+        }
     }
 }
 

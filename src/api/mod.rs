@@ -1,11 +1,12 @@
 //! The HTTP API: barkd's REST contract (`../shared/api/`), served by axum.
 //!
 //! Layers, outermost first: CORS (deny unless `--allowed-origins`), bearer-token auth
-//! (everything except `/ping`), then the routes. Unknown paths answer 404 JSON.
+//! (everything except `/ping` and the public OpenAPI document), then the routes. Unknown paths answer 404 JSON.
 //! Handlers are thin: parse, one engine call, map to the response type.
 
 pub mod auth;
 pub mod error;
+pub mod openapi;
 pub mod v1;
 
 use std::sync::Arc;
@@ -14,6 +15,9 @@ use axum::Router;
 use axum::http::{HeaderValue, Method, header};
 use axum::routing::get;
 use tower_http::cors::{AllowOrigin, CorsLayer};
+use utoipa::OpenApi as _;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use crate::api::auth::AuthPolicy;
 use crate::api::error::ApiError;
@@ -34,16 +38,38 @@ pub struct ApiOptions {
     pub allowed_origins: Vec<HeaderValue>,
 }
 
-pub fn router(state: AppState, options: ApiOptions) -> Router {
-    let protected = Router::new()
+/// Berth's OpenAPI document, as served at `/api-docs/openapi.json`.
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    OpenApiRouter::<AppState>::with_openapi(openapi::ApiDoc::openapi())
+        .routes(routes!(ping))
         .nest("/api/v1", v1::router())
-        .fallback(|| async { ApiError::NotFound("no such endpoint".into()) })
+        .into_openapi()
+}
+
+pub fn router(state: AppState, options: ApiOptions) -> Router {
+    let (v1_routes, _) = v1::router().split_for_parts();
+    // Serialised once: the document is fixed for the life of the process. It is plain
+    // data, so serialising it cannot fail in practice; if it ever did, say so.
+    let document = match openapi().to_pretty_json() {
+        Ok(json) => axum::body::Bytes::from(json),
+        Err(e) => {
+            tracing::error!(target: "berth::api", error = %e, "cannot serialise the OpenAPI document");
+            axum::body::Bytes::from_static(br#"{"message":"the OpenAPI document is unavailable"}"#)
+        }
+    };
+    let protected = Router::new()
+        .nest("/api/v1", v1_routes)
+        .fallback(|| async { ApiError::not_found("no such endpoint") })
         .layer(axum::middleware::from_fn_with_state(
             options.auth,
             auth::require_token,
         ));
     let mut app = Router::new()
         .route("/ping", get(ping))
+        .route(
+            "/api-docs/openapi.json",
+            get(move || async move { ([(header::CONTENT_TYPE, "application/json")], document) }),
+        )
         .merge(protected)
         .with_state(state);
     if !options.allowed_origins.is_empty() {
@@ -58,6 +84,14 @@ pub fn router(state: AppState, options: ApiOptions) -> Router {
 }
 
 /// `GET /ping`: no credential; the daemon is ready when this answers.
+#[utoipa::path(
+    get,
+    path = "/ping",
+    summary = "Ping",
+    description = "Answers `pong` without a credential; the daemon is ready when it does.",
+    security(()),
+    responses((status = 200, description = "pong", body = String, content_type = "text/plain"))
+)]
 async fn ping() -> &'static str {
     "pong"
 }

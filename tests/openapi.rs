@@ -1,0 +1,221 @@
+//! Berth's OpenAPI document: generated from the code, checked in as `docs/openapi.json`,
+//! served at `/api-docs/openapi.json`, and compatible with barkd's 0.6.0 document under
+//! the API README's rules 1–2 (`openapi_compat`).
+//!
+//! After an API change, regenerate the checked-in copy with
+//! `BERTH_BLESS=1 cargo test --test openapi`.
+
+mod harness;
+mod openapi_compat;
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+use serde_json::Value;
+
+use openapi_compat::{Doc, OpKey, Shape, accepts, compare_operation, provides};
+
+fn repo_file(path: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(path)
+}
+
+fn generated() -> String {
+    let mut json = berth::api::openapi()
+        .to_pretty_json()
+        .expect("the document serialises");
+    json.push('\n');
+    json
+}
+
+fn barkd() -> Value {
+    // `../shared` is there for every developer and CI run (see its README).
+    let path = repo_file("../shared/api/barkd-openapi-0.6.0.json");
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("barkd's OpenAPI document at {}: {e}", path.display()));
+    serde_json::from_str(&text).expect("barkd's document is JSON")
+}
+
+/// Every difference between ours and barkd's, and barkd's operations we lack.
+fn differences(ours: &Value, theirs: &Value) -> (Vec<String>, BTreeSet<OpKey>) {
+    let (ours_doc, theirs_doc) = (Doc::new(ours), Doc::new(theirs));
+    let ours_ops = ours_doc.operations();
+    let mut errors = Vec::new();
+    let mut missing = BTreeSet::new();
+    for (key, theirs_op) in theirs_doc.operations() {
+        match ours_ops.get(&key) {
+            Some(ours_op) => errors.extend(compare_operation(
+                &ours_doc,
+                ours_op,
+                &theirs_doc,
+                theirs_op,
+                &format!("{} {}", key.0, key.1),
+            )),
+            None => {
+                missing.insert(key);
+            }
+        }
+    }
+    (errors, missing)
+}
+
+fn not_yet_served() -> BTreeSet<OpKey> {
+    berth::api::v1::NOT_YET_SERVED
+        .iter()
+        .map(|(method, path)| (method.to_string(), format!("/api/v1{path}")))
+        .collect()
+}
+
+#[test]
+fn checked_in_document_is_current() {
+    let path = repo_file("docs/openapi.json");
+    let current = generated();
+    if std::env::var_os("BERTH_BLESS").is_some() {
+        std::fs::write(&path, &current).expect("write docs/openapi.json");
+        return;
+    }
+    let checked_in = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        checked_in == current,
+        "docs/openapi.json is not what the code generates; run \
+         `BERTH_BLESS=1 cargo test --test openapi` and commit the result"
+    );
+}
+
+#[test]
+fn document_is_compatible_with_barkd() {
+    let ours: Value = serde_json::from_str(&generated()).expect("JSON");
+    let theirs = barkd();
+    let (errors, missing) = differences(&ours, &theirs);
+    assert!(
+        errors.is_empty(),
+        "incompatible with barkd 0.6.0:\n  {}",
+        errors.join("\n  ")
+    );
+
+    // What is not documented must be exactly what the router says it does not serve
+    // yet: serving an operation means documenting it, and the list cannot go stale.
+    let pending = not_yet_served();
+    let undocumented_but_served: Vec<_> = missing.difference(&pending).collect();
+    assert!(
+        undocumented_but_served.is_empty(),
+        "barkd operations neither in our document nor in NOT_YET_SERVED: {undocumented_but_served:?}"
+    );
+    let stale: Vec<_> = pending.difference(&missing).collect();
+    assert!(
+        stale.is_empty(),
+        "NOT_YET_SERVED lists operations that are documented or not barkd's: {stale:?}"
+    );
+    let theirs_count = Doc::new(&theirs).operations().len();
+    assert_eq!(theirs_count, 74, "barkd 0.6.0 has 74 operations");
+    eprintln!(
+        "barkd operations documented and compatible: {} of {theirs_count}; not yet served: {}",
+        theirs_count - missing.len(),
+        missing.len()
+    );
+}
+
+/// The checker must catch each kind of difference it exists for; otherwise an empty
+/// error list above would prove nothing.
+#[test]
+fn compatibility_check_catches_differences() {
+    let theirs = barkd();
+    let ours: Value = serde_json::from_str(&generated()).expect("JSON");
+    type Mutation = (&'static str, &'static str, fn(&mut Value));
+    let mutations: &[Mutation] = &[
+        ("a renamed request field", "network: missing in ours", |d| {
+            let props = &mut schema(d, "CreateWalletRequest")["properties"];
+            let network = props["network"].take();
+            props
+                .as_object_mut()
+                .expect("our document has this shape")
+                .remove("network");
+            props["netwrk"] = network;
+        }),
+        (
+            "a request field made required",
+            "mnemonic: required in ours only",
+            |d| {
+                schema(d, "CreateWalletRequest")["required"]
+                    .as_array_mut()
+                    .expect("our document has this shape")
+                    .push("mnemonic".into());
+            },
+        ),
+        ("a missing enum value", "does not accept", |d| {
+            schema(d, "BarkNetwork")["enum"]
+                .as_array_mut()
+                .expect("our document has this shape")
+                .retain(|v| v != "mutinynet");
+        }),
+        (
+            "a missing union variant",
+            "no variant of ours accepts",
+            |d| {
+                schema(d, "ChainSourceConfig")["oneOf"]
+                    .as_array_mut()
+                    .expect("our document has this shape")
+                    .pop();
+            },
+        ),
+        (
+            "a response field of another type",
+            "ours is integer, theirs is string",
+            |d| {
+                schema(d, "CreateWalletResponse")["properties"]["fingerprint"] =
+                    serde_json::json!({"type": "integer"});
+            },
+        ),
+        (
+            "a response field no longer required",
+            "theirs always sends it",
+            |d| {
+                schema(d, "ConnectedResponse")["required"] = serde_json::json!([]);
+            },
+        ),
+        (
+            "a request body dropped",
+            "ours takes no JSON request body",
+            |d| {
+                d["paths"]["/api/v1/wallet"]["delete"]
+                    .as_object_mut()
+                    .expect("our document has this shape")
+                    .remove("requestBody");
+            },
+        ),
+    ];
+    for (what, expected, mutate) in mutations {
+        let mut mutated = ours.clone();
+        mutate(&mut mutated);
+        let (errors, _) = differences(&mutated, &theirs);
+        assert!(
+            errors.iter().any(|e| e.contains(expected)),
+            "{what}: expected an error containing {expected:?}, got {errors:?}"
+        );
+    }
+
+    // And the direction of each rule: a response may say more, a request may accept more.
+    let narrow = Shape::String(Some(["a".to_string()].into()));
+    let wide = Shape::String(None);
+    let mut errors = Vec::new();
+    provides(&narrow, &wide, "narrow response", &mut errors);
+    accepts(&wide, &narrow, "wide request", &mut errors);
+    assert!(errors.is_empty(), "{errors:?}");
+    provides(&wide, &narrow, "wide response", &mut errors);
+    accepts(&narrow, &wide, "narrow request", &mut errors);
+    assert_eq!(errors.len(), 2, "{errors:?}");
+}
+
+fn schema<'a>(doc: &'a mut Value, name: &str) -> &'a mut Value {
+    &mut doc["components"]["schemas"][name]
+}
+
+#[test]
+fn daemon_serves_the_document_without_a_credential() {
+    let (_tmp, datadir) = harness::new_datadir();
+    let daemon = harness::Daemon::start(&datadir, &[]);
+    let (status, raw) = daemon.get("/api-docs/openapi.json", &[]);
+    assert_eq!(status, 200, "{raw}");
+    let served = harness::json_of(&raw);
+    let expected: Value = serde_json::from_str(&generated()).expect("JSON");
+    assert_eq!(served, expected, "the served document is the generated one");
+}
