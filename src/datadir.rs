@@ -37,6 +37,36 @@ pub enum DataDirError {
     BadToken(PathBuf),
 }
 
+/// The files berthd keeps in a datadir. Anything else (barkd's SQLite database, say)
+/// belongs to someone else, and creating a wallet beside it needs `force`.
+const KNOWN_FILES: &[&str] = &[
+    AUTH_TOKEN_FILE,
+    CONFIG_FILE,
+    MNEMONIC_FILE,
+    DB_FILE,
+    LOCK_FILE,
+    LOG_FILE,
+    crate::config::BERTH_TOML,
+];
+
+/// The datadir's entries berthd does not know, sorted. Logs (`*.log`) and the
+/// temporaries of [`write_secret_file`] are known.
+pub fn unexpected_entries(path: &Path) -> Result<Vec<String>, DataDirError> {
+    let mut unexpected = Vec::new();
+    for entry in std::fs::read_dir(path).map_err(io("cannot list datadir", path))? {
+        let entry = entry.map_err(io("cannot list datadir", path))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let known = KNOWN_FILES.iter().any(|known| {
+            name == *known || Path::new(known).with_extension("tmp").as_os_str() == name.as_str()
+        });
+        if !known && !name.ends_with(".log") {
+            unexpected.push(name);
+        }
+    }
+    unexpected.sort();
+    Ok(unexpected)
+}
+
 fn io(what: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> DataDirError {
     let path = path.to_path_buf();
     move |source| DataDirError::Io { what, path, source }

@@ -69,7 +69,11 @@ fn ping_auth_matrix_and_error_shapes() {
     assert_eq!(status, 404, "{raw}");
     let body = json_of(&raw);
     assert!(body["message"].is_string(), "{raw}");
-    assert_eq!(body["resources"], serde_json::json!([]), "barkd's 404 shape: {raw}");
+    assert_eq!(
+        body["resources"],
+        serde_json::json!([]),
+        "barkd's 404 shape: {raw}"
+    );
 
     // Known operations answer 422 while there is no wallet.
     for path in [

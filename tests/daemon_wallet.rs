@@ -127,6 +127,84 @@ fn create_without_force_needs_the_server_and_leaves_nothing_behind() {
 }
 
 #[test]
+fn create_never_overwrites_a_seed_and_needs_force_beside_foreign_files() {
+    let (_tmp, datadir) = new_datadir();
+    // A barkd datadir: its seed and its SQLite database, no Berth wallet.
+    std::fs::create_dir_all(&datadir).expect("datadir");
+    let other_seed = "legal winner thank year wave sausage worth useful legal winner thank yellow";
+    std::fs::write(datadir.join("mnemonic"), format!("{other_seed}\n")).expect("seed file");
+    std::fs::write(datadir.join("db.sqlite"), b"barkd's wallet").expect("foreign file");
+    let daemon = Daemon::start(&datadir, &[]);
+    let bearer = format!("Bearer {}", token(&datadir));
+    let auth = [("Authorization", bearer.as_str())];
+
+    for (what, body) in [
+        ("a new seed", create_body(None, true)),
+        ("another seed", create_body(Some(MNEMONIC), true)),
+    ] {
+        let (status, raw) = daemon.post("/api/v1/wallet/create", &auth, &body);
+        assert_eq!(status, 422, "{what} over an existing seed file: {raw}");
+        assert!(
+            json_of(&raw)["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("never overwrites a seed")),
+            "{raw}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(datadir.join("mnemonic")).expect("seed file"),
+        format!("{other_seed}\n"),
+        "the seed file is untouched"
+    );
+
+    std::fs::remove_file(datadir.join("mnemonic")).expect("move the seed away");
+    let (status, raw) = daemon.post("/api/v1/wallet/create", &auth, &create_body(None, false));
+    assert_eq!(status, 422, "foreign files without force: {raw}");
+    assert!(
+        json_of(&raw)["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("db.sqlite") && m.contains("force")),
+        "the message names the file and the way out: {raw}"
+    );
+    assert!(
+        !datadir.join("mnemonic").exists(),
+        "a refused create writes no seed"
+    );
+
+    let (status, raw) = daemon.post("/api/v1/wallet/create", &auth, &create_body(None, true));
+    assert_eq!(status, 200, "force creates beside them: {raw}");
+    assert_eq!(
+        std::fs::read(datadir.join("db.sqlite")).expect("foreign file kept"),
+        b"barkd's wallet"
+    );
+    assert!(datadir.join("mnemonic").exists());
+}
+
+#[test]
+fn create_imports_the_seed_already_in_the_datadir() {
+    let (_tmp, datadir) = new_datadir();
+    std::fs::create_dir_all(&datadir).expect("datadir");
+    std::fs::write(datadir.join("mnemonic"), MNEMONIC).expect("seed file");
+    let daemon = Daemon::start(&datadir, &[]);
+    let bearer = format!("Bearer {}", token(&datadir));
+    let auth = [("Authorization", bearer.as_str())];
+    let (status, raw) = daemon.post(
+        "/api/v1/wallet/create",
+        &auth,
+        &create_body(Some(MNEMONIC), true),
+    );
+    assert_eq!(status, 200, "{raw}");
+    assert_eq!(
+        json_of(&raw)["fingerprint"].as_str(),
+        Some(expected_fingerprint().as_str())
+    );
+    assert_eq!(
+        std::fs::read_to_string(datadir.join("mnemonic")).expect("seed file"),
+        MNEMONIC
+    );
+}
+
+#[test]
 fn create_rejects_bad_input_with_400() {
     let (_tmp, datadir) = new_datadir();
     let daemon = Daemon::start(&datadir, &[]);

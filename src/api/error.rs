@@ -113,9 +113,9 @@ impl From<crate::engine::EngineError> for ApiError {
     fn from(err: crate::engine::EngineError) -> Self {
         use crate::engine::EngineError;
         match err {
-            EngineError::NoWallet | EngineError::WalletExists(_) => {
-                ApiError::WrongState(err.to_string())
-            }
+            EngineError::NoWallet
+            | EngineError::WalletExists(_)
+            | EngineError::DatadirConflict(_) => ApiError::WrongState(err.to_string()),
             EngineError::InvalidRequest(msg) => ApiError::BadRequest(msg),
             EngineError::Unreachable { .. } => ApiError::Unavailable(err.to_string()),
             EngineError::Store(store) => ApiError::internal("wallet database", store),

@@ -26,6 +26,9 @@ pub enum EngineError {
     NoWallet,
     #[error("a wallet already exists (fingerprint {0})")]
     WalletExists(Fingerprint),
+    /// The datadir holds something a new wallet must not clobber.
+    #[error("{0}")]
+    DatadirConflict(String),
     #[error("{0}")]
     InvalidRequest(String),
     #[error("{what} is unreachable: {reason}")]
@@ -93,7 +96,8 @@ pub struct CreateWallet {
     pub mnemonic: Option<bark::bip39::Mnemonic>,
     pub birthday_height: Option<u32>,
     pub config: WalletConfig,
-    /// Create even when the Ark server is unreachable.
+    /// Create even when the Ark server or the chain source is unreachable, or the
+    /// datadir holds files berthd does not know (they are left untouched).
     pub force: bool,
 }
 
@@ -156,11 +160,16 @@ impl Engine {
     }
 
     /// Create (or import) the wallet and start loading it.
+    ///
+    /// The seed file is written before the wallet is committed to the store, so a
+    /// crash in between leaves a seed without a wallet (which the next create refuses
+    /// to overwrite), never a wallet without its seed.
     pub async fn create(self: &Arc<Self>, req: CreateWallet) -> Result<Fingerprint, EngineError> {
         let _lifecycle = self.lifecycle.lock().await;
         if let Some(existing) = self.wallet_fingerprint().await? {
             return Err(EngineError::WalletExists(existing));
         }
+        let seed_file_exists = self.check_datadir_for_create(&req).await?;
         let config_path = self.datadir.join(datadir::CONFIG_FILE);
         // A config.toml this call writes is removed again if the call fails.
         let mut written_config = None;
@@ -225,34 +234,94 @@ impl Engine {
             }
         };
         let seed = bark::WalletSeed::new_from_mnemonic(req.network, &mnemonic);
+        // Until the sealed seed lands (its own issue) the seed is barkd's plaintext file.
+        let mut written_seed = None;
+        if !seed_file_exists {
+            tracing::warn!("storing the seed in the datadir's plaintext mnemonic file");
+            let seed_path = self.datadir.join(datadir::MNEMONIC_FILE);
+            write_secret(seed_path.clone(), mnemonic.to_string().into_bytes())
+                .await
+                .map_err(|e| EngineError::Internal {
+                    context: "writing the mnemonic file",
+                    source: e.into(),
+                })?;
+            written_seed = Some(RemoveOnDrop(Some(seed_path)));
+        }
+        // Before the wallet commits, so a crash cannot leave an imported wallet that
+        // never scans its past; a create that fails clears it again.
+        self.store.set_initial_scan(initial_scan).await?;
         let locks = bark::lock_manager::memory::MemoryLockManager::new();
         let created =
             bark::Wallet::create(req.network, &seed, &config, &self.store, &locks, req.force).await;
         if let Err(e) = created {
+            self.store.clear_initial_scan().await?;
             return Err(EngineError::Unreachable {
                 what: "the Ark server",
                 reason: format!("{e:#} (pass \"force\": true to create the wallet anyway)"),
             });
         }
-        self.store.set_initial_scan(initial_scan).await?;
-        // Until the sealed seed lands (its own issue) the seed is barkd's plaintext file.
-        tracing::warn!("storing the seed in the datadir's plaintext mnemonic file");
-        write_secret(
-            self.datadir.join(datadir::MNEMONIC_FILE),
-            mnemonic.to_string().into_bytes(),
-        )
-        .await
-        .map_err(|e| EngineError::Internal {
-            context: "writing the mnemonic file",
-            source: e.into(),
-        })?;
-        if let Some(file) = written_config {
+        for file in [written_config, written_seed].into_iter().flatten() {
             file.keep();
         }
         let fingerprint = seed.fingerprint();
         tracing::info!(%fingerprint, "wallet created");
         self.spawn_loader(req.network, config, mnemonic);
         Ok(fingerprint)
+    }
+
+    /// Refuse to create a wallet over someone else's files. A `mnemonic` file without a
+    /// wallet (barkd's wallet, or a create that crashed) is never overwritten, not even
+    /// with `force`, unless the request imports that very seed; other unknown entries
+    /// need `force` and are then left as they are (barkd deletes them; a wallet
+    /// appliance does not delete what it does not own). Returns whether the seed file
+    /// exists (and holds the requested mnemonic).
+    async fn check_datadir_for_create(&self, req: &CreateWallet) -> Result<bool, EngineError> {
+        let seed_path = self.datadir.join(datadir::MNEMONIC_FILE);
+        let seed_file_exists = match tokio::fs::read_to_string(&seed_path).await {
+            Ok(text) => {
+                let same = bark::bip39::Mnemonic::parse(text.trim())
+                    .ok()
+                    .is_some_and(|existing| req.mnemonic.as_ref() == Some(&existing));
+                if !same {
+                    return Err(EngineError::DatadirConflict(
+                        "the datadir's mnemonic file holds the seed of a wallet berthd has no \
+                         state for, and berthd never overwrites a seed: import that seed by \
+                         passing it as \"mnemonic\", or move the file out of the datadir"
+                            .into(),
+                    ));
+                }
+                true
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+            Err(e) => {
+                return Err(EngineError::Internal {
+                    context: "reading the mnemonic file",
+                    source: e.into(),
+                });
+            }
+        };
+        let datadir = self.datadir.clone();
+        let unexpected = tokio::task::spawn_blocking(move || datadir::unexpected_entries(&datadir))
+            .await
+            .map_err(|e| EngineError::Internal {
+                context: "listing the datadir",
+                source: e.into(),
+            })?
+            .map_err(|e| EngineError::Internal {
+                context: "listing the datadir",
+                source: e.into(),
+            })?;
+        if !unexpected.is_empty() {
+            let listed = unexpected.join(", ");
+            if !req.force {
+                return Err(EngineError::DatadirConflict(format!(
+                    "the datadir has unexpected contents ({listed}); pass \"force\": true to \
+                     create the wallet beside them (berthd leaves them untouched)"
+                )));
+            }
+            tracing::warn!(entries = %listed, "creating a wallet beside unexpected datadir contents");
+        }
+        Ok(seed_file_exists)
     }
 
     /// On start: load an existing wallet in the background (no network needed to start).

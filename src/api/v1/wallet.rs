@@ -95,7 +95,8 @@ pub struct CreateWalletRequest {
     /// The chain source. Optional when the datadir has a `config.toml`.
     pub chain_source: Option<ChainSourceDto>,
     /// Create the wallet even when the Ark server or the chain source cannot be
-    /// reached now; it connects and syncs once they can.
+    /// reached now (it connects and syncs once they can), or when the datadir holds
+    /// files berthd does not know (they are left untouched).
     #[serde(default)]
     pub force: bool,
 }
@@ -123,13 +124,15 @@ fn http_url(field: &str, value: &str) -> Result<String, ApiError> {
     tag = "wallet",
     summary = "Create a wallet",
     description = "Creates and loads a wallet, from a new or an imported mnemonic, without a \
-        restart. 422 when a wallet exists. Without `force`, the Ark server and the chain source \
-        must be reachable (503 otherwise).",
+        restart. 422 when a wallet exists, when the datadir's `mnemonic` file holds another \
+        seed (never overwritten, not even with `force`), or when the datadir holds files \
+        berthd does not know (`force` creates the wallet beside them, untouched). Without \
+        `force`, the Ark server must be reachable (503 otherwise).",
     request_body = CreateWalletRequest,
     responses(
         (status = 200, description = "Wallet created", body = CreateWalletResponse),
         (status = 400, description = "Malformed request", body = ErrorResponse),
-        (status = 422, description = "A wallet exists already", body = ErrorResponse),
+        (status = 422, description = "A wallet exists, or the datadir holds another wallet's files", body = ErrorResponse),
         (status = 503, description = "Ark server or chain source unreachable", body = ErrorResponse),
         (status = 500, description = "Internal error", body = ErrorResponse),
     )
