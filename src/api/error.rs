@@ -117,7 +117,9 @@ impl From<crate::engine::EngineError> for ApiError {
             | EngineError::WalletExists(_)
             | EngineError::DatadirConflict(_) => ApiError::WrongState(err.to_string()),
             EngineError::InvalidRequest(msg) => ApiError::BadRequest(msg),
-            EngineError::Unreachable { .. } => ApiError::Unavailable(err.to_string()),
+            EngineError::Unreachable { .. } | EngineError::NotLoaded => {
+                ApiError::Unavailable(err.to_string())
+            }
             EngineError::Store(store) => ApiError::internal("wallet database", store),
             EngineError::Internal { .. } => ApiError::internal("engine", err),
         }

@@ -26,6 +26,10 @@ pub enum EngineError {
     NoWallet,
     #[error("a wallet already exists (fingerprint {0})")]
     WalletExists(Fingerprint),
+    /// The wallet exists but bark could not open it yet (its chain source has not
+    /// answered since start or create).
+    #[error("the wallet is not loaded yet: berthd keeps trying to reach its chain source")]
+    NotLoaded,
     /// The datadir holds something a new wallet must not clobber.
     #[error("{0}")]
     DatadirConflict(String),
@@ -101,12 +105,21 @@ pub struct CreateWallet {
     pub force: bool,
 }
 
+/// A wallet open in bark. bark holds the on-chain wallet as a trait object; the
+/// on-chain endpoints need the concrete BDK wallet, so the engine keeps that handle too.
+/// Cheap to clone (both are shared handles), so no lock is held while an operation runs.
+#[derive(Clone)]
+pub struct LoadedWallet {
+    pub wallet: bark::Wallet,
+    pub onchain: Arc<RwLock<bark::onchain::OnchainWallet>>,
+}
+
 pub struct Engine {
     store: Store,
     datadir: PathBuf,
     /// Serialises create and delete: of two concurrent creates exactly one wins.
     lifecycle: Mutex<()>,
-    loaded: RwLock<Option<bark::Wallet>>,
+    loaded: RwLock<Option<LoadedWallet>>,
 }
 
 impl Engine {
@@ -136,13 +149,22 @@ impl Engine {
             .ok_or(EngineError::NoWallet)
     }
 
+    /// The open wallet: [`EngineError::NoWallet`] without one, [`EngineError::NotLoaded`]
+    /// while bark cannot open it yet.
+    pub async fn loaded(&self) -> Result<LoadedWallet, EngineError> {
+        if let Some(loaded) = self.loaded.read().await.as_ref() {
+            return Ok(loaded.clone());
+        }
+        self.require_wallet().await?;
+        Err(EngineError::NotLoaded)
+    }
+
     /// Whether the loaded wallet currently has a connection to its Ark server.
     pub async fn connected(&self) -> Result<bool, EngineError> {
-        self.require_wallet().await?;
-        let loaded = self.loaded.read().await;
-        match loaded.as_ref() {
-            Some(wallet) => Ok(wallet.ark_info().await.ok().flatten().is_some()),
-            None => Ok(false),
+        match self.loaded().await {
+            Ok(loaded) => Ok(loaded.wallet.ark_info().await.ok().flatten().is_some()),
+            Err(EngineError::NotLoaded) => Ok(false),
+            Err(e) => Err(e),
         }
     }
 
@@ -384,7 +406,7 @@ impl Engine {
                             *engine.loaded.write().await = Some(wallet);
                             tracing::info!(%fingerprint, "wallet loaded");
                         } else {
-                            let _ = wallet.stop_daemon_wait().await;
+                            let _ = wallet.wallet.stop_daemon_wait().await;
                         }
                         return;
                     }
@@ -404,7 +426,7 @@ impl Engine {
         network: Network,
         config: bark::Config,
         mnemonic: &bark::bip39::Mnemonic,
-    ) -> anyhow::Result<bark::Wallet> {
+    ) -> anyhow::Result<LoadedWallet> {
         let persister: Arc<dyn BarkPersister> = Arc::new(self.store.clone());
         let mut onchain = bark::onchain::OnchainWallet::load_or_create(
             network,
@@ -429,9 +451,9 @@ impl Engine {
             self.store.clear_initial_scan().await?;
             tracing::info!(?scan, "initial on-chain scan done");
         }
-        let onchain: Arc<tokio::sync::RwLock<dyn bark::onchain::OnchainWalletTrait>> =
-            Arc::new(tokio::sync::RwLock::new(onchain));
-        bark::Wallet::open(
+        let onchain = Arc::new(RwLock::new(onchain));
+        let shared: Arc<RwLock<dyn bark::onchain::OnchainWalletTrait>> = onchain.clone();
+        let wallet = bark::Wallet::open(
             network,
             bark::WalletSeed::new_from_mnemonic(network, mnemonic),
             config,
@@ -440,13 +462,14 @@ impl Engine {
                 lock_manager: Some(Box::new(
                     bark::lock_manager::memory::MemoryLockManager::new(),
                 )),
-                onchain: Some(onchain),
+                onchain: Some(shared),
                 create_if_not_exists: false,
                 run_daemon: true,
                 ..Default::default()
             },
         )
-        .await
+        .await?;
+        Ok(LoadedWallet { wallet, onchain })
     }
 
     /// Delete the wallet: only when the caller names its fingerprint (so a script
@@ -477,8 +500,8 @@ impl Engine {
 
     /// Stop bark's background daemon and unload the wallet (shutdown, delete).
     pub async fn unload(&self) {
-        if let Some(wallet) = self.loaded.write().await.take()
-            && let Err(e) = wallet.stop_daemon_wait().await
+        if let Some(loaded) = self.loaded.write().await.take()
+            && let Err(e) = loaded.wallet.stop_daemon_wait().await
         {
             tracing::warn!(error = %format!("{e:#}"), "bark's daemon did not stop cleanly");
         }
