@@ -384,3 +384,44 @@ fn wallet_loads_once_its_chain_source_answers_and_again_after_restart() {
     assert_eq!(status, 200, "{raw}");
     wait_until("a new wallet to load", 60, || loaded(&daemon));
 }
+
+#[test]
+fn wallet_operations_say_not_loaded_while_the_chain_source_is_down() {
+    let (_tmp, datadir) = new_datadir();
+    let daemon = Daemon::start(&datadir, &[]);
+    let bearer = format!("Bearer {}", token(&datadir));
+    let auth = [("Authorization", bearer.as_str())];
+    let (status, raw) = daemon.post("/api/v1/wallet/create", &auth, &create_body(None, true));
+    assert_eq!(status, 200, "{raw}");
+
+    for path in [
+        "/api/v1/onchain/balance",
+        "/api/v1/wallet/balance",
+        "/api/v1/wallet/vtxos",
+        "/api/v1/boards/pending",
+        "/api/v1/bitcoin/tip",
+    ] {
+        let (status, raw) = daemon.get(path, &auth);
+        assert_eq!(status, 503, "{path}: {raw}");
+        assert!(
+            json_of(&raw)["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("not loaded yet")),
+            "{path}: {raw}"
+        );
+    }
+    // Malformed input is 400 whatever the wallet's state.
+    for (path, what) in [
+        ("/api/v1/wallet/vtxos/not-an-id", "a bad VTXO id"),
+        ("/api/v1/wallet/vtxos?all=maybe", "a bad boolean"),
+    ] {
+        let (status, raw) = daemon.get(path, &auth);
+        assert_eq!(status, 400, "{what}: {raw}");
+    }
+    let (status, raw) = daemon.post(
+        "/api/v1/boards/board-amount",
+        &auth,
+        r#"{"amount_sat": "lots"}"#,
+    );
+    assert_eq!(status, 400, "a bad amount: {raw}");
+}

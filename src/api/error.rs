@@ -83,6 +83,20 @@ impl ApiError {
     }
 }
 
+/// A malformed query string is the client's: 400.
+impl From<axum::extract::rejection::QueryRejection> for ApiError {
+    fn from(rejection: axum::extract::rejection::QueryRejection) -> Self {
+        ApiError::BadRequest(rejection.body_text())
+    }
+}
+
+/// A path parameter of the wrong type is the client's: 400.
+impl From<axum::extract::rejection::PathRejection> for ApiError {
+    fn from(rejection: axum::extract::rejection::PathRejection) -> Self {
+        ApiError::BadRequest(rejection.body_text())
+    }
+}
+
 /// Any JSON body problem (syntax, missing field, wrong type) is the client's: 400.
 impl From<axum::extract::rejection::JsonRejection> for ApiError {
     fn from(rejection: axum::extract::rejection::JsonRejection) -> Self {
@@ -115,6 +129,7 @@ impl From<crate::engine::EngineError> for ApiError {
         match err {
             EngineError::NoWallet
             | EngineError::WalletExists(_)
+            | EngineError::InsufficientFunds(_)
             | EngineError::DatadirConflict(_) => ApiError::WrongState(err.to_string()),
             EngineError::InvalidRequest(msg) => ApiError::BadRequest(msg),
             EngineError::Unreachable { .. } | EngineError::NotLoaded => {

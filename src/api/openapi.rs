@@ -31,6 +31,10 @@ internal failure.";
     )),
     tags(
         (name = "wallet", description = "Create, inspect and delete the wallet; Ark balance, VTXOs and payments."),
+        (name = "onchain", description = "The wallet's own on-chain funds."),
+        (name = "boards", description = "Move on-chain funds into Ark."),
+        (name = "history", description = "The wallet's movements of funds."),
+        (name = "bitcoin", description = "Facts about the chain."),
     )
 )]
 pub struct ApiDoc;

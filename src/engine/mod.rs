@@ -16,6 +16,10 @@ use bitcoin::Network;
 use bitcoin::bip32::Fingerprint;
 use tokio::sync::{Mutex, RwLock};
 
+mod boards;
+mod offchain;
+mod onchain;
+
 use crate::datadir;
 use crate::store::{InitialScan, Store, StoreError};
 
@@ -30,6 +34,9 @@ pub enum EngineError {
     /// answered since start or create).
     #[error("the wallet is not loaded yet: berthd keeps trying to reach its chain source")]
     NotLoaded,
+    /// The wallet does not hold enough funds for the request.
+    #[error("{0}")]
+    InsufficientFunds(String),
     /// The datadir holds something a new wallet must not clobber.
     #[error("{0}")]
     DatadirConflict(String),
@@ -51,6 +58,39 @@ impl EngineError {
         move |source| match source.downcast::<StoreError>() {
             Ok(store) => EngineError::Store(store),
             Err(source) => EngineError::Internal { context, source },
+        }
+    }
+
+    /// For bark operations that build transactions: tell the client's mistakes and
+    /// the wallet's state (too little money, an amount below dust or below the fee)
+    /// from genuine failures. bark returns `anyhow` errors; the typed causes are found
+    /// in their chain.
+    fn classify(context: &'static str) -> impl FnOnce(anyhow::Error) -> EngineError {
+        use bdk_wallet::error::CreateTxError;
+        move |source| {
+            for cause in source.chain() {
+                if let Some(err) = cause.downcast_ref::<CreateTxError>() {
+                    return match err {
+                        CreateTxError::CoinSelection(e) => {
+                            EngineError::InsufficientFunds(format!("{context}: {e}"))
+                        }
+                        CreateTxError::OutputBelowDustLimit(_) => EngineError::InvalidRequest(
+                            format!("{context}: the amount is below the dust limit"),
+                        ),
+                        _ => EngineError::internal(context)(source),
+                    };
+                }
+                if let Some(err) = cause.downcast_ref::<ark::fees::FeeValidationError>() {
+                    return EngineError::InvalidRequest(format!("{context}: {err}"));
+                }
+            }
+            // VTXO selection reports a shortfall as text only.
+            if format!("{source:#}").contains("Insufficient money available") {
+                return EngineError::InsufficientFunds(format!(
+                    "{context}: not enough spendable off-chain funds"
+                ));
+            }
+            EngineError::internal(context)(source)
         }
     }
 }

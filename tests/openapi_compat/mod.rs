@@ -250,18 +250,15 @@ pub fn accepts(ours: &Shape, theirs: &Shape, at: &str, errors: &mut Vec<String>)
             }
         }
         (Shape::OneOf(variants), _) => {
-            if !variants
+            let tries: Vec<Vec<String>> = variants
                 .iter()
-                .any(|v| check(|e| accepts(v, theirs, at, e)))
-            {
-                let mut detail = Vec::new();
-                if let Some(closest) = variants.iter().find(|v| same_kind(v, theirs)) {
-                    accepts(closest, theirs, at, &mut detail);
-                }
+                .map(|v| collect(|e| accepts(v, theirs, at, e)))
+                .collect();
+            if !tries.iter().any(Vec::is_empty) {
                 errors.push(format!(
                     "{at}: no variant of ours accepts theirs ({}){}",
                     kind(theirs),
-                    detail.first().map(|d| format!(": {d}")).unwrap_or_default()
+                    closest(&tries)
                 ));
             }
         }
@@ -332,15 +329,15 @@ pub fn provides(ours: &Shape, theirs: &Shape, at: &str, errors: &mut Vec<String>
             }
         }
         (_, Shape::OneOf(variants)) => {
-            if !variants.iter().any(|v| check(|e| provides(ours, v, at, e))) {
-                let mut detail = Vec::new();
-                if let Some(closest) = variants.iter().find(|v| same_kind(ours, v)) {
-                    provides(ours, closest, at, &mut detail);
-                }
+            let tries: Vec<Vec<String>> = variants
+                .iter()
+                .map(|v| collect(|e| provides(ours, v, at, e)))
+                .collect();
+            if !tries.iter().any(Vec::is_empty) {
                 errors.push(format!(
                     "{at}: ours ({}) matches no variant of theirs{}",
                     kind(ours),
-                    detail.first().map(|d| format!(": {d}")).unwrap_or_default()
+                    closest(&tries)
                 ));
             }
         }
@@ -391,14 +388,19 @@ pub fn provides(ours: &Shape, theirs: &Shape, at: &str, errors: &mut Vec<String>
     }
 }
 
-fn check(f: impl FnOnce(&mut Vec<String>)) -> bool {
+fn collect(f: impl FnOnce(&mut Vec<String>)) -> Vec<String> {
     let mut errors = Vec::new();
     f(&mut errors);
-    errors.is_empty()
+    errors
 }
 
-fn same_kind(a: &Shape, b: &Shape) -> bool {
-    std::mem::discriminant(a) == std::mem::discriminant(b)
+/// The differences from the variant that came closest, to say why none matched.
+fn closest(tries: &[Vec<String>]) -> String {
+    tries
+        .iter()
+        .min_by_key(|errors| errors.len())
+        .map(|errors| format!("; the closest differs: {}", errors.join("; ")))
+        .unwrap_or_default()
 }
 
 fn kind(shape: &Shape) -> String {

@@ -1,13 +1,14 @@
 //! The `wallet` group: existence, creation, mnemonic, server connection.
 
 use axum::Json;
-use axum::extract::State;
-use axum::extract::rejection::JsonRejection;
+use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorResponse, NotFoundResponse};
+use crate::api::v1::common::{Movement, WalletVtxoInfo};
 use crate::engine::{BitcoindAuth, ChainSource, CreateWallet, WalletConfig};
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -301,4 +302,350 @@ pub async fn wallet_delete(
         deleted: true,
         message: format!("wallet {} deleted", req.fingerprint),
     }))
+}
+
+/// The wallet's Ark balance by state, in sats. The first five fields are barkd's.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Balance {
+    /// Spendable now, including VTXOs that must be refreshed before an arkoor payment
+    /// (`needs_refresh_sat`), as barkd counts them.
+    pub spendable_sat: u64,
+    /// Locked in an outgoing Lightning payment that has not settled.
+    pub pending_lightning_send_sat: u64,
+    /// From an incoming Lightning payment, claimable but not yet swept into a VTXO.
+    pub claimable_lightning_receive_sat: u64,
+    /// Locked in a round that has not completed.
+    pub pending_in_round_sat: u64,
+    /// In boards waiting for confirmations.
+    pub pending_board_sat: u64,
+    /// In exits confirmed on-chain but not yet claimed.
+    pub pending_exit_sat: Option<u64>,
+    /// Berth: part of `spendable_sat` that must be refreshed (expired, or too deep)
+    /// before it can be sent in an arkoor payment.
+    pub needs_refresh_sat: u64,
+    /// Berth: locked in an outgoing arkoor payment that has not completed.
+    pub pending_arkoor_send_sat: u64,
+    /// Berth: locked in an offboard whose transaction is not broadcast yet.
+    pub pending_offboard_sat: u64,
+    /// Berth: everything the wallet owns in Ark, the sum of all the above.
+    pub total_sat: u64,
+}
+
+/// `GET /api/v1/wallet/balance`
+#[utoipa::path(
+    get,
+    path = "/wallet/balance",
+    tag = "wallet",
+    summary = "Ark balance",
+    description = "The wallet's off-chain balance by state, from local state (`POST /wallet/sync` \
+        first for the latest).",
+    responses(
+        (status = 200, description = "The balance", body = Balance),
+        (status = 422, description = "No wallet", body = ErrorResponse),
+        (status = 503, description = "The wallet is not loaded yet", body = ErrorResponse),
+        (status = 500, description = "Internal error", body = ErrorResponse),
+    )
+)]
+pub async fn balance(State(state): State<AppState>) -> Result<Json<Balance>, ApiError> {
+    let b = state.engine.balance().await?;
+    Ok(Json(Balance {
+        spendable_sat: (b.spendable + b.needs_refresh).to_sat(),
+        pending_lightning_send_sat: b.pending_lightning_send.to_sat(),
+        claimable_lightning_receive_sat: b.claimable_lightning_receive.to_sat(),
+        pending_in_round_sat: b.pending_in_round.to_sat(),
+        pending_board_sat: b.pending_board.to_sat(),
+        pending_exit_sat: Some(b.pending_exit.to_sat()),
+        needs_refresh_sat: b.needs_refresh.to_sat(),
+        pending_arkoor_send_sat: b.pending_arkoor_send.to_sat(),
+        pending_offboard_sat: b.pending_offboard.to_sat(),
+        total_sat: b.total().to_sat(),
+    }))
+}
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct VtxosQuery {
+    /// Every VTXO, spent and exited ones too; by default only unspent ones.
+    pub all: Option<bool>,
+}
+
+/// `GET /api/v1/wallet/vtxos`
+#[utoipa::path(
+    get,
+    path = "/wallet/vtxos",
+    tag = "wallet",
+    summary = "List VTXOs",
+    params(VtxosQuery),
+    responses(
+        (status = 200, description = "The VTXOs", body = Vec<WalletVtxoInfo>),
+        (status = 400, description = "Malformed query", body = ErrorResponse),
+        (status = 422, description = "No wallet", body = ErrorResponse),
+        (status = 503, description = "The wallet is not loaded yet", body = ErrorResponse),
+        (status = 500, description = "Internal error", body = ErrorResponse),
+    )
+)]
+pub async fn vtxos(
+    State(state): State<AppState>,
+    query: Result<Query<VtxosQuery>, QueryRejection>,
+) -> Result<Json<Vec<WalletVtxoInfo>>, ApiError> {
+    let Query(query) = query?;
+    let vtxos = state.engine.vtxos(query.all.unwrap_or(false)).await?;
+    Ok(Json(vtxos.iter().map(WalletVtxoInfo::from).collect()))
+}
+
+fn vtxo_id(raw: Result<Path<String>, PathRejection>) -> Result<ark::VtxoId, ApiError> {
+    let Path(id) = raw?;
+    id.parse()
+        .map_err(|_| ApiError::BadRequest(format!("{id:?} is not a VTXO id (txid:vout)")))
+}
+
+fn vtxo_not_found(id: ark::VtxoId) -> ApiError {
+    ApiError::NotFound {
+        message: format!("the wallet has no VTXO {id}"),
+        resources: vec![id.to_string()],
+    }
+}
+
+/// `GET /api/v1/wallet/vtxos/{id}`
+#[utoipa::path(
+    get,
+    path = "/wallet/vtxos/{id}",
+    tag = "wallet",
+    summary = "One VTXO",
+    params(("id" = String, Path, description = "The VTXO id, `txid:vout`")),
+    responses(
+        (status = 200, description = "The VTXO, in any state", body = WalletVtxoInfo),
+        (status = 400, description = "Not a VTXO id", body = ErrorResponse),
+        (status = 404, description = "No such VTXO", body = NotFoundResponse),
+        (status = 422, description = "No wallet", body = ErrorResponse),
+        (status = 503, description = "The wallet is not loaded yet", body = ErrorResponse),
+        (status = 500, description = "Internal error", body = ErrorResponse),
+    )
+)]
+pub async fn get_vtxo(
+    State(state): State<AppState>,
+    id: Result<Path<String>, PathRejection>,
+) -> Result<Json<WalletVtxoInfo>, ApiError> {
+    let id = vtxo_id(id)?;
+    match state.engine.vtxo(id).await? {
+        Some(vtxo) => Ok(Json(WalletVtxoInfo::from(&vtxo))),
+        None => Err(vtxo_not_found(id)),
+    }
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct EncodedVtxoResponse {
+    /// The VTXO with its whole exit chain, ark-encoded, hex.
+    pub encoded: String,
+}
+
+/// `GET /api/v1/wallet/vtxos/{id}/encoded`
+#[utoipa::path(
+    get,
+    path = "/wallet/vtxos/{id}/encoded",
+    tag = "wallet",
+    summary = "One VTXO, encoded",
+    params(("id" = String, Path, description = "The VTXO id, `txid:vout`")),
+    responses(
+        (status = 200, description = "The encoded VTXO", body = EncodedVtxoResponse),
+        (status = 400, description = "Not a VTXO id", body = ErrorResponse),
+        (status = 404, description = "No such VTXO", body = NotFoundResponse),
+        (status = 422, description = "No wallet", body = ErrorResponse),
+        (status = 503, description = "The wallet is not loaded yet", body = ErrorResponse),
+        (status = 500, description = "Internal error", body = ErrorResponse),
+    )
+)]
+pub async fn get_vtxo_encoded(
+    State(state): State<AppState>,
+    id: Result<Path<String>, PathRejection>,
+) -> Result<Json<EncodedVtxoResponse>, ApiError> {
+    let id = vtxo_id(id)?;
+    match state.engine.vtxo_encoded(id).await? {
+        Some(encoded) => Ok(Json(EncodedVtxoResponse { encoded })),
+        None => Err(vtxo_not_found(id)),
+    }
+}
+
+/// `POST /api/v1/wallet/sync`
+#[utoipa::path(
+    post,
+    path = "/wallet/sync",
+    tag = "wallet",
+    summary = "Sync the wallet",
+    description = "Syncs with the Ark server and the chain: rounds, boards, payments, exits \
+        (not the on-chain wallet: `POST /onchain/sync`). What cannot be reached is logged \
+        and tried again on the next sync.",
+    responses(
+        (status = 200, description = "Synced"),
+        (status = 422, description = "No wallet", body = ErrorResponse),
+        (status = 503, description = "The wallet is not loaded yet", body = ErrorResponse),
+        (status = 500, description = "Internal error", body = ErrorResponse),
+    )
+)]
+pub async fn sync(State(state): State<AppState>) -> Result<(), ApiError> {
+    state.engine.sync().await?;
+    Ok(())
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ArkAddressResponse {
+    /// A new Ark address of the wallet (bech32m, `tark1…` off mainnet).
+    pub address: String,
+}
+
+/// `POST /api/v1/wallet/addresses/next`
+#[utoipa::path(
+    post,
+    path = "/wallet/addresses/next",
+    tag = "wallet",
+    summary = "New Ark address",
+    description = "Derives and stores a new Ark address to receive payments on.",
+    responses(
+        (status = 200, description = "A new address", body = ArkAddressResponse),
+        (status = 422, description = "No wallet", body = ErrorResponse),
+        (status = 503, description = "The wallet is not loaded yet", body = ErrorResponse),
+        (status = 500, description = "Internal error", body = ErrorResponse),
+    )
+)]
+pub async fn address(State(state): State<AppState>) -> Result<Json<ArkAddressResponse>, ApiError> {
+    let address = state.engine.ark_address_next().await?;
+    Ok(Json(ArkAddressResponse {
+        address: address.to_string(),
+    }))
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct SendRequest {
+    /// An Ark address (Lightning destinations are not served by this version yet; a
+    /// bitcoin address goes to `POST /wallet/send-onchain`).
+    pub destination: String,
+    /// The amount in sats; required for an Ark address.
+    #[schema(minimum = 0)]
+    pub amount_sat: Option<u64>,
+    /// A comment, for Lightning addresses only.
+    pub comment: Option<String>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SendResponse {
+    pub message: String,
+    /// The payment hash of a Lightning payment; null for an Ark payment.
+    pub payment_hash: Option<String>,
+    /// Berth: the movement that records the payment in the history.
+    pub movement_id: Option<u32>,
+}
+
+/// `POST /api/v1/wallet/send`
+#[utoipa::path(
+    post,
+    path = "/wallet/send",
+    tag = "wallet",
+    summary = "Send a payment",
+    description = "Pays an Ark address out of round (arkoor). Returns once the payment has \\
+        reached the recipient's mailbox; if that takes over a minute (server or mailbox \\
+        down), 503 says it goes on in the background. 422 when the spendable balance is too \\
+        small.",
+    request_body = SendRequest,
+    responses(
+        (status = 200, description = "Sent", body = SendResponse),
+        (status = 400, description = "Malformed, an unknown destination, or an address of another network or server", body = ErrorResponse),
+        (status = 422, description = "No wallet, or not enough spendable funds", body = ErrorResponse),
+        (status = 501, description = "A Lightning destination (not served yet)", body = ErrorResponse),
+        (status = 503, description = "Ark server unreachable, or the wallet not loaded yet", body = ErrorResponse),
+        (status = 500, description = "Internal error", body = ErrorResponse),
+    )
+)]
+pub async fn send(
+    State(state): State<AppState>,
+    body: Result<Json<SendRequest>, JsonRejection>,
+) -> Result<Json<SendResponse>, ApiError> {
+    let Json(req) = body?;
+    let destination = req.destination.trim();
+    if let Ok(address) = destination.parse::<ark::Address>() {
+        let amount = match req.amount_sat {
+            Some(0) | None => {
+                return Err(ApiError::BadRequest(
+                    "amount_sat (above zero) is required to pay an Ark address".into(),
+                ));
+            }
+            Some(sats) => bitcoin::Amount::from_sat(sats),
+        };
+        if req.comment.is_some() {
+            return Err(ApiError::BadRequest(
+                "a comment can only be sent to a Lightning address".into(),
+            ));
+        }
+        let movement = state.engine.send_ark(&address, amount).await?;
+        return Ok(Json(SendResponse {
+            message: "Payment sent successfully".into(),
+            payment_hash: None,
+            movement_id: Some(movement.0),
+        }));
+    }
+    if destination.parse::<bitcoin::Address<_>>().is_ok() {
+        return Err(ApiError::BadRequest(
+            "this is a bitcoin address: pay it with POST /api/v1/wallet/send-onchain".into(),
+        ));
+    }
+    if looks_like_lightning(destination) {
+        state.engine.require_wallet().await?;
+        return Err(ApiError::NotImplemented(
+            "Lightning payments are not served by this version of berthd yet".into(),
+        ));
+    }
+    Err(ApiError::BadRequest(
+        "destination is not an Ark address, Lightning invoice, offer or address".into(),
+    ))
+}
+
+/// BOLT11/BOLT12, LNURL or a Lightning address (`user@domain`), by their shape.
+fn looks_like_lightning(destination: &str) -> bool {
+    let lower = destination.to_ascii_lowercase();
+    let lower = lower.strip_prefix("lightning:").unwrap_or(&lower);
+    ["lnbc", "lntb", "lntbs", "lnbcrt", "lno1", "lnurl1"]
+        .iter()
+        .any(|prefix| lower.starts_with(prefix))
+        || lower.split_once('@').is_some_and(|(user, domain)| {
+            !user.is_empty() && domain.contains('.') && !domain.contains('@')
+        })
+}
+
+/// `GET /api/v1/wallet/movements` (deprecated: `GET /api/v1/history`)
+#[utoipa::path(
+    get,
+    path = "/wallet/movements",
+    tag = "wallet",
+    summary = "History (deprecated)",
+    description = "The same as `GET /api/v1/history` without a filter.",
+    responses(
+        (status = 200, description = "Movements, newest first", body = Vec<Movement>),
+        (status = 422, description = "No wallet", body = ErrorResponse),
+        (status = 503, description = "The wallet is not loaded yet", body = ErrorResponse),
+        (status = 500, description = "Internal error", body = ErrorResponse),
+    )
+)]
+#[deprecated]
+pub async fn movements(State(state): State<AppState>) -> Result<Json<Vec<Movement>>, ApiError> {
+    let movements = state.engine.history(None).await?;
+    Ok(Json(movements.iter().map(Movement::from).collect()))
+}
+
+/// `GET /api/v1/wallet/history` (deprecated: `GET /api/v1/history`)
+#[utoipa::path(
+    get,
+    path = "/wallet/history",
+    tag = "wallet",
+    summary = "History (deprecated)",
+    description = "The same as `GET /api/v1/history` without a filter.",
+    responses(
+        (status = 200, description = "Movements, newest first", body = Vec<Movement>),
+        (status = 422, description = "No wallet", body = ErrorResponse),
+        (status = 503, description = "The wallet is not loaded yet", body = ErrorResponse),
+        (status = 500, description = "Internal error", body = ErrorResponse),
+    )
+)]
+#[deprecated]
+pub async fn history(State(state): State<AppState>) -> Result<Json<Vec<Movement>>, ApiError> {
+    let movements = state.engine.history(None).await?;
+    Ok(Json(movements.iter().map(Movement::from).collect()))
 }

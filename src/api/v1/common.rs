@@ -1,0 +1,277 @@
+//! Response types shared by several groups (VTXOs, transactions, pending boards).
+
+use bitcoin::Transaction;
+use serde::Serialize;
+use utoipa::ToSchema;
+
+/// A transaction: its id and its consensus encoding, hex.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TransactionInfo {
+    pub txid: String,
+    /// The transaction, consensus-encoded, hex.
+    pub tx: String,
+}
+
+impl From<&Transaction> for TransactionInfo {
+    fn from(tx: &Transaction) -> Self {
+        TransactionInfo {
+            txid: tx.compute_txid().to_string(),
+            tx: bitcoin::consensus::encode::serialize_hex(tx),
+        }
+    }
+}
+
+/// Where a VTXO stands in the wallet.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(tag = "type", rename_all = "kebab-case")]
+pub enum VtxoStateInfo {
+    /// Can be spent now.
+    Spendable,
+    /// Spent.
+    Spent,
+    /// Moved on-chain by a unilateral exit; no longer usable in Ark.
+    Exited,
+    /// Held by an operation in progress (a round, a payment, a board).
+    Locked {
+        /// The movement that holds it, if a movement does.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        #[schema(nullable = false)]
+        movement_id: Option<u32>,
+        /// The wallet action that holds it, if an action does.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        #[schema(nullable = false)]
+        action_id: Option<String>,
+    },
+}
+
+impl From<&bark::vtxo::VtxoState> for VtxoStateInfo {
+    fn from(state: &bark::vtxo::VtxoState) -> Self {
+        use bark::vtxo::{VtxoLockHolder, VtxoState};
+        match state {
+            VtxoState::Spendable => VtxoStateInfo::Spendable,
+            VtxoState::Spent => VtxoStateInfo::Spent,
+            VtxoState::Exited => VtxoStateInfo::Exited,
+            VtxoState::Locked { holder } => VtxoStateInfo::Locked {
+                movement_id: match holder {
+                    Some(VtxoLockHolder::Movement { id }) => Some(id.0),
+                    _ => None,
+                },
+                action_id: match holder {
+                    Some(VtxoLockHolder::Action { id }) => Some(id.clone()),
+                    _ => None,
+                },
+            },
+        }
+    }
+}
+
+/// A VTXO of the wallet, with its state.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct WalletVtxoInfo {
+    /// `txid:vout`.
+    pub id: String,
+    pub amount_sat: u64,
+    /// The VTXO's spending policy, e.g. `pubkey`.
+    pub policy_type: String,
+    pub user_pubkey: String,
+    pub server_pubkey: String,
+    /// The height after which the server can sweep it: refresh it before then.
+    pub expiry_height: u32,
+    /// Blocks between the last exit transaction and the on-chain claim.
+    pub exit_delta: u16,
+    /// The on-chain outpoint (`txid:vout`) the VTXO is rooted in.
+    pub chain_anchor: String,
+    /// How many off-chain transactions a unilateral exit must confirm.
+    pub exit_depth: Option<u16>,
+    pub state: VtxoStateInfo,
+}
+
+impl From<&bark::WalletVtxo> for WalletVtxoInfo {
+    fn from(v: &bark::WalletVtxo) -> Self {
+        WalletVtxoInfo {
+            id: v.vtxo.id().to_string(),
+            amount_sat: v.vtxo.amount().to_sat(),
+            policy_type: v.vtxo.policy_type().to_string(),
+            user_pubkey: v.vtxo.user_pubkey().to_string(),
+            server_pubkey: v.vtxo.server_pubkey().to_string(),
+            expiry_height: v.vtxo.expiry_height().to_u32(),
+            exit_delta: v.vtxo.exit_delta().to_u16(),
+            chain_anchor: v.vtxo.chain_anchor().to_string(),
+            exit_depth: Some(v.exit_depth),
+            state: VtxoStateInfo::from(&v.state),
+        }
+    }
+}
+
+/// A board waiting for its funding transaction to confirm.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PendingBoardInfo {
+    /// The funding transaction that must confirm (as bark keeps it: unsigned; the
+    /// txid is final).
+    pub funding_tx: TransactionInfo,
+    /// The VTXOs the board creates (one).
+    pub vtxos: Vec<String>,
+    /// The VTXO's value, after the server's board fee.
+    pub amount_sat: u64,
+    /// The movement that records the board in the history.
+    pub movement_id: u32,
+}
+
+impl From<&bark::persist::models::PendingBoard> for PendingBoardInfo {
+    fn from(board: &bark::persist::models::PendingBoard) -> Self {
+        PendingBoardInfo {
+            funding_tx: TransactionInfo::from(&board.funding_tx),
+            vtxos: board.vtxos.iter().map(ToString::to_string).collect(),
+            amount_sat: board.amount.to_sat(),
+            movement_id: board.movement_id.0,
+        }
+    }
+}
+
+/// What kind of payment method (barkd's spellings).
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum PaymentMethodType {
+    Ark,
+    Bitcoin,
+    OutputScript,
+    Invoice,
+    Offer,
+    LightningAddress,
+    Lnurl,
+    Custom,
+}
+
+/// An address, invoice or other identifier of a payer or payee.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PaymentMethod {
+    #[serde(rename = "type")]
+    pub kind: PaymentMethodType,
+    /// The address, invoice, script (hex) or other value.
+    pub value: String,
+}
+
+impl From<&bark::movement::PaymentMethod> for PaymentMethod {
+    fn from(pm: &bark::movement::PaymentMethod) -> Self {
+        let kind = match pm.type_str() {
+            "ark" => PaymentMethodType::Ark,
+            "bitcoin" => PaymentMethodType::Bitcoin,
+            "output-script" => PaymentMethodType::OutputScript,
+            "invoice" => PaymentMethodType::Invoice,
+            "offer" => PaymentMethodType::Offer,
+            "lightning-address" => PaymentMethodType::LightningAddress,
+            "lnurl" => PaymentMethodType::Lnurl,
+            _ => PaymentMethodType::Custom,
+        };
+        PaymentMethod {
+            kind,
+            value: pm.value_string(),
+        }
+    }
+}
+
+/// A payee or payer of a movement and the amount.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct MovementDestination {
+    pub destination: PaymentMethod,
+    pub amount_sat: u64,
+}
+
+impl From<&bark::movement::MovementDestination> for MovementDestination {
+    fn from(d: &bark::movement::MovementDestination) -> Self {
+        MovementDestination {
+            destination: PaymentMethod::from(&d.destination),
+            amount_sat: d.amount.to_sat(),
+        }
+    }
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum MovementStatus {
+    Pending,
+    Successful,
+    Failed,
+    Canceled,
+}
+
+/// Which part of the wallet made the movement, and why.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct MovementSubsystem {
+    /// E.g. `bark.board`, `bark.arkoor`, `bark.round`.
+    pub name: String,
+    /// E.g. `board`, `send`, `receive`, `refresh`.
+    pub kind: String,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct MovementTimestamp {
+    pub created_at: chrono::DateTime<chrono::Utc>,
+    pub updated_at: chrono::DateTime<chrono::Utc>,
+    /// When it reached a final status; absent while pending.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub completed_at: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+/// One entry of the wallet's history: funds moving in, out or within the wallet.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Movement {
+    pub id: u32,
+    pub status: MovementStatus,
+    pub subsystem: MovementSubsystem,
+    /// The expected change of the balance (often before fees), sats, signed.
+    pub intended_balance_sat: i64,
+    /// The actual change of the balance, fees included, sats, signed.
+    pub effective_balance_sat: i64,
+    /// Off-chain fees paid; on-chain fees, if any, are in `metadata`.
+    pub offchain_fee_sat: u64,
+    pub sent_to: Vec<MovementDestination>,
+    pub received_on: Vec<MovementDestination>,
+    pub input_vtxos: Vec<String>,
+    pub output_vtxos: Vec<String>,
+    pub exited_vtxos: Vec<String>,
+    pub time: MovementTimestamp,
+    /// The subsystem's details and the client's own annotations; absent when empty.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub metadata: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+impl From<&bark::movement::Movement> for Movement {
+    fn from(m: &bark::movement::Movement) -> Self {
+        use bark::movement::MovementStatus as S;
+        let ids = |ids: &[ark::VtxoId]| ids.iter().map(ToString::to_string).collect();
+        Movement {
+            id: m.id.0,
+            status: match m.status {
+                S::Pending => MovementStatus::Pending,
+                S::Successful => MovementStatus::Successful,
+                S::Failed => MovementStatus::Failed,
+                S::Canceled => MovementStatus::Canceled,
+            },
+            subsystem: MovementSubsystem {
+                name: m.subsystem.name.clone(),
+                kind: m.subsystem.kind.clone(),
+            },
+            intended_balance_sat: m.intended_balance.to_sat(),
+            effective_balance_sat: m.effective_balance.to_sat(),
+            offchain_fee_sat: m.offchain_fee.to_sat(),
+            sent_to: m.sent_to.iter().map(MovementDestination::from).collect(),
+            received_on: m
+                .received_on
+                .iter()
+                .map(MovementDestination::from)
+                .collect(),
+            input_vtxos: ids(&m.input_vtxos),
+            output_vtxos: ids(&m.output_vtxos),
+            exited_vtxos: ids(&m.exited_vtxos),
+            time: MovementTimestamp {
+                created_at: m.time.created_at.into(),
+                updated_at: m.time.updated_at.into(),
+                completed_at: m.time.completed_at.map(Into::into),
+            },
+            metadata: (!m.metadata.is_empty()).then(|| m.metadata.clone()),
+        }
+    }
+}

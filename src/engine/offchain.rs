@@ -1,0 +1,127 @@
+//! The off-chain (Ark) side of the wallet: balance, VTXOs, addresses, payments, history, sync.
+
+use std::time::Duration;
+
+use ark::VtxoId;
+use ark::encode::ProtocolEncoding;
+use bitcoin::Amount;
+
+use super::{Engine, EngineError};
+
+/// How long an Ark payment may take before the API answers. bark retries a payment
+/// without end while the server or the recipient's mailbox is down; past this it goes
+/// on in the background (its checkpoint survives restarts) and the client is told so.
+const ARK_PAYMENT_TIMEOUT: Duration = Duration::from_secs(60);
+
+impl Engine {
+    /// The wallet's balance by state, from local state (sync first for news).
+    pub async fn balance(&self) -> Result<bark::Balance, EngineError> {
+        let loaded = self.loaded().await?;
+        loaded
+            .wallet
+            .balance()
+            .await
+            .map_err(EngineError::internal("computing the balance"))
+    }
+
+    /// The wallet's VTXOs: unspent ones (spendable or locked), or every one with `all`.
+    pub async fn vtxos(&self, all: bool) -> Result<Vec<bark::WalletVtxo>, EngineError> {
+        let loaded = self.loaded().await?;
+        let vtxos = if all {
+            loaded.wallet.all_vtxos().await
+        } else {
+            loaded.wallet.vtxos().await
+        };
+        vtxos.map_err(EngineError::internal("listing VTXOs"))
+    }
+
+    /// One VTXO of the wallet, in any state; `None` if the wallet has no such VTXO.
+    pub async fn vtxo(&self, id: VtxoId) -> Result<Option<bark::WalletVtxo>, EngineError> {
+        // bark answers "not found" and a database failure alike; asking the full
+        // list tells them apart without relying on its error's shape.
+        let all = self.vtxos(true).await?;
+        Ok(all.into_iter().find(|v| v.vtxo.id() == id))
+    }
+
+    /// A VTXO with its whole exit chain, ark-encoded, hex; `None` if unknown.
+    pub async fn vtxo_encoded(&self, id: VtxoId) -> Result<Option<String>, EngineError> {
+        if self.vtxo(id).await?.is_none() {
+            return Ok(None);
+        }
+        let loaded = self.loaded().await?;
+        let full = loaded
+            .wallet
+            .get_full_vtxo(id)
+            .await
+            .map_err(EngineError::internal("reading a VTXO"))?;
+        Ok(Some(full.serialize_hex()))
+    }
+
+    /// Everything bark syncs with the Ark server and the chain (rounds, boards,
+    /// payments, exits); not the on-chain wallet. Never fails: bark logs what it
+    /// could not reach, and the next sync tries again.
+    pub async fn sync(&self) -> Result<(), EngineError> {
+        let loaded = self.loaded().await?;
+        loaded.wallet.sync().await;
+        Ok(())
+    }
+}
+
+impl Engine {
+    /// Derive, store and return a new Ark address of the wallet.
+    pub async fn ark_address_next(&self) -> Result<ark::Address, EngineError> {
+        let loaded = self.loaded().await?;
+        loaded
+            .wallet
+            .new_address()
+            .await
+            .map_err(EngineError::internal("deriving an Ark address"))
+    }
+
+    /// Pay `amount` to an Ark address out of round (arkoor). Returns the movement id.
+    pub async fn send_ark(
+        &self,
+        destination: &ark::Address,
+        amount: Amount,
+    ) -> Result<bark::movement::MovementId, EngineError> {
+        use bark::ArkoorAddressError as E;
+        let loaded = self.loaded().await?;
+        match loaded.wallet.validate_arkoor_address(destination).await {
+            Ok(()) => {}
+            Err(E::Other(reason)) => {
+                return Err(EngineError::Unreachable {
+                    what: "the Ark server",
+                    reason,
+                });
+            }
+            Err(e) => return Err(EngineError::InvalidRequest(e.to_string())),
+        }
+        let payment = loaded.wallet.send_arkoor_payment(destination, amount);
+        match tokio::time::timeout(ARK_PAYMENT_TIMEOUT, payment).await {
+            Ok(result) => result.map_err(EngineError::classify("paying an Ark address")),
+            Err(_) => Err(EngineError::Unreachable {
+                what: "the Ark server or the recipient's mailbox",
+                reason: "the payment has not completed yet; it goes on in the background and \
+                         shows in the history"
+                    .into(),
+            }),
+        }
+    }
+
+    /// The wallet's movements, newest first; only those paying or paid by `method`
+    /// when given.
+    pub async fn history(
+        &self,
+        method: Option<&bark::movement::PaymentMethod>,
+    ) -> Result<Vec<bark::movement::Movement>, EngineError> {
+        let loaded = self.loaded().await?;
+        let mut movements = match method {
+            None => loaded.wallet.history().await,
+            Some(method) => loaded.wallet.history_by_payment_method(method).await,
+        }
+        .map_err(EngineError::internal("reading the history"))?;
+        // bark orders the filtered list oldest first; one order for both.
+        movements.sort_by_key(|m| std::cmp::Reverse((m.time.created_at, m.id.0)));
+        Ok(movements)
+    }
+}

@@ -1,0 +1,264 @@
+//! End-to-end tests: berthd against a real bitcoind, Ark server (captaind) and
+//! PostgreSQL, driven only through its REST API, as a phone app would drive it.
+//!
+//! Needs `BITCOIND_EXEC`, `CAPTAIND_EXEC` and `POSTGRES_BINS` (README, "End-to-end
+//! tests"); each test is skipped, saying so, without them. Run with
+//! `cargo test --test e2e -- --nocapture --test-threads=1` to see each scenario's
+//! wall time (the stacks are heavy; one at a time suits a 2-core machine).
+
+#[path = "../harness/mod.rs"]
+mod harness;
+mod stack;
+
+use std::time::Instant;
+
+use serde_json::json;
+
+use stack::{Stack, wait_for};
+
+/// Scenario 1: create a wallet; get an on-chain address; fund it; sync; the on-chain
+/// balance shows the funds.
+#[test]
+fn onchain_funds_arrive() {
+    let Some(stack) = Stack::start_or_skip("onchain_funds_arrive") else {
+        return;
+    };
+    let started = Instant::now();
+    let alice = stack.berthd("alice");
+
+    let address = alice.post_ok("/api/v1/onchain/addresses/next", json!({}))["address"]
+        .as_str()
+        .expect("address")
+        .to_string();
+    assert!(address.starts_with("bcrt1"), "a regtest address: {address}");
+    let tip = alice.get_ok("/api/v1/bitcoin/tip")["tip_height"]
+        .as_u64()
+        .expect("tip_height");
+    assert_eq!(tip, stack.bitcoind.height(), "berthd sees bitcoind's tip");
+
+    let txid = stack.bitcoind.send_to(&address, 250_000);
+    let before = alice.get_ok("/api/v1/onchain/balance");
+    assert_eq!(before["confirmed_sat"], 0, "{before}");
+    stack.bitcoind.mine(1);
+    wait_for("the funds to show as confirmed", 60, || {
+        alice.post_ok("/api/v1/onchain/sync", json!({}));
+        let balance = alice.get_ok("/api/v1/onchain/balance");
+        (balance["confirmed_sat"] == 250_000).then_some(balance)
+    });
+    let balance = alice.get_ok("/api/v1/onchain/balance");
+    assert_eq!(balance["total_sat"], 250_000, "{balance}");
+    assert_eq!(balance["trusted_spendable_sat"], 250_000, "{balance}");
+    assert_eq!(stack.bitcoind.confirmations(&txid), 1);
+
+    println!(
+        "e2e onchain_funds_arrive: stack up in {:.1} s, scenario {:.1} s",
+        stack.started_in.as_secs_f64(),
+        started.elapsed().as_secs_f64()
+    );
+}
+
+/// Fund `berthd`'s on-chain wallet with `sats` and wait until it is confirmed there.
+fn fund_onchain(stack: &Stack, berthd: &stack::Berthd, sats: u64) {
+    let address = berthd.post_ok("/api/v1/onchain/addresses/next", json!({}))["address"]
+        .as_str()
+        .expect("address")
+        .to_string();
+    let before = berthd.get_ok("/api/v1/onchain/balance")["confirmed_sat"]
+        .as_u64()
+        .expect("confirmed_sat");
+    stack.bitcoind.send_to(&address, sats);
+    stack.bitcoind.mine(1);
+    wait_for("on-chain funds to confirm", 60, || {
+        berthd.post_ok("/api/v1/onchain/sync", json!({}));
+        let confirmed = berthd.get_ok("/api/v1/onchain/balance")["confirmed_sat"].as_u64()?;
+        (confirmed == before + sats).then_some(())
+    });
+}
+
+/// Scenario 2: board an amount and board all; mine confirmations; the VTXOs become
+/// spendable; pending boards are listed, then gone.
+#[test]
+fn boards_become_spendable() {
+    let Some(stack) = Stack::start_or_skip("boards_become_spendable") else {
+        return;
+    };
+    let started = Instant::now();
+    let alice = stack.berthd("alice");
+    fund_onchain(&stack, &alice, 1_000_000);
+
+    let (status, body) = alice.post("/api/v1/boards/board-amount", json!({"amount_sat": 1000}));
+    assert_eq!(status, 400, "below the server's minimum board: {body}");
+
+    let first = alice.post_ok(
+        "/api/v1/boards/board-amount",
+        json!({"amount_sat": 300_000}),
+    );
+    assert_eq!(first["amount_sat"], 300_000, "{first}");
+    let first_vtxo = first["vtxos"][0].as_str().expect("vtxo id").to_string();
+    // The funding transaction must reach the on-chain wallet before its change can
+    // be boarded again.
+    wait_for(
+        "the first board's funding tx in the on-chain wallet",
+        60,
+        || {
+            alice.post_ok("/api/v1/onchain/sync", json!({}));
+            let total = alice.get_ok("/api/v1/onchain/balance")["total_sat"].as_u64()?;
+            (total < 1_000_000 - 300_000).then_some(())
+        },
+    );
+    let onchain_left = alice.get_ok("/api/v1/onchain/balance")["total_sat"]
+        .as_u64()
+        .expect("total_sat");
+    let second = alice.post_ok("/api/v1/boards/board-all", json!({}));
+    let second_amount = second["amount_sat"].as_u64().expect("amount_sat");
+    assert!(
+        second_amount > 0 && second_amount < onchain_left,
+        "board-all boards the rest minus the on-chain fee: {second}"
+    );
+
+    let pending = alice.get_ok("/api/v1/boards/pending");
+    let pending_ids: Vec<&str> = pending
+        .as_array()
+        .expect("array")
+        .iter()
+        .filter_map(|b| b["vtxos"][0].as_str())
+        .collect();
+    assert!(pending_ids.contains(&first_vtxo.as_str()), "{pending}");
+    assert_eq!(pending_ids.len(), 2, "{pending}");
+    let balance = alice.get_ok("/api/v1/wallet/balance");
+    assert_eq!(
+        balance["spendable_sat"], 0,
+        "nothing spendable before confirmations: {balance}"
+    );
+
+    stack.bitcoind.mine(3);
+    let expected = 300_000 + second_amount;
+    wait_for("both boards to become spendable", 120, || {
+        alice.post_ok("/api/v1/wallet/sync", json!({}));
+        let balance = alice.get_ok("/api/v1/wallet/balance");
+        (balance["spendable_sat"] == expected).then_some(())
+    });
+    let pending = alice.get_ok("/api/v1/boards/pending");
+    assert_eq!(pending, json!([]), "no pending boards left");
+    let vtxos = alice.get_ok("/api/v1/wallet/vtxos");
+    let vtxos = vtxos.as_array().expect("array");
+    assert_eq!(vtxos.len(), 2, "{vtxos:?}");
+    assert!(
+        vtxos.iter().all(|v| v["state"]["type"] == "spendable"),
+        "{vtxos:?}"
+    );
+    let one = alice.get_ok(&format!("/api/v1/wallet/vtxos/{first_vtxo}"));
+    assert_eq!(one["amount_sat"], 300_000, "{one}");
+    let encoded = alice.get_ok(&format!("/api/v1/wallet/vtxos/{first_vtxo}/encoded"));
+    assert!(
+        encoded["encoded"].as_str().is_some_and(|h| h.len() > 100),
+        "{encoded}"
+    );
+
+    println!(
+        "e2e boards_become_spendable: stack up in {:.1} s, scenario {:.1} s",
+        stack.started_in.as_secs_f64(),
+        started.elapsed().as_secs_f64()
+    );
+}
+
+/// Fund, board `sats` and wait until the VTXO is spendable.
+fn board_and_confirm(stack: &Stack, berthd: &stack::Berthd, sats: u64) {
+    fund_onchain(stack, berthd, sats + 100_000);
+    let before = berthd.get_ok("/api/v1/wallet/balance")["spendable_sat"]
+        .as_u64()
+        .expect("spendable_sat");
+    berthd.post_ok("/api/v1/boards/board-amount", json!({"amount_sat": sats}));
+    wait_for(
+        "the board's funding tx to reach bitcoind's mempool",
+        60,
+        || {
+            let mempool = stack.bitcoind.rpc("getrawmempool", json!([]));
+            (!mempool.as_array()?.is_empty()).then_some(())
+        },
+    );
+    stack.bitcoind.mine(3);
+    wait_for("the board to become spendable", 120, || {
+        berthd.post_ok("/api/v1/wallet/sync", json!({}));
+        let spendable = berthd.get_ok("/api/v1/wallet/balance")["spendable_sat"].as_u64()?;
+        (spendable == before + sats).then_some(())
+    });
+}
+
+/// Scenario 3: an Ark payment (arkoor) from one berthd to another's Ark address;
+/// balances and history on both sides.
+#[test]
+fn ark_payment_between_two_berthds() {
+    let Some(stack) = Stack::start_or_skip("ark_payment_between_two_berthds") else {
+        return;
+    };
+    let started = Instant::now();
+    let alice = stack.berthd("alice");
+    let bob = stack.berthd("bob");
+    board_and_confirm(&stack, &alice, 400_000);
+
+    let bob_address = bob.post_ok("/api/v1/wallet/addresses/next", json!({}))["address"]
+        .as_str()
+        .expect("address")
+        .to_string();
+    let (status, body) = alice.post(
+        "/api/v1/wallet/send",
+        json!({"destination": bob_address, "amount_sat": 10_000_000}),
+    );
+    assert_eq!(status, 422, "more than alice has: {body}");
+
+    let sent = alice.post_ok(
+        "/api/v1/wallet/send",
+        json!({"destination": bob_address, "amount_sat": 150_000}),
+    );
+    assert_eq!(sent["payment_hash"], serde_json::Value::Null, "{sent}");
+    let movement_id = sent["movement_id"].as_u64().expect("movement_id");
+
+    let alice_balance = alice.get_ok("/api/v1/wallet/balance");
+    assert_eq!(alice_balance["spendable_sat"], 250_000, "{alice_balance}");
+    wait_for("bob to receive the payment", 60, || {
+        bob.post_ok("/api/v1/wallet/sync", json!({}));
+        let spendable = bob.get_ok("/api/v1/wallet/balance")["spendable_sat"].as_u64()?;
+        (spendable == 150_000).then_some(())
+    });
+
+    let alice_history = alice.get_ok("/api/v1/history");
+    let send = alice_history
+        .as_array()
+        .expect("array")
+        .iter()
+        .find(|m| m["id"] == movement_id)
+        .unwrap_or_else(|| panic!("alice's payment in her history: {alice_history}"));
+    assert_eq!(send["subsystem"]["name"], "bark.arkoor", "{send}");
+    assert_eq!(send["subsystem"]["kind"], "send", "{send}");
+    assert_eq!(send["status"], "successful", "{send}");
+    assert_eq!(send["effective_balance_sat"], -150_000, "{send}");
+    assert_eq!(send["sent_to"][0]["destination"]["type"], "ark", "{send}");
+    assert_eq!(
+        send["sent_to"][0]["destination"]["value"],
+        bob_address.as_str(),
+        "{send}"
+    );
+    assert_eq!(
+        alice_history[0]["id"], movement_id,
+        "newest first: the payment is alice's latest movement"
+    );
+
+    let bob_history = bob.get_ok("/api/v1/history");
+    let receive = &bob_history[0];
+    assert_eq!(receive["subsystem"]["kind"], "receive", "{bob_history}");
+    assert_eq!(receive["effective_balance_sat"], 150_000, "{bob_history}");
+    let filtered = bob.get_ok(&format!("/api/v1/history?type=ark&value={bob_address}"));
+    assert_eq!(filtered.as_array().map(Vec::len), Some(1), "{filtered}");
+    assert_eq!(
+        bob.get_ok("/api/v1/wallet/movements"),
+        bob_history,
+        "the deprecated alias answers the same"
+    );
+
+    println!(
+        "e2e ark_payment_between_two_berthds: stack up in {:.1} s, scenario {:.1} s",
+        stack.started_in.as_secs_f64(),
+        started.elapsed().as_secs_f64()
+    );
+}

@@ -1,0 +1,700 @@
+//! The regtest stack: bitcoind, PostgreSQL and captaind (the Ark server) on loopback,
+//! in one temporary directory, and berthd processes pointed at them.
+//!
+//! Binaries come from `BITCOIND_EXEC`, `CAPTAIND_EXEC` and `POSTGRES_BINS` (see the
+//! README). Without them a test says why it is skipped and passes; with them, any
+//! failure to start is a loud test failure. Every process is stopped by pid when the
+//! stack is dropped, also when the test panics; a failed test keeps the directory, with
+//! every log in it, and prints where it is.
+
+// Some helpers serve only the scenarios still to come (rounds, crashes).
+#![allow(dead_code)]
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use serde_json::{Value, json};
+
+use crate::harness::{self, Daemon, free_port, json_of};
+
+/// The three external binaries, from the environment.
+pub struct Binaries {
+    pub bitcoind: PathBuf,
+    pub captaind: PathBuf,
+    pub postgres_bins: PathBuf,
+}
+
+impl Binaries {
+    /// `None`, after printing why, when any variable is unset.
+    pub fn from_env_or_skip(test: &str) -> Option<Binaries> {
+        let get = |name: &str| std::env::var_os(name).map(PathBuf::from);
+        match (
+            get("BITCOIND_EXEC"),
+            get("CAPTAIND_EXEC"),
+            get("POSTGRES_BINS"),
+        ) {
+            (Some(bitcoind), Some(captaind), Some(postgres_bins)) => Some(Binaries {
+                bitcoind,
+                captaind,
+                postgres_bins,
+            }),
+            _ => {
+                println!(
+                    "skipping e2e test {test}: set BITCOIND_EXEC, CAPTAIND_EXEC and POSTGRES_BINS \
+                     to run it (README, \"End-to-end tests\")"
+                );
+                None
+            }
+        }
+    }
+}
+
+/// A child process stopped by pid on drop: SIGTERM, then SIGKILL after 10 s.
+pub struct Process {
+    pub name: String,
+    child: Child,
+}
+
+impl Process {
+    fn spawn(name: &str, command: &mut Command, log: &Path) -> Process {
+        let out = std::fs::File::create(log).expect("create log file");
+        let err = out.try_clone().expect("log file handle");
+        let child = command
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {name} ({command:?}): {e}"));
+        Process {
+            name: name.to_string(),
+            child,
+        }
+    }
+
+    /// Panics (with the log's tail) if the process has exited.
+    fn assert_running(&mut self, log: &Path) {
+        if let Some(status) = self.child.try_wait().expect("try_wait") {
+            panic!(
+                "{} exited with {status}; its log ({}) ends:\n{}",
+                self.name,
+                log.display(),
+                tail(log, 40)
+            );
+        }
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let pid = self.child.id().to_string();
+        let _ = Command::new("kill").args(["-TERM", &pid]).status();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The last `lines` lines of a file, for failure messages.
+pub fn tail(path: &Path, lines: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+/// Poll `check` until it returns `Some`, for at most `secs`; on timeout, panic with
+/// `what` and the last value `describe` gave.
+pub fn wait_for<T>(what: &str, secs: u64, mut check: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(value) = check() {
+            return value;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {secs} s waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+/// A regtest bitcoind with a funded "miner" wallet.
+pub struct Bitcoind {
+    pub rpc_port: u16,
+    pub datadir: PathBuf,
+    process: Process,
+}
+
+impl Bitcoind {
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.rpc_port)
+    }
+
+    pub fn cookie(&self) -> PathBuf {
+        self.datadir.join("regtest").join(".cookie")
+    }
+
+    fn log(&self) -> PathBuf {
+        self.datadir.join("regtest").join("debug.log")
+    }
+
+    /// A JSON-RPC call; `Err` carries bitcoind's error or the transport's.
+    pub fn try_rpc(&self, path: &str, method: &str, params: Value) -> Result<Value, String> {
+        let cookie = std::fs::read_to_string(self.cookie()).map_err(|e| e.to_string())?;
+        let auth = format!(
+            "Basic {}",
+            base64::engine::general_purpose::STANDARD.encode(cookie.trim())
+        );
+        let body = json!({"jsonrpc": "1.0", "id": "e2e", "method": method, "params": params});
+        let (_, raw) = harness::try_request(
+            self.rpc_port,
+            "POST",
+            path,
+            &[("Authorization", &auth)],
+            Some(&body.to_string()),
+        )
+        .map_err(|e| e.to_string())?;
+        let reply: Value = serde_json::from_str(harness::body_of(&raw))
+            .map_err(|e| format!("{method}: not JSON ({e}): {raw}"))?;
+        match &reply["error"] {
+            Value::Null => Ok(reply["result"].clone()),
+            error => Err(format!("{method}: {error}")),
+        }
+    }
+
+    pub fn rpc(&self, method: &str, params: Value) -> Value {
+        self.try_rpc("/", method, params)
+            .unwrap_or_else(|e| panic!("bitcoind RPC failed: {e}"))
+    }
+
+    fn wallet_rpc(&self, method: &str, params: Value) -> Value {
+        self.try_rpc("/wallet/miner", method, params)
+            .unwrap_or_else(|e| panic!("bitcoind wallet RPC failed: {e}"))
+    }
+
+    pub fn height(&self) -> u64 {
+        self.rpc("getblockcount", json!([]))
+            .as_u64()
+            .expect("height")
+    }
+
+    /// Mine `blocks` blocks to the miner wallet; the new height.
+    pub fn mine(&self, blocks: u64) -> u64 {
+        let address = self.wallet_rpc("getnewaddress", json!([]));
+        self.rpc("generatetoaddress", json!([blocks, address]));
+        self.height()
+    }
+
+    /// Send `sats` from the miner wallet to `address`; the txid.
+    pub fn send_to(&self, address: &str, sats: u64) -> String {
+        let btc = format!("{}.{:08}", sats / 100_000_000, sats % 100_000_000);
+        self.wallet_rpc(
+            "sendtoaddress",
+            json!([address, btc.parse::<f64>().expect("amount")]),
+        )
+        .as_str()
+        .expect("txid")
+        .to_string()
+    }
+
+    /// Whether `txid` is in a block.
+    pub fn confirmations(&self, txid: &str) -> u64 {
+        self.try_rpc("/", "getrawtransaction", json!([txid, true]))
+            .ok()
+            .and_then(|tx| tx["confirmations"].as_u64())
+            .unwrap_or(0)
+    }
+
+    /// The amount (sats) `txid` pays to `address`.
+    pub fn paid_to(&self, txid: &str, address: &str) -> u64 {
+        let tx = self.rpc("getrawtransaction", json!([txid, true]));
+        tx["vout"]
+            .as_array()
+            .expect("vout")
+            .iter()
+            .filter(|out| out["scriptPubKey"]["address"] == address)
+            .map(|out| (out["value"].as_f64().expect("value") * 1e8).round() as u64)
+            .sum()
+    }
+}
+
+/// bitcoind, PostgreSQL and captaind, running. Drop stops them.
+pub struct Stack {
+    pub started_in: Duration,
+    pub bitcoind: Bitcoind,
+    pub ark_url: String,
+    captaind: Process,
+    captaind_log: PathBuf,
+    captaind_admin: String,
+    captaind_exec: PathBuf,
+    postgres: Process,
+    /// Declared last: dropped after every process has stopped.
+    dir: Option<tempfile::TempDir>,
+}
+
+impl Stack {
+    /// The whole stack, funded and ready; `None` (after saying why) without binaries.
+    pub fn start_or_skip(test: &str) -> Option<Stack> {
+        let bins = Binaries::from_env_or_skip(test)?;
+        let started = Instant::now();
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("berth-e2e-{test}-"))
+            .tempdir()
+            .expect("tempdir");
+        // PostgreSQL runs as an unprivileged user when we are root, and must reach
+        // its directory.
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))
+            .expect("chmod stack dir");
+
+        let bitcoind = start_bitcoind(&bins.bitcoind, &dir.path().join("bitcoind"));
+        let (postgres, pg_port) = start_postgres(&bins.postgres_bins, &dir.path().join("postgres"));
+        let captaind_dir = dir.path().join("captaind");
+        std::fs::create_dir_all(&captaind_dir).expect("captaind dir");
+        let public_port = free_port();
+        let admin_port = free_port();
+        let config = captaind_config(&captaind_dir, &bitcoind, pg_port, public_port, admin_port);
+        let config_path = captaind_dir.join("captaind.toml");
+        std::fs::write(&config_path, config).expect("captaind.toml");
+        let create = Command::new(&bins.captaind)
+            .arg("create")
+            .arg("--config")
+            .arg(&config_path)
+            .output()
+            .expect("run captaind create");
+        assert!(
+            create.status.success(),
+            "captaind create failed: {}{}",
+            String::from_utf8_lossy(&create.stdout),
+            String::from_utf8_lossy(&create.stderr)
+        );
+        let captaind_log = captaind_dir.join("captaind.log");
+        let captaind = Process::spawn(
+            "captaind",
+            Command::new(&bins.captaind)
+                .arg("start")
+                .arg("--config")
+                .arg(&config_path),
+            &captaind_log,
+        );
+        let mut stack = Stack {
+            started_in: Duration::ZERO,
+            bitcoind,
+            ark_url: format!("http://127.0.0.1:{public_port}"),
+            captaind,
+            captaind_log,
+            captaind_admin: format!("127.0.0.1:{admin_port}"),
+            captaind_exec: bins.captaind,
+            postgres,
+            dir: Some(dir),
+        };
+        stack.fund_captaind();
+        stack.started_in = started.elapsed();
+        Some(stack)
+    }
+
+    pub fn dir(&self) -> &Path {
+        self.dir.as_ref().expect("stack dir").path()
+    }
+
+    /// `captaind rpc wallet`: the server's on-chain wallet status.
+    fn captaind_wallet(&mut self) -> Option<Value> {
+        let log = self.captaind_log.clone();
+        self.captaind.assert_running(&log);
+        let out = Command::new(&self.captaind_exec)
+            .args(["rpc", "--addr", &self.captaind_admin, "wallet"])
+            .output()
+            .expect("run captaind rpc");
+        serde_json::from_slice(&out.stdout).ok()
+    }
+
+    /// The Ark server funds rounds and boards from its own wallet.
+    fn fund_captaind(&mut self) {
+        let status = wait_for("captaind's admin RPC", 60, || self.captaind_wallet());
+        let address = status["rounds"]["address"]
+            .as_str()
+            .expect("rounds address")
+            .to_string();
+        self.bitcoind.send_to(&address, 10 * 100_000_000);
+        self.bitcoind.mine(3);
+        wait_for("captaind to see its funds", 60, || {
+            let status = self.captaind_wallet()?;
+            (status["rounds"]["trusted_balance"].as_u64()? > 0).then_some(())
+        });
+    }
+
+    /// Ask the Ark server to run a round now (its own interval is an hour).
+    pub fn trigger_round(&mut self) {
+        let log = self.captaind_log.clone();
+        self.captaind.assert_running(&log);
+        let out = Command::new(&self.captaind_exec)
+            .args(["rpc", "--addr", &self.captaind_admin, "trigger-round"])
+            .output()
+            .expect("run captaind rpc trigger-round");
+        assert!(
+            out.status.success(),
+            "trigger-round: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// A berthd with a fresh regtest wallet whose `config.toml` points at this stack.
+    pub fn berthd(&self, name: &str) -> Berthd {
+        let datadir = self.dir().join(format!("berthd-{name}"));
+        std::fs::create_dir_all(&datadir).expect("berthd datadir");
+        std::fs::set_permissions(&datadir, std::fs::Permissions::from_mode(0o700))
+            .expect("chmod datadir");
+        let config = format!(
+            "server_address = \"{}\"\nbitcoind_address = \"{}\"\nbitcoind_cookiefile = \"{}\"\n",
+            self.ark_url,
+            self.bitcoind.url(),
+            self.bitcoind.cookie().display()
+        );
+        std::fs::write(datadir.join("config.toml"), config).expect("config.toml");
+        let berthd = Berthd::start(name, &datadir);
+        let (status, body) = berthd.post("/api/v1/wallet/create", json!({"network": "regtest"}));
+        assert_eq!(status, 200, "{name}: create: {body}");
+        wait_for(&format!("{name}'s wallet to load"), 60, || {
+            let (_, wallet) = berthd.get("/api/v1/wallet");
+            (wallet["loaded"] == true).then_some(())
+        });
+        berthd
+    }
+}
+
+impl Drop for Stack {
+    fn drop(&mut self) {
+        if std::thread::panicking()
+            && let Some(dir) = self.dir.take()
+        {
+            let path = dir.keep();
+            eprintln!(
+                "e2e: the test failed; logs kept in {} (captaind.log, bitcoind/regtest/debug.log, \
+                 postgres.log, berthd-*/debug.log)",
+                path.display()
+            );
+            eprintln!("captaind log tail:\n{}", tail(&self.captaind_log, 15));
+        }
+    }
+}
+
+fn start_bitcoind(exec: &Path, datadir: &Path) -> Bitcoind {
+    std::fs::create_dir_all(datadir).expect("bitcoind dir");
+    let rpc_port = free_port();
+    let process = Process::spawn(
+        "bitcoind",
+        Command::new(exec)
+            .arg("-regtest")
+            .arg(format!("-datadir={}", datadir.display()))
+            .arg(format!("-rpcport={rpc_port}"))
+            .args([
+                "-server",
+                "-listen=0",
+                "-txindex",
+                "-fallbackfee=0.0002",
+                "-printtoconsole=0",
+            ]),
+        &datadir.join("stdout.log"),
+    );
+    let mut bitcoind = Bitcoind {
+        rpc_port,
+        datadir: datadir.to_path_buf(),
+        process,
+    };
+    let log = bitcoind.log();
+    wait_for("bitcoind's RPC", 60, || {
+        bitcoind.process.assert_running(&log);
+        bitcoind
+            .try_rpc("/", "getblockchaininfo", json!([]))
+            .ok()
+            .map(|_| ())
+    });
+    bitcoind.rpc("createwallet", json!(["miner"]));
+    // Coinbase outputs mature after 100 blocks.
+    bitcoind.mine(110);
+    bitcoind
+}
+
+/// The user PostgreSQL runs as: itself unless we are root, which it refuses.
+fn postgres_user() -> Option<&'static str> {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let root = status
+        .lines()
+        .find(|l| l.starts_with("Uid:"))
+        .is_some_and(|l| l.split_whitespace().nth(1) == Some("0"));
+    if !root {
+        return None;
+    }
+    let has_postgres = Command::new("id")
+        .arg("postgres")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    Some(if has_postgres { "postgres" } else { "nobody" })
+}
+
+fn as_postgres_user(bin: PathBuf) -> Command {
+    match postgres_user() {
+        Some(user) => {
+            let mut cmd = Command::new("setpriv");
+            cmd.args(["--reuid", user, "--regid", user, "--init-groups", "--"])
+                .arg(bin);
+            cmd
+        }
+        None => Command::new(bin),
+    }
+}
+
+fn start_postgres(bins: &Path, dir: &Path) -> (Process, u16) {
+    std::fs::create_dir_all(dir).expect("postgres dir");
+    if let Some(user) = postgres_user() {
+        let status = Command::new("chown")
+            .arg(user)
+            .arg(dir)
+            .status()
+            .expect("chown");
+        assert!(status.success(), "chown {} to {user}", dir.display());
+    }
+    let data = dir.join("data");
+    let init = as_postgres_user(bins.join("initdb"))
+        .arg("-D")
+        .arg(&data)
+        .args(["-U", "postgres", "--auth=trust", "--no-sync"])
+        .output()
+        .expect("run initdb");
+    assert!(
+        init.status.success(),
+        "initdb failed: {}",
+        String::from_utf8_lossy(&init.stderr)
+    );
+    let port = free_port();
+    let process = Process::spawn(
+        "postgres",
+        as_postgres_user(bins.join("postgres"))
+            .arg("-D")
+            .arg(&data)
+            .args(["-p", &port.to_string(), "-k"])
+            .arg(dir)
+            .args(["-c", "listen_addresses=127.0.0.1", "-c", "fsync=off"]),
+        &dir.join("postgres.log"),
+    );
+    wait_for("PostgreSQL to accept connections", 60, || {
+        let out = Command::new(bins.join("createdb"))
+            .args([
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &port.to_string(),
+                "-U",
+                "postgres",
+                "captaind",
+            ])
+            .output()
+            .ok()?;
+        out.status.success().then_some(())
+    });
+    (process, port)
+}
+
+fn captaind_config(
+    dir: &Path,
+    bitcoind: &Bitcoind,
+    pg_port: u16,
+    public: u16,
+    admin: u16,
+) -> String {
+    // Fast regtest timings, no fees, rounds only on request (trigger_round). The
+    // keys are those of captaind.default.toml in the Ark server's sources.
+    format!(
+        r#"data_dir = "{data}"
+network = "regtest"
+vtxo_lifetime = 432
+min_board_amount = "20000 sat"
+vtxo_exit_delta = 12
+max_vtxo_exit_depth = 50
+max_arkoor_fanout = 4
+required_board_confirmations = 3
+min_trusted_confs = 1
+rpc_rich_errors = true
+txindex_check_interval = "500ms"
+sync_manager_block_poll_interval = "100ms"
+watchman_min_balance = "1000000 sat"
+transaction_rebroadcast_interval = "2s"
+otel_deployment_name = "berth-e2e"
+max_read_mailbox_items = 100
+round_interval = "3600s"
+round_submit_time = "5s"
+round_sign_time = "5s"
+nb_round_nonces = 8
+round_forfeit_nonces_timeout = "30s"
+offboard_session_timeout = "30s"
+offboard_check_interval = "1s"
+offboard_acceptable_fee_rate_duration = "10m"
+cln_reconnect_interval = "10s"
+invoice_check_interval = "3s"
+cln_xpay_timeout = "5s"
+invoice_check_base_delay = "2s"
+max_invoice_check_delay = "10s"
+invoice_poll_interval = "10s"
+htlc_settlement_poll_interval = "5s"
+track_all_base_delay = "1s"
+max_track_all_delay = "60s"
+htlc_expiry_delta = 6
+htlc_send_expiry_delta = 258
+max_user_invoice_cltv_delta = 58
+invoice_expiry = "10m"
+receive_htlc_forward_timeout = "30s"
+ln_receive_anti_dos_required = false
+ln_max_fee_ppm = 900000
+
+[watchman]
+enabled = true
+reaction_interval = "1s"
+sweep_interval = "1s"
+progress_grace_period = 2
+claim_chunksize = 15
+incremental_relay_fee = "100 sat/kvb"
+min_cpfp_amount = "10000 sat"
+
+[fees.board]
+min_fee_sat = 0
+base_fee_sat = 0
+ppm = 0
+
+[fees.offboard]
+base_fee_sat = 0
+fixed_additional_vb = 100
+ppm_expiry_table = []
+
+[fees.refresh]
+base_fee_sat = 0
+ppm_expiry_table = []
+
+[fees.lightning_receive]
+base_fee_sat = 0
+ppm = 0
+
+[fees.lightning_send]
+min_fee_sat = 0
+base_fee_sat = 0
+ppm_expiry_table = []
+
+[vtxopool]
+vtxo_targets = ["10000sat:3"]
+vtxo_target_issue_threshold = 50
+vtxo_lifetime = 432
+vtxo_pre_expiry = 12
+max_vtxo_exit_depth = 3
+issue_interval = "3s"
+
+[fee_estimator]
+update_interval = "1m"
+history_duration = "30m"
+fallback_fee_rate_fast = "25sat/vb"
+fallback_fee_rate_regular = "7sat/vb"
+fallback_fee_rate_slow = "5sat/vb"
+
+[rpc]
+public_address = "127.0.0.1:{public}"
+admin_address = "127.0.0.1:{admin}"
+
+[postgres]
+host = "127.0.0.1"
+user = "postgres"
+port = {pg_port}
+name = "captaind"
+max_connections = 10
+
+[bitcoind]
+url = "{url}"
+cookie = "{cookie}"
+"#,
+        data = dir.join("data").display(),
+        url = bitcoind.url(),
+        cookie = bitcoind.cookie().display(),
+    )
+}
+
+/// A running berthd with its token, speaking JSON.
+pub struct Berthd {
+    pub name: String,
+    pub datadir: PathBuf,
+    token: String,
+    daemon: Option<Daemon>,
+}
+
+impl Berthd {
+    pub fn start(name: &str, datadir: &Path) -> Berthd {
+        let daemon = Daemon::start(datadir, &["-v"]);
+        Berthd {
+            name: name.to_string(),
+            datadir: datadir.to_path_buf(),
+            token: harness::token(datadir),
+            daemon: Some(daemon),
+        }
+    }
+
+    fn daemon(&self) -> &Daemon {
+        self.daemon.as_ref().expect("berthd is running")
+    }
+
+    fn call(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+        let auth = format!("Bearer {}", self.token);
+        let body = body.map(|b| b.to_string());
+        let (status, raw) = harness::request(
+            self.daemon().port,
+            method,
+            path,
+            &[("Authorization", &auth)],
+            body.as_deref(),
+        );
+        let value = if harness::body_of(&raw).is_empty() {
+            Value::Null
+        } else {
+            json_of(&raw)
+        };
+        (status, value)
+    }
+
+    pub fn get(&self, path: &str) -> (u16, Value) {
+        self.call("GET", path, None)
+    }
+
+    pub fn post(&self, path: &str, body: Value) -> (u16, Value) {
+        self.call("POST", path, Some(body))
+    }
+
+    /// GET that must answer 200; the body.
+    pub fn get_ok(&self, path: &str) -> Value {
+        let (status, body) = self.get(path);
+        assert_eq!(status, 200, "{}: GET {path}: {body}", self.name);
+        body
+    }
+
+    /// POST that must answer 200; the body.
+    pub fn post_ok(&self, path: &str, body: Value) -> Value {
+        let (status, reply) = self.post(path, body);
+        assert_eq!(status, 200, "{}: POST {path}: {reply}", self.name);
+        reply
+    }
+
+    /// SIGKILL: no shutdown, as in a power cut.
+    pub fn kill(&mut self) {
+        if let Some(mut daemon) = self.daemon.take() {
+            daemon.child.kill().expect("SIGKILL berthd");
+            daemon.child.wait().expect("reap berthd");
+        }
+    }
+
+    /// Start again on the same datadir (after [`Berthd::kill`]).
+    pub fn restart(&mut self) {
+        assert!(self.daemon.is_none(), "restart a killed berthd only");
+        self.daemon = Some(Daemon::start(&self.datadir, &["-v"]));
+    }
+}
