@@ -130,7 +130,12 @@ impl From<crate::engine::EngineError> for ApiError {
             EngineError::NoWallet
             | EngineError::WalletExists(_)
             | EngineError::InsufficientFunds(_)
+            | EngineError::WrongState(_)
             | EngineError::DatadirConflict(_) => ApiError::WrongState(err.to_string()),
+            EngineError::UnknownVtxos(ref ids) => ApiError::NotFound {
+                resources: ids.iter().map(ToString::to_string).collect(),
+                message: err.to_string(),
+            },
             EngineError::InvalidRequest(msg) => ApiError::BadRequest(msg),
             EngineError::Unreachable { .. } | EngineError::NotLoaded => {
                 ApiError::Unavailable(err.to_string())

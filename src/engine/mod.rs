@@ -19,6 +19,7 @@ use tokio::sync::{Mutex, RwLock};
 mod boards;
 mod offchain;
 mod onchain;
+mod rounds;
 
 use crate::datadir;
 use crate::store::{InitialScan, Store, StoreError};
@@ -34,6 +35,13 @@ pub enum EngineError {
     /// answered since start or create).
     #[error("the wallet is not loaded yet: berthd keeps trying to reach its chain source")]
     NotLoaded,
+    /// The request names VTXOs the wallet does not have.
+    #[error("the wallet has no VTXO {}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "))]
+    UnknownVtxos(Vec<ark::VtxoId>),
+    /// Well-formed, but the wallet's state forbids it (a VTXO not spendable, nothing
+    /// to refresh).
+    #[error("{0}")]
+    WrongState(String),
     /// The wallet does not hold enough funds for the request.
     #[error("{0}")]
     InsufficientFunds(String),

@@ -262,3 +262,108 @@ fn ark_payment_between_two_berthds() {
         started.elapsed().as_secs_f64()
     );
 }
+
+/// Scenario 4: refresh VTXOs in a round; send on-chain from the Ark balance; offboard
+/// everything to an on-chain address.
+#[test]
+fn refresh_send_onchain_and_offboard() {
+    let Some(stack) = Stack::start_or_skip("refresh_send_onchain_and_offboard") else {
+        return;
+    };
+    let started = Instant::now();
+    let alice = stack.berthd("alice");
+    board_and_confirm(&stack, &alice, 400_000);
+    let boarded = alice.get_ok("/api/v1/wallet/vtxos")[0]["id"]
+        .as_str()
+        .expect("vtxo id")
+        .to_string();
+
+    // Refresh: join, let the server run a round, confirm it, sync.
+    let round = alice.post_ok("/api/v1/wallet/refresh/all", json!({}));
+    assert_eq!(round["status"]["status"], "pending", "{round}");
+    assert_eq!(
+        round["participation"]["inputs"],
+        json!([boarded]),
+        "{round}"
+    );
+    let round_started = Instant::now();
+    stack.trigger_round();
+    let funding_txid = wait_for("the round's funding transaction", 60, || {
+        let rounds = alice.get_ok("/api/v1/wallet/rounds");
+        rounds[0]["funding_txid"].as_str().map(str::to_string)
+    });
+    wait_for("the round's funding tx in bitcoind's mempool", 30, || {
+        let mempool = stack.bitcoind.rpc("getrawmempool", json!([]));
+        mempool
+            .as_array()?
+            .iter()
+            .any(|t| t == funding_txid.as_str())
+            .then_some(())
+    });
+    stack.bitcoind.mine(1);
+    wait_for("the refresh to complete", 60, || {
+        alice.post_ok("/api/v1/wallet/sync", json!({}));
+        let rounds = alice.get_ok("/api/v1/wallet/rounds");
+        rounds.as_array()?.is_empty().then_some(())
+    });
+    let round_secs = round_started.elapsed().as_secs_f64();
+    let vtxos = alice.get_ok("/api/v1/wallet/vtxos");
+    assert_eq!(vtxos.as_array().map(Vec::len), Some(1), "{vtxos}");
+    assert_ne!(vtxos[0]["id"], boarded.as_str(), "a new VTXO: {vtxos}");
+    assert_eq!(
+        vtxos[0]["amount_sat"], 400_000,
+        "no refresh fee here: {vtxos}"
+    );
+    assert_eq!(vtxos[0]["state"]["type"], "spendable", "{vtxos}");
+    let history = alice.get_ok("/api/v1/history");
+    assert!(
+        history
+            .as_array()
+            .expect("array")
+            .iter()
+            .any(|m| { m["subsystem"]["name"] == "bark.round" && m["status"] == "successful" }),
+        "a successful refresh in the history: {history}"
+    );
+
+    // Send on-chain out of the Ark balance.
+    let payee = stack.bitcoind.new_address();
+    let sent = alice.post_ok(
+        "/api/v1/wallet/send-onchain",
+        json!({"destination": payee, "amount_sat": 50_000}),
+    );
+    let send_txid = sent["offboard_txid"].as_str().expect("txid").to_string();
+    stack.bitcoind.mine(1);
+    assert_eq!(stack.bitcoind.confirmations(&send_txid), 1, "{sent}");
+    assert_eq!(stack.bitcoind.paid_to(&send_txid, &payee), 50_000);
+
+    // Offboard the rest.
+    let (status, body) = alice.post(
+        "/api/v1/wallet/offboard/all",
+        json!({"address": "bc1qar0srrr7xfkvy5l643lydnw9re59gtzzwf5mdq"}),
+    );
+    assert_eq!(status, 400, "a mainnet address on regtest: {body}");
+    let out = stack.bitcoind.new_address();
+    let offboard = alice.post_ok("/api/v1/wallet/offboard/all", json!({"address": out}));
+    let offboard_txid = offboard["offboard_txid"]
+        .as_str()
+        .expect("txid")
+        .to_string();
+    stack.bitcoind.mine(1);
+    let received = stack.bitcoind.paid_to(&offboard_txid, &out);
+    assert!(
+        received > 300_000 && received < 350_000,
+        "the rest, less the on-chain fee: {received}"
+    );
+    alice.post_ok("/api/v1/wallet/sync", json!({}));
+    let balance = alice.get_ok("/api/v1/wallet/balance");
+    assert_eq!(balance["spendable_sat"], 0, "{balance}");
+    let (status, body) = alice.post("/api/v1/wallet/offboard/all", json!({}));
+    assert_eq!(status, 422, "nothing left to offboard: {body}");
+
+    println!(
+        "e2e refresh_send_onchain_and_offboard: stack up in {:.1} s, scenario {:.1} s \
+         (refresh round to completion {round_secs:.1} s)",
+        stack.started_in.as_secs_f64(),
+        started.elapsed().as_secs_f64()
+    );
+}

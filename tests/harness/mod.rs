@@ -24,6 +24,26 @@ pub struct Daemon {
     pub port: u16,
 }
 
+/// Reads a child's stderr to the end on a thread, keeping the last 64 KiB: a pipe
+/// nobody reads fills up and then blocks every log write of the daemon.
+fn drain(mut stderr: impl Read + Send + 'static) -> std::thread::JoinHandle<String> {
+    std::thread::spawn(move || {
+        const KEEP: usize = 64 * 1024;
+        let mut kept = Vec::new();
+        let mut buf = [0u8; 8192];
+        while let Ok(n) = stderr.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            kept.extend_from_slice(&buf[..n]);
+            if kept.len() > 2 * KEEP {
+                kept.drain(..kept.len() - KEEP);
+            }
+        }
+        String::from_utf8_lossy(&kept).into_owned()
+    })
+}
+
 impl Daemon {
     pub fn start(datadir: &Path, args: &[&str]) -> Daemon {
         Self::try_start(datadir, args).unwrap_or_else(|out| panic!("berthd did not start: {out}"))
@@ -42,16 +62,11 @@ impl Daemon {
             .stderr(Stdio::piped())
             .spawn()
             .expect("spawn berthd");
+        let stderr = drain(child.stderr.take().expect("stderr"));
         let deadline = Instant::now() + Duration::from_secs(20);
         while Instant::now() < deadline {
             if let Some(status) = child.try_wait().expect("try_wait") {
-                let mut err = String::new();
-                child
-                    .stderr
-                    .take()
-                    .expect("stderr")
-                    .read_to_string(&mut err)
-                    .expect("read stderr");
+                let err = stderr.join().unwrap_or_default();
                 return Err(format!("exited with {status}: {err}"));
             }
             if let Ok((200, _)) = try_request(port, "GET", "/ping", &[], None) {
@@ -103,7 +118,8 @@ pub fn try_request(
     body: Option<&str>,
 ) -> std::io::Result<(u16, String)> {
     let mut stream = TcpStream::connect(("127.0.0.1", port))?;
-    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+    // Long enough for wallet operations that talk to the Ark server (e2e).
+    stream.set_read_timeout(Some(Duration::from_secs(120)))?;
     let mut req = format!("{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n");
     for (name, value) in headers {
         req.push_str(&format!("{name}: {value}\r\n"));

@@ -67,14 +67,8 @@ pub const NOT_YET_SERVED: &[(&str, &str)] = &[
     ("POST", "/wallet/bip321"),
     ("POST", "/wallet/import-vtxo"),
     ("GET", "/wallet/next-round"),
-    ("POST", "/wallet/offboard/all"),
-    ("POST", "/wallet/offboard/vtxos"),
-    ("POST", "/wallet/refresh/all"),
     ("POST", "/wallet/refresh/counterparty"),
     ("POST", "/wallet/refresh/delegated/vtxos"),
-    ("POST", "/wallet/refresh/vtxos"),
-    ("GET", "/wallet/rounds"),
-    ("POST", "/wallet/send-onchain"),
     ("POST", "/wallet/sync/mailbox"),
 ];
 
@@ -103,7 +97,13 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(wallet::send))
         .routes(routes!(history::list))
         .routes(routes!(wallet::movements))
-        .routes(routes!(wallet::history));
+        .routes(routes!(wallet::history))
+        .routes(routes!(wallet::refresh_vtxos))
+        .routes(routes!(wallet::refresh_all))
+        .routes(routes!(wallet::pending_rounds))
+        .routes(routes!(wallet::offboard_all))
+        .routes(routes!(wallet::offboard_vtxos))
+        .routes(routes!(wallet::send_onchain));
     for (method, path) in NOT_YET_SERVED {
         let filter = match *method {
             "GET" => MethodFilter::GET,

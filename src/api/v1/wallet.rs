@@ -649,3 +649,317 @@ pub async fn history(State(state): State<AppState>) -> Result<Json<Vec<Movement>
     let movements = state.engine.history(None).await?;
     Ok(Json(movements.iter().map(Movement::from).collect()))
 }
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct RefreshRequest {
+    /// The VTXOs (`txid:vout`) to refresh; all must be spendable.
+    pub vtxos: Vec<String>,
+}
+
+/// A VTXO requested from a round.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct VtxoRequestInfo {
+    pub amount_sat: u64,
+    pub policy_type: String,
+    pub user_pubkey: String,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RoundParticipationInfo {
+    /// The VTXOs given up in the round.
+    pub inputs: Vec<String>,
+    /// The VTXOs asked for in return.
+    pub outputs: Vec<VtxoRequestInfo>,
+}
+
+/// Where a round participation stands.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(tag = "status", rename_all = "kebab-case")]
+pub enum RoundStatus {
+    /// The round's state could not be synced.
+    SyncError { error: String },
+    /// The round succeeded and its funding transaction is confirmed.
+    Confirmed { funding_txid: String },
+    /// The round succeeded; its funding transaction awaits confirmation.
+    Unconfirmed { funding_txid: String },
+    /// Waiting for the round, or playing it.
+    Pending,
+    /// The round failed.
+    Failed { error: String },
+    /// The participation was canceled.
+    Canceled,
+}
+
+/// A round participation that has not finished.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PendingRoundInfo {
+    pub id: u32,
+    pub status: RoundStatus,
+    pub participation: RoundParticipationInfo,
+    /// The delegated round's unlock hash, if any.
+    #[schema(required = true)]
+    pub unlock_hash: Option<String>,
+    /// The round's funding transaction id, once known.
+    #[schema(required = true)]
+    pub funding_txid: Option<String>,
+    /// The round's funding transaction, hex, once known.
+    pub funding_tx_hex: Option<String>,
+    /// Berth: bark's finer phase (`pending`, `ongoing`, `awaiting-confirmations`,
+    /// `delegated-pending`, `failed`, `canceled`).
+    pub flow: String,
+}
+
+impl From<&bark::persist::models::StoredRoundState<bark::persist::models::Unlocked>>
+    for PendingRoundInfo
+{
+    fn from(
+        stored: &bark::persist::models::StoredRoundState<bark::persist::models::Unlocked>,
+    ) -> Self {
+        use bark::round::RoundFlowKind as F;
+        let state = stored.state();
+        let funding_tx = state.funding_tx();
+        let funding_txid = funding_tx.map(|tx| tx.compute_txid().to_string());
+        let flow = state.flow_kind();
+        let status = match (flow, &funding_txid) {
+            (F::AwaitingConfirmations, Some(txid)) => RoundStatus::Unconfirmed {
+                funding_txid: txid.clone(),
+            },
+            (F::Failed, _) => RoundStatus::Failed {
+                error: "the round failed".into(),
+            },
+            (F::Canceled, _) => RoundStatus::Canceled,
+            _ => RoundStatus::Pending,
+        };
+        let participation = state.participation();
+        PendingRoundInfo {
+            id: stored.id().0,
+            status,
+            participation: RoundParticipationInfo {
+                inputs: participation
+                    .inputs
+                    .iter()
+                    .map(|v| v.id().to_string())
+                    .collect(),
+                outputs: participation
+                    .outputs
+                    .iter()
+                    .map(|o| VtxoRequestInfo {
+                        amount_sat: o.amount.to_sat(),
+                        policy_type: o.policy.policy_type().to_string(),
+                        user_pubkey: o.policy.user_pubkey().to_string(),
+                    })
+                    .collect(),
+            },
+            unlock_hash: state.unlock_hash().map(|h| h.to_string()),
+            funding_txid,
+            funding_tx_hex: funding_tx.map(bitcoin::consensus::encode::serialize_hex),
+            flow: flow.to_string(),
+        }
+    }
+}
+
+fn parse_vtxo_ids(ids: &[String]) -> Result<Vec<ark::VtxoId>, ApiError> {
+    ids.iter()
+        .map(|id| {
+            id.parse()
+                .map_err(|_| ApiError::BadRequest(format!("{id:?} is not a VTXO id (txid:vout)")))
+        })
+        .collect()
+}
+
+/// `POST /api/v1/wallet/refresh/vtxos`
+#[utoipa::path(
+    post,
+    path = "/wallet/refresh/vtxos",
+    tag = "wallet",
+    summary = "Refresh VTXOs",
+    description = "Joins the next round to swap these VTXOs for new ones (a fresh expiry, exit \\
+        depth 1). Returns at once; the round runs when the server holds one, and completes once \\
+        its funding transaction confirms (`GET /wallet/rounds`).",
+    request_body = RefreshRequest,
+    responses(
+        (status = 200, description = "The participation", body = PendingRoundInfo),
+        (status = 400, description = "Malformed, or amounts below dust", body = ErrorResponse),
+        (status = 404, description = "Unknown VTXOs", body = NotFoundResponse),
+        (status = 422, description = "No wallet, or a VTXO is not spendable", body = ErrorResponse),
+        (status = 503, description = "Ark server unreachable, or the wallet not loaded yet", body = ErrorResponse),
+        (status = 500, description = "Internal error", body = ErrorResponse),
+    )
+)]
+pub async fn refresh_vtxos(
+    State(state): State<AppState>,
+    body: Result<Json<RefreshRequest>, JsonRejection>,
+) -> Result<Json<PendingRoundInfo>, ApiError> {
+    let Json(req) = body?;
+    let ids = parse_vtxo_ids(&req.vtxos)?;
+    let round = state.engine.refresh_vtxos(&ids).await?;
+    Ok(Json(PendingRoundInfo::from(&round)))
+}
+
+/// `POST /api/v1/wallet/refresh/all`
+#[utoipa::path(
+    post,
+    path = "/wallet/refresh/all",
+    tag = "wallet",
+    summary = "Refresh all VTXOs",
+    description = "Joins the next round with every spendable VTXO. 422 when there are none.",
+    responses(
+        (status = 200, description = "The participation", body = PendingRoundInfo),
+        (status = 422, description = "No wallet, or nothing to refresh", body = ErrorResponse),
+        (status = 503, description = "Ark server unreachable, or the wallet not loaded yet", body = ErrorResponse),
+        (status = 500, description = "Internal error", body = ErrorResponse),
+    )
+)]
+pub async fn refresh_all(
+    State(state): State<AppState>,
+) -> Result<Json<PendingRoundInfo>, ApiError> {
+    let round = state.engine.refresh_all().await?;
+    Ok(Json(PendingRoundInfo::from(&round)))
+}
+
+/// `GET /api/v1/wallet/rounds`
+#[utoipa::path(
+    get,
+    path = "/wallet/rounds",
+    tag = "wallet",
+    summary = "Pending rounds",
+    description = "Round participations that have not finished, as of the last sync.",
+    responses(
+        (status = 200, description = "The participations", body = Vec<PendingRoundInfo>),
+        (status = 422, description = "No wallet", body = ErrorResponse),
+        (status = 503, description = "The wallet is not loaded yet", body = ErrorResponse),
+        (status = 500, description = "Internal error", body = ErrorResponse),
+    )
+)]
+pub async fn pending_rounds(
+    State(state): State<AppState>,
+) -> Result<Json<Vec<PendingRoundInfo>>, ApiError> {
+    let rounds = state.engine.pending_rounds().await?;
+    Ok(Json(rounds.iter().map(PendingRoundInfo::from).collect()))
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct OffboardResult {
+    /// The offboard transaction, broadcast.
+    pub offboard_txid: String,
+    /// Berth: the movement that records it in the history.
+    pub movement_id: u32,
+}
+
+impl From<bark::OffboardResult> for OffboardResult {
+    fn from(result: bark::OffboardResult) -> Self {
+        OffboardResult {
+            offboard_txid: result.txid.to_string(),
+            movement_id: result.movement_id.0,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct OffboardAllRequest {
+    /// Where to send the funds; a new address of the on-chain wallet when absent.
+    pub address: Option<String>,
+}
+
+/// `POST /api/v1/wallet/offboard/all`
+#[utoipa::path(
+    post,
+    path = "/wallet/offboard/all",
+    tag = "wallet",
+    summary = "Offboard everything",
+    description = "Sends every spendable VTXO on-chain, less the server's offboard fee. Returns \\
+        once the transaction is broadcast.",
+    request_body = OffboardAllRequest,
+    responses(
+        (status = 200, description = "Broadcast", body = OffboardResult),
+        (status = 400, description = "Malformed, or an address of another network", body = ErrorResponse),
+        (status = 422, description = "No wallet, or nothing spendable", body = ErrorResponse),
+        (status = 503, description = "Ark server unreachable, or the wallet not loaded yet", body = ErrorResponse),
+        (status = 500, description = "Internal error", body = ErrorResponse),
+    )
+)]
+pub async fn offboard_all(
+    State(state): State<AppState>,
+    body: Result<Json<OffboardAllRequest>, JsonRejection>,
+) -> Result<Json<OffboardResult>, ApiError> {
+    let Json(req) = body?;
+    let result = state.engine.offboard_all(req.address.as_deref()).await?;
+    Ok(Json(result.into()))
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct OffboardVtxosRequest {
+    /// The VTXOs (`txid:vout`) to offboard; all must be spendable.
+    pub vtxos: Vec<String>,
+    /// Where to send the funds; a new address of the on-chain wallet when absent.
+    pub address: Option<String>,
+}
+
+/// `POST /api/v1/wallet/offboard/vtxos`
+#[utoipa::path(
+    post,
+    path = "/wallet/offboard/vtxos",
+    tag = "wallet",
+    summary = "Offboard VTXOs",
+    description = "Sends these VTXOs on-chain, less the server's offboard fee. Returns once the \\
+        transaction is broadcast.",
+    request_body = OffboardVtxosRequest,
+    responses(
+        (status = 200, description = "Broadcast", body = OffboardResult),
+        (status = 400, description = "Malformed, or an address of another network", body = ErrorResponse),
+        (status = 404, description = "Unknown VTXOs", body = NotFoundResponse),
+        (status = 422, description = "No wallet, or a VTXO is not spendable", body = ErrorResponse),
+        (status = 503, description = "Ark server unreachable, or the wallet not loaded yet", body = ErrorResponse),
+        (status = 500, description = "Internal error", body = ErrorResponse),
+    )
+)]
+pub async fn offboard_vtxos(
+    State(state): State<AppState>,
+    body: Result<Json<OffboardVtxosRequest>, JsonRejection>,
+) -> Result<Json<OffboardResult>, ApiError> {
+    let Json(req) = body?;
+    let ids = parse_vtxo_ids(&req.vtxos)?;
+    let result = state
+        .engine
+        .offboard_vtxos(&ids, req.address.as_deref())
+        .await?;
+    Ok(Json(result.into()))
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct SendOnchainRequest {
+    /// The bitcoin address to pay.
+    pub destination: String,
+    /// What the destination receives, in sats; the server's offboard fee comes on top.
+    #[schema(minimum = 0)]
+    pub amount_sat: u64,
+}
+
+/// `POST /api/v1/wallet/send-onchain`
+#[utoipa::path(
+    post,
+    path = "/wallet/send-onchain",
+    tag = "wallet",
+    summary = "Pay on-chain from the Ark balance",
+    description = "Pays a bitcoin address out of the Ark balance (an offboard of the exact \\
+        amount; change stays in Ark). Returns once the transaction is broadcast.",
+    request_body = SendOnchainRequest,
+    responses(
+        (status = 200, description = "Broadcast", body = OffboardResult),
+        (status = 400, description = "Malformed, an address of another network, or below dust", body = ErrorResponse),
+        (status = 422, description = "No wallet, or not enough spendable funds", body = ErrorResponse),
+        (status = 503, description = "Ark server unreachable, or the wallet not loaded yet", body = ErrorResponse),
+        (status = 500, description = "Internal error", body = ErrorResponse),
+    )
+)]
+pub async fn send_onchain(
+    State(state): State<AppState>,
+    body: Result<Json<SendOnchainRequest>, JsonRejection>,
+) -> Result<Json<OffboardResult>, ApiError> {
+    let Json(req) = body?;
+    let result = state
+        .engine
+        .send_onchain_from_ark(&req.destination, bitcoin::Amount::from_sat(req.amount_sat))
+        .await?;
+    Ok(Json(result.into()))
+}

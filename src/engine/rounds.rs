@@ -1,0 +1,205 @@
+//! Refreshing VTXOs in rounds, and offboarding (which in bark 0.8 does not use rounds:
+//! the server builds the transaction and the wallet broadcasts it).
+//!
+//! Refresh calls only record the participation; bark's background daemon plays the
+//! round when the server runs one, and a later sync completes it once its funding
+//! transaction confirms.
+
+use ark::VtxoId;
+use bark::persist::models::StoredRoundState;
+
+use super::{Engine, EngineError};
+
+impl Engine {
+    /// The wallet's VTXOs with these ids, in order; every id must be known and
+    /// given once.
+    pub async fn vtxos_by_id(&self, ids: &[VtxoId]) -> Result<Vec<bark::WalletVtxo>, EngineError> {
+        if ids.is_empty() {
+            return Err(EngineError::InvalidRequest(
+                "vtxos must not be empty".into(),
+            ));
+        }
+        let mut seen = std::collections::HashSet::new();
+        if let Some(dup) = ids.iter().find(|id| !seen.insert(**id)) {
+            return Err(EngineError::InvalidRequest(format!(
+                "VTXO {dup} is listed twice"
+            )));
+        }
+        let all = self.vtxos(true).await?;
+        let mut found = Vec::with_capacity(ids.len());
+        let mut missing = Vec::new();
+        for id in ids {
+            match all.iter().find(|v| v.vtxo.id() == *id) {
+                Some(v) => found.push(v.clone()),
+                None => missing.push(*id),
+            }
+        }
+        if !missing.is_empty() {
+            return Err(EngineError::UnknownVtxos(missing));
+        }
+        Ok(found)
+    }
+
+    /// Join the next round to refresh these VTXOs (all must be spendable).
+    pub async fn refresh_vtxos(
+        &self,
+        ids: &[VtxoId],
+    ) -> Result<StoredRoundState<bark::persist::models::Unlocked>, EngineError> {
+        let vtxos = self.vtxos_by_id(ids).await?;
+        if let Some(v) = vtxos
+            .iter()
+            .find(|v| !matches!(v.state, bark::vtxo::VtxoState::Spendable))
+        {
+            return Err(EngineError::WrongState(format!(
+                "VTXO {} is not spendable (it is {})",
+                v.vtxo.id(),
+                v.state.kind()
+            )));
+        }
+        self.join_refresh(ids.to_vec()).await
+    }
+
+    /// Join the next round to refresh every spendable VTXO.
+    pub async fn refresh_all(
+        &self,
+    ) -> Result<StoredRoundState<bark::persist::models::Unlocked>, EngineError> {
+        let loaded = self.loaded().await?;
+        let spendable = loaded
+            .wallet
+            .spendable_vtxos()
+            .await
+            .map_err(EngineError::internal("listing spendable VTXOs"))?;
+        if spendable.is_empty() {
+            return Err(EngineError::WrongState("no VTXOs to refresh".into()));
+        }
+        self.join_refresh(spendable.iter().map(|v| v.vtxo.id()).collect())
+            .await
+    }
+
+    async fn join_refresh(
+        &self,
+        ids: Vec<VtxoId>,
+    ) -> Result<StoredRoundState<bark::persist::models::Unlocked>, EngineError> {
+        let loaded = self.loaded().await?;
+        let participation = loaded
+            .wallet
+            .build_refresh_participation(ids)
+            .await
+            .map_err(EngineError::classify("refreshing"))?
+            .ok_or_else(|| EngineError::WrongState("no VTXOs to refresh".into()))?;
+        let state = loaded
+            .wallet
+            .join_next_round(participation, Some(bark::subsystem::RoundMovement::Refresh))
+            .await
+            .map_err(EngineError::classify("joining a round"))?;
+        // Release bark's lock on the round state before answering.
+        Ok(state.unlock())
+    }
+
+    /// The wallet's round participations that have not finished.
+    pub async fn pending_rounds(
+        &self,
+    ) -> Result<Vec<StoredRoundState<bark::persist::models::Unlocked>>, EngineError> {
+        let loaded = self.loaded().await?;
+        loaded
+            .wallet
+            .pending_round_states()
+            .await
+            .map_err(EngineError::internal("listing rounds"))
+    }
+
+    /// A bitcoin address of the wallet's network, or a fresh one of the on-chain wallet.
+    async fn payout_address(&self, address: Option<&str>) -> Result<bitcoin::Address, EngineError> {
+        let loaded = self.loaded().await?;
+        match address {
+            Some(text) => parse_address(text, loaded.wallet.chain().network()),
+            None => self.onchain_next_address().await,
+        }
+    }
+
+    /// Offboard every spendable VTXO to `address` (default: the on-chain wallet).
+    pub async fn offboard_all(
+        &self,
+        address: Option<&str>,
+    ) -> Result<bark::OffboardResult, EngineError> {
+        let loaded = self.loaded().await?;
+        let address = self.payout_address(address).await?;
+        let spendable = loaded
+            .wallet
+            .spendable_vtxos()
+            .await
+            .map_err(EngineError::internal("listing spendable VTXOs"))?;
+        if spendable.is_empty() {
+            return Err(EngineError::WrongState(
+                "no spendable VTXOs to offboard".into(),
+            ));
+        }
+        loaded
+            .wallet
+            .offboard_all(address)
+            .await
+            .map_err(EngineError::classify("offboarding"))
+    }
+
+    /// Offboard these VTXOs (all spendable) to `address` (default: the on-chain wallet).
+    pub async fn offboard_vtxos(
+        &self,
+        ids: &[VtxoId],
+        address: Option<&str>,
+    ) -> Result<bark::OffboardResult, EngineError> {
+        let vtxos = self.vtxos_by_id(ids).await?;
+        if let Some(v) = vtxos
+            .iter()
+            .find(|v| !matches!(v.state, bark::vtxo::VtxoState::Spendable))
+        {
+            return Err(EngineError::WrongState(format!(
+                "VTXO {} is not spendable (it is {})",
+                v.vtxo.id(),
+                v.state.kind()
+            )));
+        }
+        let address = self.payout_address(address).await?;
+        let loaded = self.loaded().await?;
+        loaded
+            .wallet
+            .offboard_vtxos(ids.to_vec(), address)
+            .await
+            .map_err(EngineError::classify("offboarding"))
+    }
+
+    /// Pay `amount` on-chain to `destination` out of the Ark balance (the server's
+    /// offboard fee comes on top).
+    pub async fn send_onchain_from_ark(
+        &self,
+        destination: &str,
+        amount: bitcoin::Amount,
+    ) -> Result<bark::OffboardResult, EngineError> {
+        let loaded = self.loaded().await?;
+        let address = parse_address(destination, loaded.wallet.chain().network())?;
+        if amount < address.script_pubkey().minimal_non_dust() {
+            return Err(EngineError::InvalidRequest(format!(
+                "amount_sat {} is below the dust limit of the destination",
+                amount.to_sat()
+            )));
+        }
+        loaded
+            .wallet
+            .send_onchain(address, amount)
+            .await
+            .map_err(EngineError::classify("sending on-chain"))
+    }
+}
+
+/// A bitcoin address, which must be for `network`.
+pub(super) fn parse_address(
+    text: &str,
+    network: bitcoin::Network,
+) -> Result<bitcoin::Address, EngineError> {
+    text.trim()
+        .parse::<bitcoin::Address<bitcoin::address::NetworkUnchecked>>()
+        .map_err(|_| EngineError::InvalidRequest(format!("{text:?} is not a bitcoin address")))?
+        .require_network(network)
+        .map_err(|_| {
+            EngineError::InvalidRequest(format!("{text:?} is not an address for {network}"))
+        })
+}
