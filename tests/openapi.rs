@@ -203,6 +203,20 @@ fn compatibility_check_catches_differences() {
     provides(&wide, &narrow, "wide response", &mut errors);
     accepts(&narrow, &wide, "narrow request", &mut errors);
     assert_eq!(errors.len(), 2, "{errors:?}");
+
+    // A response may carry bark 0.8's documented additions, and nothing else new.
+    let theirs = Shape::String(Some(["start".to_string()].into()));
+    let with = |extra: &str| Shape::String(Some(["start".to_string(), extra.to_string()].into()));
+    let mut errors = Vec::new();
+    provides(
+        &with("vtxo-swept"),
+        &theirs,
+        "bark 0.8 addition",
+        &mut errors,
+    );
+    assert!(errors.is_empty(), "{errors:?}");
+    provides(&with("made-up"), &theirs, "unknown addition", &mut errors);
+    assert_eq!(errors.len(), 1, "{errors:?}");
 }
 
 fn schema<'a>(doc: &'a mut Value, name: &str) -> &'a mut Value {

@@ -132,6 +132,10 @@ impl From<crate::engine::EngineError> for ApiError {
             | EngineError::InsufficientFunds(_)
             | EngineError::WrongState(_)
             | EngineError::DatadirConflict(_) => ApiError::WrongState(err.to_string()),
+            EngineError::NoExit(id) => ApiError::NotFound {
+                message: err.to_string(),
+                resources: vec![id.to_string()],
+            },
             EngineError::UnknownVtxos(ref ids) => ApiError::NotFound {
                 resources: ids.iter().map(ToString::to_string).collect(),
                 message: err.to_string(),

@@ -17,9 +17,12 @@ use bitcoin::bip32::Fingerprint;
 use tokio::sync::{Mutex, RwLock};
 
 mod boards;
+mod exits;
 mod offchain;
 mod onchain;
 mod rounds;
+
+pub use exits::{ExitList, ExitProgress};
 
 use crate::datadir;
 use crate::store::{InitialScan, Store, StoreError};
@@ -42,6 +45,9 @@ pub enum EngineError {
     /// to refresh).
     #[error("{0}")]
     WrongState(String),
+    /// The named VTXO has no exit.
+    #[error("no exit for VTXO {0}")]
+    NoExit(ark::VtxoId),
     /// The wallet does not hold enough funds for the request.
     #[error("{0}")]
     InsufficientFunds(String),
@@ -168,6 +174,10 @@ pub struct Engine {
     /// Serialises create and delete: of two concurrent creates exactly one wins.
     lifecycle: Mutex<()>,
     loaded: RwLock<Option<LoadedWallet>>,
+    /// One exit progress or claim at a time (the driver, the API).
+    exit_lock: Mutex<()>,
+    /// The task advancing exits on new blocks, while a wallet is loaded.
+    exit_driver: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
 impl Engine {
@@ -177,6 +187,8 @@ impl Engine {
             datadir,
             lifecycle: Mutex::new(()),
             loaded: RwLock::new(None),
+            exit_lock: Mutex::new(()),
+            exit_driver: std::sync::Mutex::new(None),
         })
     }
 
@@ -451,6 +463,7 @@ impl Engine {
                         // bark was opening cannot be undone by this load.
                         let _lifecycle = engine.lifecycle.lock().await;
                         if still_ours().await {
+                            engine.start_exit_driver(wallet.clone());
                             *engine.loaded.write().await = Some(wallet);
                             tracing::info!(%fingerprint, "wallet loaded");
                         } else {
@@ -548,6 +561,7 @@ impl Engine {
 
     /// Stop bark's background daemon and unload the wallet (shutdown, delete).
     pub async fn unload(&self) {
+        self.stop_exit_driver();
         if let Some(loaded) = self.loaded.write().await.take()
             && let Err(e) = loaded.wallet.stop_daemon_wait().await
         {

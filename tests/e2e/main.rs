@@ -367,3 +367,108 @@ fn refresh_send_onchain_and_offboard() {
         started.elapsed().as_secs_f64()
     );
 }
+
+/// Scenario 5: a full unilateral exit, headless. Nobody calls progress: berthd
+/// advances the exit while blocks are mined until it is claimable; the status shows
+/// the phases and their history; nothing is claimed until the claim call, which sends
+/// the funds to an address where they confirm.
+#[test]
+fn headless_unilateral_exit() {
+    let Some(stack) = Stack::start_or_skip("headless_unilateral_exit") else {
+        return;
+    };
+    let started = Instant::now();
+    let alice = stack.berthd("alice");
+    // The board leaves confirmed on-chain coins behind to pay the exit's fees.
+    board_and_confirm(&stack, &alice, 300_000);
+    let vtxo = alice.get_ok("/api/v1/wallet/vtxos")[0]["id"]
+        .as_str()
+        .expect("vtxo id")
+        .to_string();
+    let status_path = format!("/api/v1/exits/status/vtxo/{vtxo}?history=true");
+    let (status, body) = alice.get(&status_path);
+    assert_eq!(status, 404, "no exit yet: {body}");
+
+    let start = alice.post_ok("/api/v1/exits/start/vtxos", json!({"vtxos": [vtxo]}));
+    assert_eq!(start["started"], 1, "{start}");
+    let exit_started = Instant::now();
+    let start_height = stack.bitcoind.height();
+
+    // Mine a block every few seconds; berthd must take the exit to claimable alone.
+    let mut seen = Vec::new();
+    let claimable = wait_for(
+        "the exit to become claimable without progress calls",
+        300,
+        || {
+            let state = alice.get_ok(&status_path)["state"].clone();
+            let kind = state["type"].as_str().unwrap_or_default().to_string();
+            assert!(
+                !kind.starts_with("claim") || kind == "claimable",
+                "nothing may be claimed without the claim call: {state}"
+            );
+            if seen.last() != Some(&kind) {
+                seen.push(kind.clone());
+            }
+            if kind == "claimable" {
+                return Some(state);
+            }
+            stack.bitcoind.mine(1);
+            std::thread::sleep(std::time::Duration::from_millis(2500));
+            None
+        },
+    );
+    let to_claimable = exit_started.elapsed().as_secs_f64();
+    let blocks = stack.bitcoind.height() - start_height;
+    assert!(
+        claimable["claimable_since"]["height"].is_u64(),
+        "{claimable}"
+    );
+
+    let status = alice.get_ok(&status_path);
+    let history: Vec<&str> = status["history"]
+        .as_array()
+        .expect("history")
+        .iter()
+        .filter_map(|s| s["type"].as_str())
+        .collect();
+    for phase in ["start", "processing", "awaiting-delta"] {
+        assert!(history.contains(&phase), "{phase} in the history: {status}");
+    }
+    let live = alice.get_ok("/api/v1/exits/status/live");
+    assert_eq!(live.as_array().map(Vec::len), Some(1), "{live}");
+
+    // More blocks, more driver rounds: still nothing claimed.
+    stack.bitcoind.mine(2);
+    std::thread::sleep(std::time::Duration::from_secs(5));
+    assert_eq!(alice.get_ok(&status_path)["state"]["type"], "claimable");
+
+    let destination = stack.bitcoind.new_address();
+    let claim = alice.post_ok(
+        "/api/v1/exits/claim/all",
+        json!({"destination": destination}),
+    );
+    let claim_txid = claim["txid"].as_str().expect("txid").to_string();
+    stack.bitcoind.mine(1);
+    assert_eq!(stack.bitcoind.confirmations(&claim_txid), 1, "{claim}");
+    let received = stack.bitcoind.paid_to(&claim_txid, &destination);
+    assert!(
+        received > 290_000 && received < 300_000,
+        "the VTXO's value less the claim fee: {received}"
+    );
+    wait_for("the exit to be claimed", 60, || {
+        let state = alice.get_ok(&status_path)["state"]["type"].clone();
+        (state == "claimed").then_some(())
+    });
+    let (status, body) = alice.post(
+        "/api/v1/exits/claim/all",
+        json!({"destination": destination}),
+    );
+    assert_eq!(status, 422, "nothing left to claim: {body}");
+
+    println!(
+        "e2e headless_unilateral_exit: stack up in {:.1} s, scenario {:.1} s; exit start to \
+         claimable {to_claimable:.1} s over {blocks} blocks (exit delta 12); phases seen {seen:?}",
+        stack.started_in.as_secs_f64(),
+        started.elapsed().as_secs_f64()
+    );
+}

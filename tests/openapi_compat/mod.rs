@@ -319,13 +319,32 @@ pub fn accepts(ours: &Shape, theirs: &Shape, at: &str, errors: &mut Vec<String>)
     }
 }
 
+/// Values bark-wallet 0.8 can report that barkd 0.6 did not know: an exit state
+/// (`vtxo-swept`, the server swept the VTXO) and an exit error (`invalid-fee-margin`).
+/// berthd reports them as they are rather than hide a real state; these, and only
+/// these, may appear in responses beyond barkd's enums.
+pub const BARK_08_ADDITIONS: &[&str] = &["vtxo-swept", "invalid-fee-margin"];
+
+/// A tagged variant whose tag is one of [`BARK_08_ADDITIONS`].
+fn is_bark_08_addition(shape: &Shape) -> bool {
+    match shape {
+        Shape::Object { properties, .. } => properties.values().any(|p| {
+            matches!(p, Shape::String(Some(values))
+                if values.len() == 1 && values.iter().all(|v| BARK_08_ADDITIONS.contains(&v.as_str())))
+        }),
+        _ => false,
+    }
+}
+
 /// Whether every value ours produces is one theirs documents (response direction).
 pub fn provides(ours: &Shape, theirs: &Shape, at: &str, errors: &mut Vec<String>) {
     match (ours, theirs) {
         (_, Shape::Any) => {}
         (Shape::OneOf(variants), _) => {
             for variant in variants {
-                provides(variant, theirs, at, errors);
+                if !is_bark_08_addition(variant) {
+                    provides(variant, theirs, at, errors);
+                }
             }
         }
         (_, Shape::OneOf(variants)) => {
@@ -348,7 +367,10 @@ pub fn provides(ours: &Shape, theirs: &Shape, at: &str, errors: &mut Vec<String>
                 errors.push(format!("{at}: theirs limits the values, ours does not"))
             }
             (Some(o), Some(t)) => {
-                let extra: Vec<_> = o.difference(t).collect();
+                let extra: Vec<_> = o
+                    .difference(t)
+                    .filter(|v| !BARK_08_ADDITIONS.contains(&v.as_str()))
+                    .collect();
                 if !extra.is_empty() {
                     errors.push(format!("{at}: ours may send {extra:?}, unknown to theirs"));
                 }

@@ -9,6 +9,7 @@
 pub mod bitcoin;
 pub mod boards;
 pub mod common;
+pub mod exits;
 pub mod history;
 pub mod onchain;
 pub mod wallet;
@@ -25,19 +26,8 @@ use crate::api::error::ApiError;
 /// barkd's operations under `/api/v1` (method, path) that this build does not serve yet.
 /// `tests/openapi.rs` checks this list and the document together cover barkd's.
 pub const NOT_YET_SERVED: &[(&str, &str)] = &[
-    ("POST", "/exits/cancel/{vtxo_id}"),
-    ("POST", "/exits/claim/all"),
-    ("POST", "/exits/claim/vtxos"),
     ("GET", "/exits/fee"),
-    ("POST", "/exits/progress"),
-    ("POST", "/exits/start/all"),
-    ("POST", "/exits/start/vtxos"),
     ("GET", "/exits/status"),
-    ("GET", "/exits/status/all"),
-    ("GET", "/exits/status/finished"),
-    ("GET", "/exits/status/live"),
-    ("GET", "/exits/status/vtxo/{vtxo_id}"),
-    ("GET", "/exits/status/{vtxo_id}"),
     ("GET", "/fees/board"),
     ("GET", "/fees/lightning/pay"),
     ("GET", "/fees/lightning/receive"),
@@ -103,7 +93,18 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(wallet::pending_rounds))
         .routes(routes!(wallet::offboard_all))
         .routes(routes!(wallet::offboard_vtxos))
-        .routes(routes!(wallet::send_onchain));
+        .routes(routes!(wallet::send_onchain))
+        .routes(routes!(exits::exit_start_all))
+        .routes(routes!(exits::exit_start_vtxos))
+        .routes(routes!(exits::exit_progress))
+        .routes(routes!(exits::exit_list_all))
+        .routes(routes!(exits::exit_list_live))
+        .routes(routes!(exits::exit_list_finished))
+        .routes(routes!(exits::exit_status))
+        .routes(routes!(exits::exit_status_deprecated))
+        .routes(routes!(exits::exit_claim_all))
+        .routes(routes!(exits::exit_claim_vtxos))
+        .routes(routes!(exits::exit_cancel));
     for (method, path) in NOT_YET_SERVED {
         let filter = match *method {
             "GET" => MethodFilter::GET,

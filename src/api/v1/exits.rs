@@ -1,0 +1,1047 @@
+//! The `exits` group: unilateral exits, moving VTXOs on-chain without the server.
+//!
+//! berthd advances started exits by itself on every new block (see
+//! `engine::exits`); `POST /exits/progress` only makes that happen now. Funds are
+//! only ever claimed by `POST /exits/claim/*`.
+
+use axum::Json;
+use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::api::AppState;
+use crate::api::error::{ApiError, ErrorResponse, NotFoundResponse};
+use crate::api::v1::common::TransactionInfo;
+
+/// A block: its height and hash.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct BlockRef {
+    pub height: u32,
+    pub hash: String,
+}
+
+impl From<&bitcoin_ext::BlockRef> for BlockRef {
+    fn from(block: &bitcoin_ext::BlockRef) -> Self {
+        BlockRef {
+            height: block.height.to_u32(),
+            hash: block.hash.to_string(),
+        }
+    }
+}
+
+/// Where the child (fee-paying) transaction of an exit transaction came from.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(tag = "type", rename_all = "kebab-case")]
+pub enum ExitTxOrigin {
+    /// Made and broadcast by this wallet.
+    Wallet {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        #[schema(nullable = false)]
+        confirmed_in: Option<BlockRef>,
+    },
+    /// Found in the mempool.
+    Mempool,
+    /// Found in a block.
+    Block { confirmed_in: BlockRef },
+}
+
+impl From<&bark::exit::ExitTxOrigin> for ExitTxOrigin {
+    fn from(origin: &bark::exit::ExitTxOrigin) -> Self {
+        use bark::exit::ExitTxOrigin as O;
+        match origin {
+            O::Wallet { confirmed_in } => ExitTxOrigin::Wallet {
+                confirmed_in: confirmed_in.as_ref().map(BlockRef::from),
+            },
+            O::Mempool => ExitTxOrigin::Mempool,
+            O::Block { confirmed_in } => ExitTxOrigin::Block {
+                confirmed_in: confirmed_in.into(),
+            },
+        }
+    }
+}
+
+/// Where one exit transaction stands.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(tag = "type", rename_all = "kebab-case")]
+pub enum ExitTxStatus {
+    VerifyInputs,
+    AwaitingInputConfirmation {
+        txids: Vec<String>,
+    },
+    AwaitingCpfpBroadcast,
+    AwaitingConfirmation {
+        child_txid: String,
+        origin: ExitTxOrigin,
+    },
+    Confirmed {
+        child_txid: String,
+        block: BlockRef,
+        origin: ExitTxOrigin,
+    },
+}
+
+impl From<&bark::exit::ExitTxStatus> for ExitTxStatus {
+    fn from(status: &bark::exit::ExitTxStatus) -> Self {
+        use bark::exit::ExitTxStatus as S;
+        match status {
+            S::VerifyInputs => ExitTxStatus::VerifyInputs,
+            S::AwaitingInputConfirmation { txids } => {
+                let mut txids: Vec<String> = txids.iter().map(ToString::to_string).collect();
+                txids.sort();
+                ExitTxStatus::AwaitingInputConfirmation { txids }
+            }
+            S::AwaitingCpfpBroadcast => ExitTxStatus::AwaitingCpfpBroadcast,
+            S::AwaitingConfirmation { child_txid, origin } => ExitTxStatus::AwaitingConfirmation {
+                child_txid: child_txid.to_string(),
+                origin: origin.into(),
+            },
+            S::Confirmed {
+                child_txid,
+                block,
+                origin,
+            } => ExitTxStatus::Confirmed {
+                child_txid: child_txid.to_string(),
+                block: block.into(),
+                origin: origin.into(),
+            },
+        }
+    }
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ExitTx {
+    pub txid: String,
+    pub status: ExitTxStatus,
+}
+
+/// The phase of an exit. Every phase carries the tip height it was recorded at.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(tag = "type", rename_all = "kebab-case")]
+pub enum ExitState {
+    /// Started; nothing broadcast yet.
+    Start { tip_height: u32 },
+    /// Its transactions are being broadcast and confirmed.
+    Processing {
+        tip_height: u32,
+        transactions: Vec<ExitTx>,
+    },
+    /// Confirmed; waiting for the exit delta before it can be claimed.
+    AwaitingDelta {
+        tip_height: u32,
+        confirmed_block: BlockRef,
+        claimable_height: u32,
+    },
+    /// Can be claimed (`POST /exits/claim/*`).
+    Claimable {
+        tip_height: u32,
+        claimable_since: BlockRef,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        #[schema(nullable = false)]
+        last_scanned_block: Option<BlockRef>,
+    },
+    /// A claim transaction is out.
+    ClaimInProgress {
+        tip_height: u32,
+        claimable_since: BlockRef,
+        claim_txid: String,
+    },
+    /// Claimed and confirmed.
+    Claimed {
+        tip_height: u32,
+        txid: String,
+        block: BlockRef,
+    },
+    /// The VTXO was spent before its exit got on-chain.
+    VtxoAlreadySpent { tip_height: u32 },
+    /// Berth (bark 0.8): the server swept the VTXO's inputs; it can no longer exit.
+    VtxoSwept {
+        tip_height: u32,
+        spent_inputs: Vec<String>,
+    },
+    /// Canceled before anything reached the chain.
+    Canceled { tip_height: u32 },
+}
+
+impl From<&bark::exit::ExitState> for ExitState {
+    fn from(state: &bark::exit::ExitState) -> Self {
+        use bark::exit::ExitState as S;
+        match state {
+            S::Start(s) => ExitState::Start {
+                tip_height: s.tip_height.to_u32(),
+            },
+            S::Processing(s) => ExitState::Processing {
+                tip_height: s.tip_height.to_u32(),
+                transactions: s
+                    .transactions
+                    .iter()
+                    .map(|tx| ExitTx {
+                        txid: tx.txid.to_string(),
+                        status: (&tx.status).into(),
+                    })
+                    .collect(),
+            },
+            S::AwaitingDelta(s) => ExitState::AwaitingDelta {
+                tip_height: s.tip_height.to_u32(),
+                confirmed_block: (&s.confirmed_block).into(),
+                claimable_height: s.claimable_height.to_u32(),
+            },
+            S::Claimable(s) => ExitState::Claimable {
+                tip_height: s.tip_height.to_u32(),
+                claimable_since: (&s.claimable_since).into(),
+                last_scanned_block: s.last_scanned_block.as_ref().map(BlockRef::from),
+            },
+            S::ClaimInProgress(s) => ExitState::ClaimInProgress {
+                tip_height: s.tip_height.to_u32(),
+                claimable_since: (&s.claimable_since).into(),
+                claim_txid: s.claim_txid.to_string(),
+            },
+            S::Claimed(s) => ExitState::Claimed {
+                tip_height: s.tip_height.to_u32(),
+                txid: s.txid.to_string(),
+                block: (&s.block).into(),
+            },
+            S::VtxoAlreadySpent(s) => ExitState::VtxoAlreadySpent {
+                tip_height: s.tip_height.to_u32(),
+            },
+            S::VtxoSwept(s) => ExitState::VtxoSwept {
+                tip_height: s.tip_height.to_u32(),
+                spent_inputs: s.spent_inputs.iter().map(ToString::to_string).collect(),
+            },
+            S::Canceled(s) => ExitState::Canceled {
+                tip_height: s.tip_height.to_u32(),
+            },
+        }
+    }
+}
+
+/// The exit phases (barkd's `ExitStateKind`).
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum ExitStateKind {
+    Start,
+    Processing,
+    AwaitingDelta,
+    Claimable,
+    ClaimInProgress,
+    Claimed,
+    VtxoAlreadySpent,
+    VtxoSwept,
+    Canceled,
+}
+
+impl From<bark::exit::ExitStateKind> for ExitStateKind {
+    fn from(kind: bark::exit::ExitStateKind) -> Self {
+        use bark::exit::ExitStateKind as K;
+        match kind {
+            K::Start => ExitStateKind::Start,
+            K::Processing => ExitStateKind::Processing,
+            K::AwaitingDelta => ExitStateKind::AwaitingDelta,
+            K::Claimable => ExitStateKind::Claimable,
+            K::ClaimInProgress => ExitStateKind::ClaimInProgress,
+            K::Claimed => ExitStateKind::Claimed,
+            K::VtxoAlreadySpent => ExitStateKind::VtxoAlreadySpent,
+            K::VtxoSwept => ExitStateKind::VtxoSwept,
+            K::Canceled => ExitStateKind::Canceled,
+        }
+    }
+}
+
+/// What went wrong with one exit (amounts in sats, heights as numbers).
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(tag = "type", rename_all = "kebab-case")]
+pub enum ExitError {
+    AncestorRetrievalFailure {
+        txid: String,
+        error: String,
+    },
+    BlockRetrievalFailure {
+        height: u32,
+        error: String,
+    },
+    CannotCancelExit {
+        vtxo: String,
+        state: ExitStateKind,
+    },
+    ClaimMissingInputs,
+    ClaimFeeExceedsOutput {
+        needed: u64,
+        output: u64,
+    },
+    ClaimMissingSignableClause {
+        vtxo: String,
+    },
+    ClaimSigningError {
+        error: String,
+    },
+    CyclicExitTransactions {
+        vtxo: String,
+    },
+    DatabaseVtxoStoreFailure {
+        vtxo_id: String,
+        error: String,
+    },
+    DatabaseChildRetrievalFailure {
+        error: String,
+    },
+    DatabaseChildStoreFailure {
+        error: String,
+    },
+    DustLimit {
+        vtxo: String,
+        amount: u64,
+        dust: u64,
+    },
+    ExitPackageBroadcastFailure {
+        txid: String,
+        error: String,
+    },
+    ExitPackageFinalizeFailure {
+        error: String,
+    },
+    ExitPackageStoreFailure {
+        txid: String,
+        error: String,
+    },
+    ExitTxAlreadyBroadcast {
+        vtxo: String,
+        txid: String,
+    },
+    InsufficientConfirmedFunds {
+        needed: u64,
+        available: u64,
+    },
+    InternalError {
+        error: String,
+    },
+    InvalidExitTransactionStatus {
+        txid: String,
+        status: ExitTxStatus,
+        error: String,
+    },
+    /// Berth (bark 0.8).
+    InvalidFeeMargin {
+        margin: String,
+    },
+    InvalidLocktime {
+        tip: u32,
+        error: String,
+    },
+    InvalidWalletState {
+        error: String,
+    },
+    MissingAnchorOutput {
+        txid: String,
+    },
+    MissingExitTransaction {
+        txid: String,
+    },
+    NonStandardVtxo {
+        vtxo: String,
+        error: String,
+    },
+    MovementRegistrationFailure {
+        error: String,
+    },
+    NotExiting {
+        vtxo: String,
+    },
+    TipRetrievalFailure {
+        error: String,
+    },
+    TransactionRetrievalFailure {
+        txid: String,
+        error: String,
+    },
+    VtxoNotClaimable {
+        vtxo: String,
+    },
+    UnknownVtxo {
+        vtxo: String,
+    },
+    VtxoAlreadyExited {
+        vtxo: String,
+    },
+    VtxoAlreadySpent {
+        vtxo: String,
+    },
+    /// Berth (bark 0.8): the server swept the VTXO.
+    VtxoSwept {
+        vtxo: String,
+    },
+    VtxoScriptPubKeyInvalid {
+        error: String,
+    },
+}
+
+impl From<&bark::exit::ExitError> for ExitError {
+    fn from(e: &bark::exit::ExitError) -> Self {
+        use bark::exit::ExitError as E;
+        let s = |v: &dyn ToString| v.to_string();
+        match e {
+            E::AncestorRetrievalFailure { txid, error } => ExitError::AncestorRetrievalFailure {
+                txid: s(txid),
+                error: error.clone(),
+            },
+            E::BlockRetrievalFailure { height, error } => ExitError::BlockRetrievalFailure {
+                height: height.to_u32(),
+                error: error.clone(),
+            },
+            E::CannotCancelExit { vtxo, state } => ExitError::CannotCancelExit {
+                vtxo: s(vtxo),
+                state: (*state).into(),
+            },
+            E::ClaimMissingInputs => ExitError::ClaimMissingInputs,
+            E::ClaimFeeExceedsOutput { needed, output } => ExitError::ClaimFeeExceedsOutput {
+                needed: needed.to_sat(),
+                output: output.to_sat(),
+            },
+            E::ClaimMissingSignableClause { vtxo } => {
+                ExitError::ClaimMissingSignableClause { vtxo: s(vtxo) }
+            }
+            E::ClaimSigningError { error } => ExitError::ClaimSigningError {
+                error: error.clone(),
+            },
+            E::CyclicExitTransactions { vtxo } => {
+                ExitError::CyclicExitTransactions { vtxo: s(vtxo) }
+            }
+            E::DatabaseVtxoStoreFailure { vtxo_id, error } => ExitError::DatabaseVtxoStoreFailure {
+                vtxo_id: s(vtxo_id),
+                error: error.clone(),
+            },
+            E::DatabaseChildRetrievalFailure { error } => {
+                ExitError::DatabaseChildRetrievalFailure {
+                    error: error.clone(),
+                }
+            }
+            E::DatabaseChildStoreFailure { error } => ExitError::DatabaseChildStoreFailure {
+                error: error.clone(),
+            },
+            E::DustLimit { vtxo, amount, dust } => ExitError::DustLimit {
+                vtxo: s(vtxo),
+                amount: amount.to_sat(),
+                dust: dust.to_sat(),
+            },
+            E::ExitPackageBroadcastFailure { txid, error } => {
+                ExitError::ExitPackageBroadcastFailure {
+                    txid: s(txid),
+                    error: s(error),
+                }
+            }
+            E::ExitPackageFinalizeFailure { error } => ExitError::ExitPackageFinalizeFailure {
+                error: error.clone(),
+            },
+            E::ExitPackageStoreFailure { txid, error } => ExitError::ExitPackageStoreFailure {
+                txid: s(txid),
+                error: error.clone(),
+            },
+            E::ExitTxAlreadyBroadcast { vtxo, txid } => ExitError::ExitTxAlreadyBroadcast {
+                vtxo: s(vtxo),
+                txid: s(txid),
+            },
+            E::InsufficientConfirmedFunds { needed, available } => {
+                ExitError::InsufficientConfirmedFunds {
+                    needed: needed.to_sat(),
+                    available: available.to_sat(),
+                }
+            }
+            E::InternalError { error } => ExitError::InternalError {
+                error: error.clone(),
+            },
+            E::InvalidExitTransactionStatus {
+                txid,
+                status,
+                error,
+            } => ExitError::InvalidExitTransactionStatus {
+                txid: s(txid),
+                status: status.into(),
+                error: error.clone(),
+            },
+            E::InvalidFeeMargin { margin } => ExitError::InvalidFeeMargin {
+                margin: margin.clone(),
+            },
+            E::InvalidLocktime { tip, error } => ExitError::InvalidLocktime {
+                tip: tip.to_u32(),
+                error: error.clone(),
+            },
+            E::InvalidWalletState { error } => ExitError::InvalidWalletState {
+                error: error.clone(),
+            },
+            E::MissingAnchorOutput { txid } => ExitError::MissingAnchorOutput { txid: s(txid) },
+            E::MissingExitTransaction { txid } => {
+                ExitError::MissingExitTransaction { txid: s(txid) }
+            }
+            E::NonStandardVtxo { vtxo, error } => ExitError::NonStandardVtxo {
+                vtxo: s(vtxo),
+                error: s(error),
+            },
+            E::MovementRegistrationFailure { error } => ExitError::MovementRegistrationFailure {
+                error: error.clone(),
+            },
+            E::NotExiting { vtxo } => ExitError::NotExiting { vtxo: s(vtxo) },
+            E::TipRetrievalFailure { error } => ExitError::TipRetrievalFailure {
+                error: error.clone(),
+            },
+            E::TransactionRetrievalFailure { txid, error } => {
+                ExitError::TransactionRetrievalFailure {
+                    txid: s(txid),
+                    error: error.clone(),
+                }
+            }
+            E::VtxoNotClaimable { vtxo } => ExitError::VtxoNotClaimable { vtxo: s(vtxo) },
+            E::UnknownVtxo { vtxo } => ExitError::UnknownVtxo { vtxo: s(vtxo) },
+            E::VtxoAlreadyExited { vtxo } => ExitError::VtxoAlreadyExited { vtxo: s(vtxo) },
+            E::VtxoAlreadySpent { vtxo } => ExitError::VtxoAlreadySpent { vtxo: s(vtxo) },
+            E::VtxoSwept { vtxo } => ExitError::VtxoSwept { vtxo: s(vtxo) },
+            E::VtxoScriptPubKeyInvalid { error } => ExitError::VtxoScriptPubKeyInvalid {
+                error: error.clone(),
+            },
+        }
+    }
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct FeeInfo {
+    pub fee_rate_sat_per_kvb: u64,
+    pub total_fee_sat: u64,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ChildTransactionInfo {
+    pub info: TransactionInfo,
+    pub origin: ExitTxOrigin,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub fee_info: Option<FeeInfo>,
+}
+
+/// One exit transaction and the child that pays its fee.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ExitTransactionPackage {
+    pub exit: TransactionInfo,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub child: Option<ChildTransactionInfo>,
+}
+
+/// An exit: its phase, and on request its past phases and transactions.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ExitTransactionStatus {
+    pub vtxo_id: String,
+    pub state: ExitState,
+    /// The phases before the current one, oldest first (with `history=true`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub history: Option<Vec<ExitState>>,
+    /// The exit's transactions, root first (with `transactions=true`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub transactions: Vec<ExitTransactionPackage>,
+}
+
+impl From<&bark::exit::ExitTransactionStatus> for ExitTransactionStatus {
+    fn from(status: &bark::exit::ExitTransactionStatus) -> Self {
+        ExitTransactionStatus {
+            vtxo_id: status.vtxo_id.to_string(),
+            state: (&status.state).into(),
+            history: status
+                .history
+                .as_ref()
+                .map(|h| h.iter().map(ExitState::from).collect()),
+            transactions: status
+                .transactions
+                .iter()
+                .map(|p| ExitTransactionPackage {
+                    exit: TransactionInfo::from(&p.exit.tx),
+                    child: p.child.as_ref().map(|c| ChildTransactionInfo {
+                        info: TransactionInfo::from(&c.info.tx),
+                        origin: (&c.origin).into(),
+                        fee_info: c.fee_info.map(|f| FeeInfo {
+                            fee_rate_sat_per_kvb: f.fee_rate.to_sat_per_kwu() * 4,
+                            total_fee_sat: f.total_fee.to_sat(),
+                        }),
+                    }),
+                })
+                .collect(),
+        }
+    }
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ExitProgressStatus {
+    pub vtxo_id: String,
+    pub state: ExitState,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub error: Option<ExitError>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ExitStartResponse {
+    pub message: String,
+    /// Berth: how many exits this call started (VTXOs already exiting are skipped).
+    pub started: usize,
+}
+
+fn parse_ids(ids: &[String]) -> Result<Vec<ark::VtxoId>, ApiError> {
+    ids.iter()
+        .map(|id| {
+            id.parse()
+                .map_err(|_| ApiError::BadRequest(format!("{id:?} is not a VTXO id (txid:vout)")))
+        })
+        .collect()
+}
+
+/// `POST /api/v1/exits/start/all`
+#[utoipa::path(
+    post,
+    path = "/exits/start/all",
+    tag = "exits",
+    summary = "Exit every VTXO",
+    description = "Starts a unilateral exit of every unspent VTXO. berthd then broadcasts and \
+        confirms the exit transactions by itself as blocks come (fees from the on-chain wallet's \
+        confirmed coins); claim the funds with `POST /exits/claim/all` once claimable.",
+    responses(
+        (status = 200, description = "Started", body = ExitStartResponse),
+        (status = 422, description = "No wallet, or a VTXO that cannot exit (dust, non-standard)", body = ErrorResponse),
+        (status = 503, description = "Chain source unreachable, or the wallet not loaded yet", body = ErrorResponse),
+        (status = 500, description = "Internal error", body = ErrorResponse),
+    )
+)]
+pub async fn exit_start_all(
+    State(state): State<AppState>,
+) -> Result<Json<ExitStartResponse>, ApiError> {
+    let started = state.engine.exit_start_all().await?;
+    Ok(Json(ExitStartResponse {
+        message: "Exit started successfully".into(),
+        started,
+    }))
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct ExitStartRequest {
+    /// The VTXOs (`txid:vout`) to exit; each must be spendable or locked.
+    pub vtxos: Vec<String>,
+}
+
+/// `POST /api/v1/exits/start/vtxos`
+#[utoipa::path(
+    post,
+    path = "/exits/start/vtxos",
+    tag = "exits",
+    summary = "Exit VTXOs",
+    description = "Starts unilateral exits of these VTXOs; berthd advances them by itself.",
+    request_body = ExitStartRequest,
+    responses(
+        (status = 200, description = "Started", body = ExitStartResponse),
+        (status = 400, description = "Malformed, empty or repeated ids", body = ErrorResponse),
+        (status = 404, description = "Unknown VTXOs", body = NotFoundResponse),
+        (status = 422, description = "No wallet, or a VTXO that cannot exit", body = ErrorResponse),
+        (status = 503, description = "Chain source unreachable, or the wallet not loaded yet", body = ErrorResponse),
+        (status = 500, description = "Internal error", body = ErrorResponse),
+    )
+)]
+pub async fn exit_start_vtxos(
+    State(state): State<AppState>,
+    body: Result<Json<ExitStartRequest>, JsonRejection>,
+) -> Result<Json<ExitStartResponse>, ApiError> {
+    let Json(req) = body?;
+    let ids = parse_ids(&req.vtxos)?;
+    let started = state.engine.exit_start_vtxos(&ids).await?;
+    Ok(Json(ExitStartResponse {
+        message: "Exit started successfully".into(),
+        started,
+    }))
+}
+
+#[derive(Debug, Default, Deserialize, ToSchema)]
+pub struct ExitProgressRequest {
+    /// Fee rate for the exit transactions' children, sat/kvB; the chain's fast rate
+    /// by default.
+    #[schema(minimum = 0)]
+    pub fee_rate: Option<u64>,
+    /// Accepted and ignored: berthd keeps progressing exits on every block anyway.
+    pub wait: Option<bool>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ExitProgressResponse {
+    /// Whether no exit is waiting for transactions or confirmations any more.
+    pub done: bool,
+    pub exits: Vec<ExitProgressStatus>,
+    /// The height at which every exit output can be claimed, if known.
+    pub claimable_height: Option<u32>,
+    /// A problem of the whole call rather than of one exit (the on-chain wallet could
+    /// not be synced first, so fee-paying children may be missing).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub error: Option<ExitError>,
+}
+
+/// `POST /api/v1/exits/progress`
+#[utoipa::path(
+    post,
+    path = "/exits/progress",
+    tag = "exits",
+    summary = "Progress exits now",
+    description = "Syncs the on-chain wallet and advances every exit one step as far as the chain \
+        allows, broadcasting fee-paying children as needed. berthd also does this by itself on \
+        every new block; this never claims.",
+    request_body = ExitProgressRequest,
+    responses(
+        (status = 200, description = "Progressed", body = ExitProgressResponse),
+        (status = 400, description = "Malformed, or a zero fee rate", body = ErrorResponse),
+        (status = 422, description = "No wallet", body = ErrorResponse),
+        (status = 503, description = "Chain source unreachable, or the wallet not loaded yet", body = ErrorResponse),
+        (status = 500, description = "Internal error", body = ErrorResponse),
+    )
+)]
+pub async fn exit_progress(
+    State(state): State<AppState>,
+    body: Result<Json<ExitProgressRequest>, JsonRejection>,
+) -> Result<Json<ExitProgressResponse>, ApiError> {
+    let req = match body {
+        Ok(Json(req)) => req,
+        // barkd documents a body whose fields are all optional; accept none at all.
+        Err(JsonRejection::MissingJsonContentType(_)) => ExitProgressRequest::default(),
+        Err(e) => return Err(e.into()),
+    };
+    let fee_rate = match req.fee_rate {
+        None => None,
+        Some(0) => {
+            return Err(ApiError::BadRequest(
+                "fee_rate must be above zero (sat/kvB)".into(),
+            ));
+        }
+        Some(rate) => Some(bitcoin::FeeRate::from_sat_per_kwu(rate.div_ceil(4))),
+    };
+    let progress = state.engine.exit_progress(fee_rate).await?;
+    Ok(Json(ExitProgressResponse {
+        done: progress.done,
+        exits: progress
+            .exits
+            .iter()
+            .map(|e| ExitProgressStatus {
+                vtxo_id: e.vtxo_id.to_string(),
+                state: (&e.state).into(),
+                error: e.error.as_ref().map(ExitError::from),
+            })
+            .collect(),
+        claimable_height: progress.claimable_height,
+        error: progress
+            .sync_error
+            .map(|error| ExitError::InternalError { error }),
+    }))
+}
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ExitStatusQuery {
+    /// Include the phases each exit went through.
+    pub history: Option<bool>,
+    /// Include each exit's transactions.
+    pub transactions: Option<bool>,
+}
+
+async fn list(
+    state: AppState,
+    query: Result<Query<ExitStatusQuery>, QueryRejection>,
+    which: crate::engine::ExitList,
+) -> Result<Json<Vec<ExitTransactionStatus>>, ApiError> {
+    let Query(q) = query?;
+    let exits = state
+        .engine
+        .exit_list(
+            which,
+            q.history.unwrap_or(false),
+            q.transactions.unwrap_or(false),
+        )
+        .await?;
+    Ok(Json(
+        exits.iter().map(ExitTransactionStatus::from).collect(),
+    ))
+}
+
+/// `GET /api/v1/exits/status/all`
+#[utoipa::path(
+    get,
+    path = "/exits/status/all",
+    tag = "exits",
+    summary = "Every exit",
+    params(ExitStatusQuery),
+    responses(
+        (status = 200, description = "The exits", body = Vec<ExitTransactionStatus>),
+        (status = 400, description = "Malformed query", body = ErrorResponse),
+        (status = 422, description = "No wallet", body = ErrorResponse),
+        (status = 503, description = "The wallet is not loaded yet", body = ErrorResponse),
+        (status = 500, description = "Internal error", body = ErrorResponse),
+    )
+)]
+pub async fn exit_list_all(
+    State(state): State<AppState>,
+    query: Result<Query<ExitStatusQuery>, QueryRejection>,
+) -> Result<Json<Vec<ExitTransactionStatus>>, ApiError> {
+    list(state, query, crate::engine::ExitList::All).await
+}
+
+/// `GET /api/v1/exits/status/live`
+#[utoipa::path(
+    get,
+    path = "/exits/status/live",
+    tag = "exits",
+    summary = "Exits in progress",
+    description = "Exits from `start` to `claim-in-progress`.",
+    params(ExitStatusQuery),
+    responses(
+        (status = 200, description = "The exits", body = Vec<ExitTransactionStatus>),
+        (status = 400, description = "Malformed query", body = ErrorResponse),
+        (status = 422, description = "No wallet", body = ErrorResponse),
+        (status = 503, description = "The wallet is not loaded yet", body = ErrorResponse),
+        (status = 500, description = "Internal error", body = ErrorResponse),
+    )
+)]
+pub async fn exit_list_live(
+    State(state): State<AppState>,
+    query: Result<Query<ExitStatusQuery>, QueryRejection>,
+) -> Result<Json<Vec<ExitTransactionStatus>>, ApiError> {
+    list(state, query, crate::engine::ExitList::Live).await
+}
+
+/// `GET /api/v1/exits/status/finished`
+#[utoipa::path(
+    get,
+    path = "/exits/status/finished",
+    tag = "exits",
+    summary = "Finished exits",
+    description = "Claimed, canceled, already spent or swept exits.",
+    params(ExitStatusQuery),
+    responses(
+        (status = 200, description = "The exits", body = Vec<ExitTransactionStatus>),
+        (status = 400, description = "Malformed query", body = ErrorResponse),
+        (status = 422, description = "No wallet", body = ErrorResponse),
+        (status = 503, description = "The wallet is not loaded yet", body = ErrorResponse),
+        (status = 500, description = "Internal error", body = ErrorResponse),
+    )
+)]
+pub async fn exit_list_finished(
+    State(state): State<AppState>,
+    query: Result<Query<ExitStatusQuery>, QueryRejection>,
+) -> Result<Json<Vec<ExitTransactionStatus>>, ApiError> {
+    list(state, query, crate::engine::ExitList::Finished).await
+}
+
+async fn one(
+    state: AppState,
+    id: Result<Path<String>, PathRejection>,
+    query: Result<Query<ExitStatusQuery>, QueryRejection>,
+) -> Result<Json<ExitTransactionStatus>, ApiError> {
+    let Path(id) = id?;
+    let Query(q) = query?;
+    let id: ark::VtxoId = id
+        .parse()
+        .map_err(|_| ApiError::BadRequest(format!("{id:?} is not a VTXO id (txid:vout)")))?;
+    match state
+        .engine
+        .exit_status(
+            id,
+            q.history.unwrap_or(false),
+            q.transactions.unwrap_or(false),
+        )
+        .await?
+    {
+        Some(status) => Ok(Json((&status).into())),
+        None => Err(ApiError::NotFound {
+            message: format!("no exit for VTXO {id}"),
+            resources: vec![id.to_string()],
+        }),
+    }
+}
+
+/// `GET /api/v1/exits/status/vtxo/{vtxo_id}`
+#[utoipa::path(
+    get,
+    path = "/exits/status/vtxo/{vtxo_id}",
+    tag = "exits",
+    summary = "One exit",
+    params(("vtxo_id" = String, Path, description = "The exiting VTXO, `txid:vout`"), ExitStatusQuery),
+    responses(
+        (status = 200, description = "The exit", body = ExitTransactionStatus),
+        (status = 400, description = "Not a VTXO id, or a malformed query", body = ErrorResponse),
+        (status = 404, description = "No exit for this VTXO", body = NotFoundResponse),
+        (status = 422, description = "No wallet", body = ErrorResponse),
+        (status = 503, description = "The wallet is not loaded yet", body = ErrorResponse),
+        (status = 500, description = "Internal error", body = ErrorResponse),
+    )
+)]
+pub async fn exit_status(
+    State(state): State<AppState>,
+    id: Result<Path<String>, PathRejection>,
+    query: Result<Query<ExitStatusQuery>, QueryRejection>,
+) -> Result<Json<ExitTransactionStatus>, ApiError> {
+    one(state, id, query).await
+}
+
+/// `GET /api/v1/exits/status/{vtxo_id}` (deprecated: `/exits/status/vtxo/{vtxo_id}`)
+#[utoipa::path(
+    get,
+    path = "/exits/status/{vtxo_id}",
+    tag = "exits",
+    summary = "One exit (deprecated)",
+    params(("vtxo_id" = String, Path, description = "The exiting VTXO, `txid:vout`"), ExitStatusQuery),
+    responses(
+        (status = 200, description = "The exit", body = ExitTransactionStatus),
+        (status = 400, description = "Not a VTXO id, or a malformed query", body = ErrorResponse),
+        (status = 404, description = "No exit for this VTXO", body = NotFoundResponse),
+        (status = 422, description = "No wallet", body = ErrorResponse),
+        (status = 503, description = "The wallet is not loaded yet", body = ErrorResponse),
+        (status = 500, description = "Internal error", body = ErrorResponse),
+    )
+)]
+#[deprecated]
+pub async fn exit_status_deprecated(
+    State(state): State<AppState>,
+    id: Result<Path<String>, PathRejection>,
+    query: Result<Query<ExitStatusQuery>, QueryRejection>,
+) -> Result<Json<ExitTransactionStatus>, ApiError> {
+    one(state, id, query).await
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct ExitClaimAllRequest {
+    /// The bitcoin address to claim to.
+    pub destination: String,
+    /// Fee rate for the claim transaction, sat/kvB; the chain's regular rate by default.
+    #[schema(minimum = 0)]
+    pub fee_rate: Option<u64>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ExitClaimResponse {
+    pub message: String,
+    /// Berth: the claim transaction, broadcast.
+    pub txid: String,
+}
+
+/// `POST /api/v1/exits/claim/all`
+#[utoipa::path(
+    post,
+    path = "/exits/claim/all",
+    tag = "exits",
+    summary = "Claim every claimable exit",
+    description = "Spends every claimable exit output to `destination` in one transaction and \
+        broadcasts it. This is the only way exited funds move.",
+    request_body = ExitClaimAllRequest,
+    responses(
+        (status = 200, description = "Claim broadcast", body = ExitClaimResponse),
+        (status = 400, description = "Malformed, an address of another network, or a zero fee rate", body = ErrorResponse),
+        (status = 422, description = "No wallet, nothing claimable, or the fee exceeds the amount", body = ErrorResponse),
+        (status = 503, description = "Chain source unreachable, or the wallet not loaded yet", body = ErrorResponse),
+        (status = 500, description = "Internal error", body = ErrorResponse),
+    )
+)]
+pub async fn exit_claim_all(
+    State(state): State<AppState>,
+    body: Result<Json<ExitClaimAllRequest>, JsonRejection>,
+) -> Result<Json<ExitClaimResponse>, ApiError> {
+    let Json(req) = body?;
+    let fee_rate = claim_fee_rate(req.fee_rate)?;
+    let txid = state
+        .engine
+        .exit_claim(&req.destination, None, fee_rate)
+        .await?;
+    Ok(Json(ExitClaimResponse {
+        message: "Exit claimed successfully".into(),
+        txid: txid.to_string(),
+    }))
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct ExitClaimVtxosRequest {
+    pub destination: String,
+    /// The exited VTXOs (`txid:vout`) to claim; each must be claimable.
+    pub vtxos: Vec<String>,
+    /// Fee rate for the claim transaction, sat/kvB.
+    #[schema(minimum = 0)]
+    pub fee_rate: Option<u64>,
+}
+
+/// `POST /api/v1/exits/claim/vtxos`
+#[utoipa::path(
+    post,
+    path = "/exits/claim/vtxos",
+    tag = "exits",
+    summary = "Claim exits",
+    description = "Spends these claimable exit outputs to `destination` and broadcasts it.",
+    request_body = ExitClaimVtxosRequest,
+    responses(
+        (status = 200, description = "Claim broadcast", body = ExitClaimResponse),
+        (status = 400, description = "Malformed, a VTXO that is not claimable, or an address of another network", body = ErrorResponse),
+        (status = 422, description = "No wallet, or the fee exceeds the amount", body = ErrorResponse),
+        (status = 503, description = "Chain source unreachable, or the wallet not loaded yet", body = ErrorResponse),
+        (status = 500, description = "Internal error", body = ErrorResponse),
+    )
+)]
+pub async fn exit_claim_vtxos(
+    State(state): State<AppState>,
+    body: Result<Json<ExitClaimVtxosRequest>, JsonRejection>,
+) -> Result<Json<ExitClaimResponse>, ApiError> {
+    let Json(req) = body?;
+    let ids = parse_ids(&req.vtxos)?;
+    if ids.is_empty() {
+        return Err(ApiError::BadRequest("vtxos must not be empty".into()));
+    }
+    let fee_rate = claim_fee_rate(req.fee_rate)?;
+    let txid = state
+        .engine
+        .exit_claim(&req.destination, Some(&ids), fee_rate)
+        .await?;
+    Ok(Json(ExitClaimResponse {
+        message: "Exit claimed successfully".into(),
+        txid: txid.to_string(),
+    }))
+}
+
+fn claim_fee_rate(rate: Option<u64>) -> Result<Option<bitcoin::FeeRate>, ApiError> {
+    match rate {
+        None => Ok(None),
+        Some(0) => Err(ApiError::BadRequest(
+            "fee_rate must be above zero (sat/kvB)".into(),
+        )),
+        Some(rate) => Ok(Some(bitcoin::FeeRate::from_sat_per_kwu(rate.div_ceil(4)))),
+    }
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ExitCancelResponse {
+    pub message: String,
+}
+
+/// `POST /api/v1/exits/cancel/{vtxo_id}`
+#[utoipa::path(
+    post,
+    path = "/exits/cancel/{vtxo_id}",
+    tag = "exits",
+    summary = "Cancel an exit",
+    description = "Cancels an exit that has not put anything on-chain yet; the VTXO stays spendable.",
+    params(("vtxo_id" = String, Path, description = "The exiting VTXO, `txid:vout`")),
+    responses(
+        (status = 200, description = "Canceled", body = ExitCancelResponse),
+        (status = 400, description = "Not a VTXO id, or the exit can no longer be canceled", body = ErrorResponse),
+        (status = 404, description = "No exit for this VTXO", body = NotFoundResponse),
+        (status = 422, description = "No wallet", body = ErrorResponse),
+        (status = 503, description = "Chain source unreachable, or the wallet not loaded yet", body = ErrorResponse),
+        (status = 500, description = "Internal error", body = ErrorResponse),
+    )
+)]
+pub async fn exit_cancel(
+    State(state): State<AppState>,
+    id: Result<Path<String>, PathRejection>,
+) -> Result<Json<ExitCancelResponse>, ApiError> {
+    let Path(id) = id?;
+    let id: ark::VtxoId = id
+        .parse()
+        .map_err(|_| ApiError::BadRequest(format!("{id:?} is not a VTXO id (txid:vout)")))?;
+    state.engine.exit_cancel(id).await?;
+    Ok(Json(ExitCancelResponse {
+        message: "Exit canceled successfully".into(),
+    }))
+}
