@@ -472,3 +472,91 @@ fn headless_unilateral_exit() {
         started.elapsed().as_secs_f64()
     );
 }
+
+/// Scenario 7: berthd is killed (SIGKILL, as in a power cut) in the middle of a board
+/// and in the middle of an exit, and restarted; both flows complete and the balances
+/// are right.
+#[test]
+fn crash_during_board_and_exit() {
+    let Some(stack) = Stack::start_or_skip("crash_during_board_and_exit") else {
+        return;
+    };
+    let started = Instant::now();
+    let mut alice = stack.berthd("alice");
+    fund_onchain(&stack, &alice, 600_000);
+
+    // A board whose funding tx is out but not confirmed.
+    let board = alice.post_ok(
+        "/api/v1/boards/board-amount",
+        json!({"amount_sat": 250_000}),
+    );
+    let board_vtxo = board["vtxos"][0].as_str().expect("vtxo").to_string();
+    wait_for("the board's funding tx in bitcoind's mempool", 60, || {
+        let mempool = stack.bitcoind.rpc("getrawmempool", json!([]));
+        (!mempool.as_array()?.is_empty()).then_some(())
+    });
+    alice.kill();
+    stack.bitcoind.mine(3);
+    alice.restart();
+    let pending = alice.get_ok("/api/v1/boards/pending");
+    assert!(
+        pending.as_array().is_some_and(|p| p.is_empty()
+            || p.iter().any(|b| b["vtxos"][0] == board_vtxo.as_str())),
+        "the board survived the crash: {pending}"
+    );
+    wait_for("the board to complete after the restart", 120, || {
+        alice.post_ok("/api/v1/wallet/sync", json!({}));
+        let spendable = alice.get_ok("/api/v1/wallet/balance")["spendable_sat"].as_u64()?;
+        (spendable == 250_000).then_some(())
+    });
+    assert_eq!(alice.get_ok("/api/v1/boards/pending"), json!([]));
+
+    // An exit killed while it is being processed.
+    alice.post_ok("/api/v1/exits/start/vtxos", json!({"vtxos": [board_vtxo]}));
+    let status_path = format!("/api/v1/exits/status/vtxo/{board_vtxo}");
+    wait_for("the exit to be processing", 120, || {
+        let kind = alice.get_ok(&status_path)["state"]["type"].clone();
+        if kind == "processing" {
+            return Some(());
+        }
+        stack.bitcoind.mine(1);
+        std::thread::sleep(std::time::Duration::from_secs(2));
+        None
+    });
+    alice.kill();
+    stack.bitcoind.mine(1);
+    alice.restart();
+    wait_for(
+        "the exit to become claimable after the restart",
+        300,
+        || {
+            let kind = alice.get_ok(&status_path)["state"]["type"].clone();
+            if kind == "claimable" {
+                return Some(());
+            }
+            stack.bitcoind.mine(1);
+            std::thread::sleep(std::time::Duration::from_millis(2500));
+            None
+        },
+    );
+    let destination = stack.bitcoind.new_address();
+    let claim = alice.post_ok(
+        "/api/v1/exits/claim/all",
+        json!({"destination": destination}),
+    );
+    let claim_txid = claim["txid"].as_str().expect("txid").to_string();
+    stack.bitcoind.mine(1);
+    let received = stack.bitcoind.paid_to(&claim_txid, &destination);
+    assert!(
+        received > 240_000 && received < 250_000,
+        "the VTXO's value less the claim fee: {received}"
+    );
+    let balance = alice.get_ok("/api/v1/wallet/balance");
+    assert_eq!(balance["spendable_sat"], 0, "{balance}");
+
+    println!(
+        "e2e crash_during_board_and_exit: stack up in {:.1} s, scenario {:.1} s",
+        stack.started_in.as_secs_f64(),
+        started.elapsed().as_secs_f64()
+    );
+}

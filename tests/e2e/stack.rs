@@ -706,9 +706,14 @@ impl Berthd {
         }
     }
 
-    /// Start again on the same datadir (after [`Berthd::kill`]).
+    /// Start again on the same datadir (after [`Berthd::kill`]) and wait until the
+    /// wallet is loaded.
     pub fn restart(&mut self) {
         assert!(self.daemon.is_none(), "restart a killed berthd only");
         self.daemon = Some(Daemon::start(&self.datadir, &["-v"]));
+        wait_for(&format!("{}'s wallet to load again", self.name), 60, || {
+            let (_, wallet) = self.get("/api/v1/wallet");
+            (wallet["loaded"] == true).then_some(())
+        });
     }
 }
