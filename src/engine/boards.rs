@@ -97,3 +97,23 @@ pub(super) async fn refresh_fee_rates(loaded: &super::LoadedWallet) {
         tracing::warn!(error = %format!("{e:#}"), "cannot refresh fee rates; using the cached ones");
     }
 }
+
+impl Engine {
+    /// The server's fee to board `amount` (400 outside its limits).
+    pub async fn board_fee(&self, amount: Amount) -> Result<bark::FeeEstimate, EngineError> {
+        let loaded = self.loaded().await?;
+        self.check_board_amount(&loaded, amount).await?;
+        loaded
+            .wallet
+            .estimate_board_offchain_fee(amount)
+            .await
+            .map_err(EngineError::classify("estimating the board fee"))
+    }
+
+    /// The chain's fee rates, refreshed first.
+    pub async fn onchain_fee_rates(&self) -> Result<bark::chain::FeeRates, EngineError> {
+        let loaded = self.loaded().await?;
+        refresh_fee_rates(&loaded).await;
+        Ok(loaded.wallet.chain().fee_rates().await)
+    }
+}

@@ -125,3 +125,47 @@ impl Engine {
         Ok(movements)
     }
 }
+
+impl Engine {
+    /// The Ark server's parameters, asking it if the wallet has not yet; `None`
+    /// when it cannot be reached.
+    pub async fn ark_info(&self) -> Result<Option<ark::ArkInfo>, EngineError> {
+        let loaded = self.loaded().await?;
+        if let Ok(Some(info)) = loaded.wallet.ark_info().await {
+            return Ok(Some(info));
+        }
+        Ok(loaded.wallet.require_ark_info().await.ok())
+    }
+
+    /// The wallet's Ark address at `index`, which must have been handed out before.
+    pub async fn ark_address_at(&self, index: u32) -> Result<Option<ark::Address>, EngineError> {
+        let loaded = self.loaded().await?;
+        let (_, next) = loaded
+            .wallet
+            .peek_next_keypair()
+            .await
+            .map_err(EngineError::internal("reading the next key index"))?;
+        if index >= next {
+            return Ok(None);
+        }
+        loaded
+            .wallet
+            .peek_address(index)
+            .await
+            .map(Some)
+            .map_err(EngineError::internal("deriving an Ark address"))
+    }
+
+    /// When the Ark server starts its next round.
+    pub async fn next_round_start(&self) -> Result<std::time::SystemTime, EngineError> {
+        let loaded = self.loaded().await?;
+        loaded
+            .wallet
+            .next_round_start_time()
+            .await
+            .map_err(|e| EngineError::Unreachable {
+                what: "the Ark server",
+                reason: format!("{e:#}"),
+            })
+    }
+}

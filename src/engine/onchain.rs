@@ -52,3 +52,75 @@ impl Engine {
         Ok(tip.to_u32())
     }
 }
+
+impl Engine {
+    /// Pay on-chain from the on-chain wallet: one or more (address, amount) outputs in
+    /// one transaction at the chain's regular fee rate. Returns once the transaction is
+    /// signed, recorded and handed to the chain source (a failed broadcast is retried
+    /// on the next sync).
+    pub async fn onchain_send(
+        &self,
+        destinations: &[(String, bitcoin::Amount)],
+    ) -> Result<bitcoin::Txid, EngineError> {
+        let loaded = self.loaded().await?;
+        let network = loaded.wallet.chain().network();
+        if destinations.is_empty() {
+            return Err(EngineError::InvalidRequest(
+                "at least one destination is needed".into(),
+            ));
+        }
+        let outputs = destinations
+            .iter()
+            .map(|(address, amount)| Ok((super::rounds::parse_address(address, network)?, *amount)))
+            .collect::<Result<Vec<_>, EngineError>>()?;
+        let fee_rate = regular_fee_rate(&loaded).await;
+        let chain = loaded.wallet.chain().clone();
+        let mut onchain = loaded.onchain.write().await;
+        onchain
+            .send_many(&chain, &outputs, fee_rate)
+            .await
+            .map_err(EngineError::classify("sending on-chain"))
+    }
+
+    /// Send every on-chain coin to `destination`, less the fee.
+    pub async fn onchain_drain(&self, destination: &str) -> Result<bitcoin::Txid, EngineError> {
+        let loaded = self.loaded().await?;
+        let address = super::rounds::parse_address(destination, loaded.wallet.chain().network())?;
+        let fee_rate = regular_fee_rate(&loaded).await;
+        let chain = loaded.wallet.chain().clone();
+        let mut onchain = loaded.onchain.write().await;
+        onchain
+            .drain(&chain, address, fee_rate)
+            .await
+            .map_err(EngineError::classify("draining the on-chain wallet"))
+    }
+
+    /// The on-chain wallet's transactions, oldest first (confirmed by height, then
+    /// unconfirmed ones).
+    pub async fn onchain_transactions(
+        &self,
+    ) -> Result<Vec<bark::onchain::WalletTxInfo>, EngineError> {
+        let loaded = self.loaded().await?;
+        let mut txs = loaded
+            .onchain
+            .read()
+            .await
+            .list_transaction_infos()
+            .map_err(EngineError::internal("listing on-chain transactions"))?;
+        txs.sort_by_key(|tx| tx.confirmation.map_or(u32::MAX, |b| b.height.to_u32()));
+        Ok(txs)
+    }
+
+    /// The on-chain wallet's unspent outputs.
+    pub async fn onchain_utxos(&self) -> Result<Vec<bark::UtxoInfo>, EngineError> {
+        let loaded = self.loaded().await?;
+        let utxos = loaded.onchain.read().await.utxos();
+        Ok(utxos.into_iter().map(bark::UtxoInfo::from).collect())
+    }
+}
+
+/// The chain's regular (3-block) fee rate, refreshed first.
+async fn regular_fee_rate(loaded: &super::LoadedWallet) -> bitcoin::FeeRate {
+    super::boards::refresh_fee_rates(loaded).await;
+    loaded.wallet.chain().fee_rates().await.regular
+}

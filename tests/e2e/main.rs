@@ -50,6 +50,61 @@ fn onchain_funds_arrive() {
     assert_eq!(balance["trusted_spendable_sat"], 250_000, "{balance}");
     assert_eq!(stack.bitcoind.confirmations(&txid), 1);
 
+    let utxos = alice.get_ok("/api/v1/onchain/utxos");
+    assert_eq!(
+        utxos[0]["outpoint"].as_str().map(|o| o.starts_with(&txid)),
+        Some(true),
+        "{utxos}"
+    );
+    assert_eq!(utxos[0]["amount_sat"], 250_000, "{utxos}");
+    assert!(utxos[0]["confirmation_height"].is_u64(), "{utxos}");
+    let txs = alice.get_ok("/api/v1/onchain/transactions");
+    assert_eq!(txs[0]["txid"], txid.as_str(), "{txs}");
+    assert_eq!(txs[0]["balance_change_sat"], 250_000, "{txs}");
+    let rates = alice.get_ok("/api/v1/fees/onchain");
+    assert!(
+        rates["regular_sat_per_vb"].as_u64().is_some_and(|r| r > 0),
+        "{rates}"
+    );
+
+    // Spend it: one payee, then two, then everything.
+    let (status, body) = alice.post(
+        "/api/v1/onchain/send",
+        json!({"destination": stack.bitcoind.new_address(), "amount_sat": 10_000_000}),
+    );
+    assert_eq!(status, 422, "more than the wallet holds: {body}");
+    let payee = stack.bitcoind.new_address();
+    let sent = alice.post_ok(
+        "/api/v1/onchain/send",
+        json!({"destination": payee, "amount_sat": 50_000}),
+    );
+    let sent_txid = sent["txid"].as_str().expect("txid").to_string();
+    let (one, two) = (stack.bitcoind.new_address(), stack.bitcoind.new_address());
+    let many = alice.post_ok(
+        "/api/v1/onchain/send-many",
+        json!({"destinations": [format!("{one}:10000"), format!("{two}:0.0002 btc")]}),
+    );
+    let many_txid = many["txid"].as_str().expect("txid").to_string();
+    stack.bitcoind.mine(1);
+    assert_eq!(stack.bitcoind.paid_to(&sent_txid, &payee), 50_000);
+    assert_eq!(stack.bitcoind.paid_to(&many_txid, &one), 10_000);
+    assert_eq!(stack.bitcoind.paid_to(&many_txid, &two), 20_000);
+    let rest = stack.bitcoind.new_address();
+    let drained = alice.post_ok("/api/v1/onchain/drain", json!({"destination": rest}));
+    stack.bitcoind.mine(1);
+    let drained_sats = stack
+        .bitcoind
+        .paid_to(drained["txid"].as_str().expect("txid"), &rest);
+    assert!(
+        drained_sats > 160_000 && drained_sats < 170_000,
+        "250k less 80k paid, less fees: {drained_sats}"
+    );
+    wait_for("the on-chain wallet to be empty", 60, || {
+        alice.post_ok("/api/v1/onchain/sync", json!({}));
+        let balance = alice.get_ok("/api/v1/onchain/balance");
+        (balance["total_sat"] == 0).then_some(())
+    });
+
     println!(
         "e2e onchain_funds_arrive: stack up in {:.1} s, scenario {:.1} s",
         stack.started_in.as_secs_f64(),
@@ -201,6 +256,32 @@ fn ark_payment_between_two_berthds() {
         .as_str()
         .expect("address")
         .to_string();
+    let info = alice.get_ok("/api/v1/wallet/ark-info");
+    assert_eq!(info["network"], "regtest", "{info}");
+    assert_eq!(info["min_board_amount_sat"], 20_000, "{info}");
+    assert_eq!(info["vtxo_exit_delta"], 12, "{info}");
+    let fee = alice.get_ok("/api/v1/fees/board?amount_sat=100000");
+    assert_eq!(
+        (
+            fee["gross_amount_sat"].as_u64(),
+            fee["net_amount_sat"].as_u64()
+        ),
+        (Some(100_000), Some(100_000)),
+        "no board fee on this server: {fee}"
+    );
+    let (status, body) = alice.get("/api/v1/fees/board?amount_sat=1000");
+    assert_eq!(status, 400, "below the minimum board: {body}");
+    let (status, body) = bob.get("/api/v1/wallet/addresses/index/1000000");
+    assert_eq!(status, 404, "an index never handed out: {body}");
+    let handed_out: Vec<serde_json::Value> = (0..8)
+        .map(|i| bob.get(&format!("/api/v1/wallet/addresses/index/{i}")))
+        .filter(|(status, _)| *status == 200)
+        .map(|(_, body)| body["address"].clone())
+        .collect();
+    assert!(
+        handed_out.contains(&json!(bob_address)),
+        "the address is found again by its index: {handed_out:?}"
+    );
     let (status, body) = alice.post(
         "/api/v1/wallet/send",
         json!({"destination": bob_address, "amount_sat": 10_000_000}),

@@ -325,6 +325,24 @@ pub fn accepts(ours: &Shape, theirs: &Shape, at: &str, errors: &mut Vec<String>)
 /// these, may appear in responses beyond barkd's enums.
 pub const BARK_08_ADDITIONS: &[&str] = &["vtxo-swept", "invalid-fee-margin"];
 
+/// Response fields barkd itself sends as `null` although its document says they are
+/// never null: `ArkInfo.max_vtxo_amount` when the server sets no maximum. berthd
+/// sends the same `null` rather than invent a number.
+pub const NULL_AS_BARKD_SENDS: &[&str] = &["max_vtxo_amount"];
+
+fn without_null(shape: &Shape) -> Shape {
+    match shape {
+        Shape::OneOf(variants) => one_of(
+            variants
+                .iter()
+                .filter(|v| **v != Shape::Null)
+                .cloned()
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
 /// A tagged variant whose tag is one of [`BARK_08_ADDITIONS`].
 fn is_bark_08_addition(shape: &Shape) -> bool {
     match shape {
@@ -397,6 +415,11 @@ pub fn provides(ours: &Shape, theirs: &Shape, at: &str, errors: &mut Vec<String>
                         if tr.contains(name) && !or.contains(name) {
                             errors.push(format!("{path}: theirs always sends it, ours may not"));
                         }
+                        let o_shape = if NULL_AS_BARKD_SENDS.contains(&name.as_str()) {
+                            &without_null(o_shape)
+                        } else {
+                            o_shape
+                        };
                         provides(o_shape, t_shape, &path, errors);
                     }
                 }

@@ -10,6 +10,7 @@ pub mod bitcoin;
 pub mod boards;
 pub mod common;
 pub mod exits;
+pub mod fees;
 pub mod history;
 pub mod onchain;
 pub mod wallet;
@@ -28,12 +29,10 @@ use crate::api::error::ApiError;
 pub const NOT_YET_SERVED: &[(&str, &str)] = &[
     ("GET", "/exits/fee"),
     ("GET", "/exits/status"),
-    ("GET", "/fees/board"),
     ("GET", "/fees/lightning/pay"),
     ("GET", "/fees/lightning/receive"),
     ("POST", "/fees/offboard"),
     ("GET", "/fees/offboard-all"),
-    ("GET", "/fees/onchain"),
     ("GET", "/fees/send-onchain"),
     ("POST", "/history/{id}/metadata"),
     ("POST", "/lightning/pay"),
@@ -47,16 +46,8 @@ pub const NOT_YET_SERVED: &[(&str, &str)] = &[
     ("POST", "/message/verify"),
     ("GET", "/notifications/wait"),
     ("GET", "/notifications/ws/ticket"),
-    ("POST", "/onchain/drain"),
-    ("POST", "/onchain/send"),
-    ("POST", "/onchain/send-many"),
-    ("GET", "/onchain/transactions"),
-    ("GET", "/onchain/utxos"),
-    ("GET", "/wallet/addresses/index/{index}"),
-    ("GET", "/wallet/ark-info"),
     ("POST", "/wallet/bip321"),
     ("POST", "/wallet/import-vtxo"),
-    ("GET", "/wallet/next-round"),
     ("POST", "/wallet/refresh/counterparty"),
     ("POST", "/wallet/refresh/delegated/vtxos"),
     ("POST", "/wallet/sync/mailbox"),
@@ -104,7 +95,17 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(exits::exit_status_deprecated))
         .routes(routes!(exits::exit_claim_all))
         .routes(routes!(exits::exit_claim_vtxos))
-        .routes(routes!(exits::exit_cancel));
+        .routes(routes!(exits::exit_cancel))
+        .routes(routes!(onchain::onchain_send))
+        .routes(routes!(onchain::onchain_send_many))
+        .routes(routes!(onchain::onchain_drain))
+        .routes(routes!(onchain::onchain_transactions))
+        .routes(routes!(onchain::onchain_utxos))
+        .routes(routes!(fees::board_fee))
+        .routes(routes!(fees::onchain_fee_rates))
+        .routes(routes!(wallet::ark_info))
+        .routes(routes!(wallet::peek_address))
+        .routes(routes!(wallet::next_round));
     for (method, path) in NOT_YET_SERVED {
         let filter = match *method {
             "GET" => MethodFilter::GET,

@@ -2,7 +2,8 @@
 
 use axum::Json;
 use axum::extract::State;
-use serde::Serialize;
+use axum::extract::rejection::JsonRejection;
+use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::api::AppState;
@@ -100,4 +101,224 @@ pub async fn onchain_balance(
 pub async fn onchain_sync(State(state): State<AppState>) -> Result<(), ApiError> {
     state.engine.onchain_sync().await?;
     Ok(())
+}
+
+/// A transaction sent.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Send {
+    pub txid: String,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct OnchainSendRequest {
+    /// The bitcoin address to pay.
+    pub destination: String,
+    /// What it receives, in sats; the fee comes on top.
+    #[schema(minimum = 0)]
+    pub amount_sat: u64,
+}
+
+/// `POST /api/v1/onchain/send`
+#[utoipa::path(
+    post,
+    path = "/onchain/send",
+    tag = "onchain",
+    summary = "Pay on-chain",
+    description = "Pays a bitcoin address from the on-chain wallet at the chain's regular fee \
+        rate. Returns once the transaction is handed to the chain source; a failed broadcast is \
+        retried on the next sync.",
+    request_body = OnchainSendRequest,
+    responses(
+        (status = 200, description = "Sent", body = Send),
+        (status = 400, description = "Malformed, an address of another network, or below dust", body = ErrorResponse),
+        (status = 422, description = "No wallet, or not enough on-chain funds", body = ErrorResponse),
+        (status = 503, description = "The wallet is not loaded yet", body = ErrorResponse),
+        (status = 500, description = "Internal error", body = ErrorResponse),
+    )
+)]
+pub async fn onchain_send(
+    State(state): State<AppState>,
+    body: Result<Json<OnchainSendRequest>, JsonRejection>,
+) -> Result<Json<Send>, ApiError> {
+    let Json(req) = body?;
+    let txid = state
+        .engine
+        .onchain_send(&[(req.destination, bitcoin::Amount::from_sat(req.amount_sat))])
+        .await?;
+    Ok(Json(Send {
+        txid: txid.to_string(),
+    }))
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct OnchainSendManyRequest {
+    /// `address:amount` pairs; the amount is in sats, or with a unit (`1000 sat`,
+    /// `0.001 btc`) as barkd takes it.
+    pub destinations: Vec<String>,
+    /// Accepted and ignored: the transaction is always sent at once.
+    pub immediate: Option<bool>,
+}
+
+/// `address:amount`, the amount in sats or with a unit.
+fn parse_destination(text: &str) -> Result<(String, bitcoin::Amount), ApiError> {
+    let bad = || ApiError::BadRequest(format!("{text:?} is not address:amount"));
+    let (address, amount) = text.rsplit_once(':').ok_or_else(bad)?;
+    let amount = amount.trim();
+    let amount = match amount.parse::<u64>() {
+        Ok(sats) => bitcoin::Amount::from_sat(sats),
+        Err(_) => amount.parse::<bitcoin::Amount>().map_err(|_| bad())?,
+    };
+    Ok((address.trim().to_string(), amount))
+}
+
+/// `POST /api/v1/onchain/send-many`
+#[utoipa::path(
+    post,
+    path = "/onchain/send-many",
+    tag = "onchain",
+    summary = "Pay several on-chain",
+    description = "Pays several bitcoin addresses in one transaction from the on-chain wallet.",
+    request_body = OnchainSendManyRequest,
+    responses(
+        (status = 200, description = "Sent", body = Send),
+        (status = 400, description = "Malformed, an address of another network, or below dust", body = ErrorResponse),
+        (status = 422, description = "No wallet, or not enough on-chain funds", body = ErrorResponse),
+        (status = 503, description = "The wallet is not loaded yet", body = ErrorResponse),
+        (status = 500, description = "Internal error", body = ErrorResponse),
+    )
+)]
+pub async fn onchain_send_many(
+    State(state): State<AppState>,
+    body: Result<Json<OnchainSendManyRequest>, JsonRejection>,
+) -> Result<Json<Send>, ApiError> {
+    let Json(req) = body?;
+    let destinations = req
+        .destinations
+        .iter()
+        .map(|d| parse_destination(d))
+        .collect::<Result<Vec<_>, _>>()?;
+    let txid = state.engine.onchain_send(&destinations).await?;
+    Ok(Json(Send {
+        txid: txid.to_string(),
+    }))
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct OnchainDrainRequest {
+    /// The bitcoin address to send everything to.
+    pub destination: String,
+}
+
+/// `POST /api/v1/onchain/drain`
+#[utoipa::path(
+    post,
+    path = "/onchain/drain",
+    tag = "onchain",
+    summary = "Empty the on-chain wallet",
+    description = "Sends every on-chain coin, unconfirmed ones too, to one address, less the fee.",
+    request_body = OnchainDrainRequest,
+    responses(
+        (status = 200, description = "Sent", body = Send),
+        (status = 400, description = "Malformed, or an address of another network", body = ErrorResponse),
+        (status = 422, description = "No wallet, or nothing to send", body = ErrorResponse),
+        (status = 503, description = "The wallet is not loaded yet", body = ErrorResponse),
+        (status = 500, description = "Internal error", body = ErrorResponse),
+    )
+)]
+pub async fn onchain_drain(
+    State(state): State<AppState>,
+    body: Result<Json<OnchainDrainRequest>, JsonRejection>,
+) -> Result<Json<Send>, ApiError> {
+    let Json(req) = body?;
+    let txid = state.engine.onchain_drain(&req.destination).await?;
+    Ok(Json(Send {
+        txid: txid.to_string(),
+    }))
+}
+
+/// An on-chain transaction of the wallet.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct WalletTxInfo {
+    pub txid: String,
+    /// The transaction, consensus-encoded, hex.
+    pub tx: String,
+    /// Its fee, when every input is known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub onchain_fee_sat: Option<u64>,
+    /// Received minus sent over the wallet's outputs, sats.
+    pub balance_change_sat: i64,
+    /// The block it is in; null while unconfirmed.
+    pub confirmation: Option<crate::api::v1::exits::BlockRef>,
+    /// Whether it pays an exit transaction's fee (spends a fee anchor).
+    pub is_cpfp: bool,
+}
+
+/// `GET /api/v1/onchain/transactions`
+#[utoipa::path(
+    get,
+    path = "/onchain/transactions",
+    tag = "onchain",
+    summary = "On-chain transactions",
+    description = "The on-chain wallet's transactions, oldest first; unconfirmed ones last.",
+    responses(
+        (status = 200, description = "The transactions", body = Vec<WalletTxInfo>),
+        (status = 422, description = "No wallet", body = ErrorResponse),
+        (status = 503, description = "The wallet is not loaded yet", body = ErrorResponse),
+        (status = 500, description = "Internal error", body = ErrorResponse),
+    )
+)]
+pub async fn onchain_transactions(
+    State(state): State<AppState>,
+) -> Result<Json<Vec<WalletTxInfo>>, ApiError> {
+    let txs = state.engine.onchain_transactions().await?;
+    Ok(Json(
+        txs.iter()
+            .map(|t| WalletTxInfo {
+                txid: t.txid.to_string(),
+                tx: bitcoin::consensus::encode::serialize_hex(&*t.tx),
+                onchain_fee_sat: t.onchain_fees.map(|f| f.to_sat()),
+                balance_change_sat: t.balance_change.to_sat(),
+                confirmation: t.confirmation.as_ref().map(Into::into),
+                is_cpfp: t.is_cpfp,
+            })
+            .collect(),
+    ))
+}
+
+/// An unspent output of the on-chain wallet.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct UtxoInfo {
+    /// `txid:vout`.
+    pub outpoint: String,
+    pub amount_sat: u64,
+    /// The height it confirmed at; null while unconfirmed.
+    pub confirmation_height: Option<u32>,
+}
+
+/// `GET /api/v1/onchain/utxos`
+#[utoipa::path(
+    get,
+    path = "/onchain/utxos",
+    tag = "onchain",
+    summary = "On-chain coins",
+    responses(
+        (status = 200, description = "The unspent outputs", body = Vec<UtxoInfo>),
+        (status = 422, description = "No wallet", body = ErrorResponse),
+        (status = 503, description = "The wallet is not loaded yet", body = ErrorResponse),
+        (status = 500, description = "Internal error", body = ErrorResponse),
+    )
+)]
+pub async fn onchain_utxos(State(state): State<AppState>) -> Result<Json<Vec<UtxoInfo>>, ApiError> {
+    let utxos = state.engine.onchain_utxos().await?;
+    Ok(Json(
+        utxos
+            .iter()
+            .map(|u| UtxoInfo {
+                outpoint: u.outpoint.to_string(),
+                amount_sat: u.amount.to_sat(),
+                confirmation_height: u.confirmation_height,
+            })
+            .collect(),
+    ))
 }

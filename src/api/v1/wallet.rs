@@ -963,3 +963,180 @@ pub async fn send_onchain(
         .await?;
     Ok(Json(result.into()))
 }
+
+/// The Ark server's parameters.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ArkInfo {
+    /// bitcoin, testnet, signet or regtest.
+    pub network: String,
+    pub server_pubkey: String,
+    pub mailbox_pubkey: String,
+    /// Time between rounds, e.g. `1h` or `1m 30s`.
+    pub round_interval: String,
+    pub nb_round_nonces: usize,
+    /// Blocks between an exit's confirmation and its claim.
+    pub vtxo_exit_delta: u16,
+    /// Blocks a VTXO lives.
+    pub vtxo_lifetime: u16,
+    /// The same as `vtxo_lifetime` (barkd's deprecated name).
+    pub vtxo_expiry_delta: u16,
+    pub htlc_send_expiry_delta: u16,
+    pub htlc_expiry_delta: u16,
+    /// The largest VTXO the server accepts, sats; null when it has no maximum.
+    #[schema(required = true)]
+    pub max_vtxo_amount: Option<u64>,
+    pub required_board_confirmations: usize,
+    pub max_user_invoice_cltv_delta: u16,
+    pub min_board_amount_sat: u64,
+    pub offboard_feerate_sat_per_kvb: u64,
+    pub ln_receive_anti_dos_required: bool,
+    pub fees: crate::api::v1::fees::FeeSchedule,
+    pub max_vtxo_exit_depth: u16,
+    pub max_offboard_inputs: usize,
+    pub tos_link: Option<String>,
+}
+
+/// `1h 30m`, `45s`: the format barkd shows durations in.
+fn human_duration(d: std::time::Duration) -> String {
+    let mut secs = d.as_secs();
+    let mut parts = Vec::new();
+    for (unit, size) in [("d", 86_400), ("h", 3_600), ("m", 60)] {
+        if secs >= size {
+            parts.push(format!("{}{unit}", secs / size));
+            secs %= size;
+        }
+    }
+    if secs > 0 || parts.is_empty() && d.subsec_millis() == 0 {
+        parts.push(format!("{secs}s"));
+    }
+    if d.subsec_millis() > 0 {
+        parts.push(format!("{}ms", d.subsec_millis()));
+    }
+    parts.join(" ")
+}
+
+/// `GET /api/v1/wallet/ark-info`
+#[utoipa::path(
+    get,
+    path = "/wallet/ark-info",
+    tag = "wallet",
+    summary = "Ark server parameters",
+    responses(
+        (status = 200, description = "The server's parameters", body = ArkInfo),
+        (status = 404, description = "The Ark server has not been reached", body = NotFoundResponse),
+        (status = 422, description = "No wallet", body = ErrorResponse),
+        (status = 503, description = "The wallet is not loaded yet", body = ErrorResponse),
+        (status = 500, description = "Internal error", body = ErrorResponse),
+    )
+)]
+pub async fn ark_info(State(state): State<AppState>) -> Result<Json<ArkInfo>, ApiError> {
+    let Some(a) = state.engine.ark_info().await? else {
+        return Err(ApiError::NotFound {
+            message: "the wallet has not reached its Ark server".into(),
+            resources: vec!["ark server".into()],
+        });
+    };
+    #[allow(deprecated)]
+    let offboard_feerate = a.offboard_feerate.to_sat_per_kwu() * 4;
+    Ok(Json(ArkInfo {
+        network: a.network.to_string(),
+        server_pubkey: a.server_pubkey.to_string(),
+        mailbox_pubkey: a.mailbox_pubkey.to_string(),
+        round_interval: human_duration(a.round_interval),
+        nb_round_nonces: a.nb_round_nonces,
+        vtxo_exit_delta: a.vtxo_exit_delta.to_u16(),
+        vtxo_lifetime: a.vtxo_lifetime.to_u16(),
+        vtxo_expiry_delta: a.vtxo_lifetime.to_u16(),
+        htlc_send_expiry_delta: a.htlc_send_expiry_delta.to_u16(),
+        htlc_expiry_delta: a.htlc_expiry_delta.to_u16(),
+        max_vtxo_amount: a.max_vtxo_amount.map(|m| m.to_sat()),
+        required_board_confirmations: a.required_board_confirmations,
+        max_user_invoice_cltv_delta: a.max_user_invoice_cltv_delta.to_u16(),
+        min_board_amount_sat: a.min_board_amount.to_sat(),
+        offboard_feerate_sat_per_kvb: offboard_feerate,
+        ln_receive_anti_dos_required: a.ln_receive_anti_dos_required,
+        fees: (&a.fees).into(),
+        max_vtxo_exit_depth: a.max_vtxo_exit_depth,
+        max_offboard_inputs: a.max_offboard_inputs,
+        tos_link: a.tos_link.clone(),
+    }))
+}
+
+/// `GET /api/v1/wallet/addresses/index/{index}`
+#[utoipa::path(
+    get,
+    path = "/wallet/addresses/index/{index}",
+    tag = "wallet",
+    summary = "Ark address by index",
+    description = "An Ark address the wallet handed out before; 404 for an index not reached yet.",
+    params(("index" = u32, Path, description = "Index for the address.")),
+    responses(
+        (status = 200, description = "The address", body = ArkAddressResponse),
+        (status = 400, description = "Not an index", body = ErrorResponse),
+        (status = 404, description = "No address at this index yet", body = NotFoundResponse),
+        (status = 422, description = "No wallet", body = ErrorResponse),
+        (status = 503, description = "The wallet is not loaded yet", body = ErrorResponse),
+        (status = 500, description = "Internal error", body = ErrorResponse),
+    )
+)]
+pub async fn peek_address(
+    State(state): State<AppState>,
+    index: Result<Path<u32>, PathRejection>,
+) -> Result<Json<ArkAddressResponse>, ApiError> {
+    let Path(index) = index?;
+    match state.engine.ark_address_at(index).await? {
+        Some(address) => Ok(Json(ArkAddressResponse {
+            address: address.to_string(),
+        })),
+        None => Err(ApiError::NotFound {
+            message: format!("no Ark address at index {index} yet"),
+            resources: vec![index.to_string()],
+        }),
+    }
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct NextRoundStart {
+    /// When the next round starts (RFC 3339).
+    pub start_time: chrono::DateTime<chrono::Utc>,
+}
+
+/// `GET /api/v1/wallet/next-round`
+#[utoipa::path(
+    get,
+    path = "/wallet/next-round",
+    tag = "wallet",
+    summary = "Next round",
+    responses(
+        (status = 200, description = "When the next round starts", body = NextRoundStart),
+        (status = 422, description = "No wallet", body = ErrorResponse),
+        (status = 503, description = "Ark server unreachable, or the wallet not loaded yet", body = ErrorResponse),
+        (status = 500, description = "Internal error", body = ErrorResponse),
+    )
+)]
+pub async fn next_round(State(state): State<AppState>) -> Result<Json<NextRoundStart>, ApiError> {
+    let start = state.engine.next_round_start().await?;
+    Ok(Json(NextRoundStart {
+        start_time: start.into(),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    #[test]
+    fn durations_read_as_barkd_shows_them() {
+        for (secs, millis, shown) in [
+            (0, 0, "0s"),
+            (10, 0, "10s"),
+            (90, 0, "1m 30s"),
+            (3600, 0, "1h"),
+            (90_061, 0, "1d 1h 1m 1s"),
+            (1, 500, "1s 500ms"),
+        ] {
+            let d = Duration::from_secs(secs) + Duration::from_millis(millis);
+            assert_eq!(super::human_duration(d), shown);
+        }
+    }
+}
