@@ -65,6 +65,21 @@ fn ping_auth_matrix_and_error_shapes() {
         serde_json::json!({ "fingerprint": null, "loaded": false })
     );
 
+    // barkd's deprecated exit list moved permanently, query kept.
+    let (status, raw) = daemon.get("/api/v1/exits/status?history=true", &auth);
+    assert_eq!(status, 308, "{raw}");
+    assert!(
+        raw.contains("location: /api/v1/exits/status/all?history=true"),
+        "{raw}"
+    );
+    // Verifying a signature needs no wallet: a malformed one is a 400, not a 422.
+    let (status, raw) = daemon.post(
+        "/api/v1/message/verify",
+        &auth,
+        r#"{"message": "hi", "signature": "zz", "pubkey": "02"}"#,
+    );
+    assert_eq!(status, 400, "{raw}");
+
     let (status, raw) = daemon.get("/no/such/path", &auth);
     assert_eq!(status, 404, "{raw}");
     let body = json_of(&raw);

@@ -34,6 +34,7 @@ internal failure.";
         (name = "onchain", description = "The wallet's own on-chain funds."),
         (name = "boards", description = "Move on-chain funds into Ark."),
         (name = "history", description = "The wallet's movements of funds."),
+        (name = "message", description = "Sign messages with the wallet's keys; verify signatures."),
         (name = "fees", description = "What operations cost, before doing them."),
         (name = "exits", description = "Unilateral exits: moving VTXOs on-chain without the server."),
         (name = "bitcoin", description = "Facts about the chain."),

@@ -169,3 +169,59 @@ impl Engine {
             })
     }
 }
+
+impl Engine {
+    /// Sign with the key behind one of the wallet's Ark addresses; `None` if the
+    /// address is not the wallet's.
+    pub async fn sign_message(
+        &self,
+        message: &[u8],
+        address: &ark::Address,
+    ) -> Result<Option<bitcoin::secp256k1::schnorr::Signature>, EngineError> {
+        let loaded = self.loaded().await?;
+        loaded
+            .wallet
+            .sign_message(message, address)
+            .await
+            .map_err(EngineError::internal("signing a message"))
+    }
+
+    /// Fetch what the server's mailbox holds for the wallet (incoming payments);
+    /// the checkpoint consumed up to.
+    pub async fn sync_mailbox(&self) -> Result<u64, EngineError> {
+        let loaded = self.loaded().await?;
+        loaded
+            .wallet
+            .sync_mailbox()
+            .await
+            .map_err(|e| EngineError::Unreachable {
+                what: "the Ark server",
+                reason: format!("{e:#}"),
+            })?;
+        loaded
+            .wallet
+            .get_mailbox_checkpoint()
+            .await
+            .map_err(EngineError::internal("reading the mailbox checkpoint"))
+    }
+
+    /// Merge `patch` (RFC 7396) into a movement's metadata; `false` if there is no
+    /// such movement.
+    pub async fn patch_movement_metadata(
+        &self,
+        id: u32,
+        patch: &serde_json::Value,
+    ) -> Result<bool, EngineError> {
+        let loaded = self.loaded().await?;
+        let exists = self.history(None).await?.iter().any(|m| m.id.0 == id);
+        if !exists {
+            return Ok(false);
+        }
+        loaded
+            .wallet
+            .update_history_metadata(bark::movement::MovementId(id), patch)
+            .await
+            .map_err(EngineError::internal("updating a movement's metadata"))?;
+        Ok(true)
+    }
+}

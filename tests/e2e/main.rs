@@ -329,6 +329,48 @@ fn ark_payment_between_two_berthds() {
     let receive = &bob_history[0];
     assert_eq!(receive["subsystem"]["kind"], "receive", "{bob_history}");
     assert_eq!(receive["effective_balance_sat"], 150_000, "{bob_history}");
+    // Annotate the payment; the history shows the note.
+    let (status, body) = alice.post(
+        &format!("/api/v1/history/{movement_id}/metadata"),
+        json!({"note": "rent"}),
+    );
+    assert_eq!(status, 200, "{body}");
+    let annotated = alice.get_ok("/api/v1/history");
+    assert_eq!(annotated[0]["metadata"]["note"], "rent", "{annotated}");
+    let (status, body) = alice.post("/api/v1/history/999999/metadata", json!({"note": "x"}));
+    assert_eq!(status, 404, "{body}");
+    let (status, body) = alice.post(
+        &format!("/api/v1/history/{movement_id}/metadata"),
+        json!([1]),
+    );
+    assert_eq!(status, 400, "a patch must be an object: {body}");
+
+    // Bob signs with the key behind his address; anyone can verify it.
+    let signed = bob.post_ok(
+        "/api/v1/message/sign",
+        json!({"message": "hello", "address": bob_address}),
+    );
+    let signature = signed["signature"].as_str().expect("signature").to_string();
+    let verify = |message: &str| {
+        alice.post_ok(
+            "/api/v1/message/verify",
+            json!({"message": message, "signature": signature, "address": bob_address}),
+        )["valid"]
+            .clone()
+    };
+    assert_eq!(verify("hello"), true);
+    assert_eq!(verify("hullo"), false);
+    let (status, body) = alice.post(
+        "/api/v1/message/sign",
+        json!({"message": "hello", "address": bob_address}),
+    );
+    assert_eq!(status, 400, "alice cannot sign for bob's address: {body}");
+    let mailbox = bob.post_ok("/api/v1/wallet/sync/mailbox", json!({}));
+    assert!(
+        mailbox["checkpoint"].as_u64().is_some_and(|c| c > 0),
+        "{mailbox}"
+    );
+
     let filtered = bob.get_ok(&format!("/api/v1/history?type=ark&value={bob_address}"));
     assert_eq!(filtered.as_array().map(Vec::len), Some(1), "{filtered}");
     assert_eq!(

@@ -1045,3 +1045,21 @@ pub async fn exit_cancel(
         message: "Exit canceled successfully".into(),
     }))
 }
+
+/// `GET /api/v1/exits/status` (deprecated): a permanent redirect to
+/// `/exits/status/all`, keeping the query.
+#[utoipa::path(
+    get,
+    path = "/exits/status",
+    tag = "exits",
+    summary = "Every exit (deprecated)",
+    responses((status = 308, description = "Moved to /api/v1/exits/status/all"))
+)]
+#[deprecated]
+pub async fn exit_list_deprecated(uri: axum::http::Uri) -> axum::response::Redirect {
+    let target = match uri.query() {
+        Some(query) => format!("/api/v1/exits/status/all?{query}"),
+        None => "/api/v1/exits/status/all".to_string(),
+    };
+    axum::response::Redirect::permanent(&target)
+}

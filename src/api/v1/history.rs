@@ -1,12 +1,12 @@
 //! The `history` group: the wallet's movements.
 
 use axum::Json;
-use axum::extract::rejection::QueryRejection;
-use axum::extract::{Query, State};
+use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
 use serde::Deserialize;
 
 use crate::api::AppState;
-use crate::api::error::{ApiError, ErrorResponse};
+use crate::api::error::{ApiError, ErrorResponse, NotFoundResponse};
 use crate::api::v1::common::Movement;
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
@@ -58,4 +58,47 @@ pub async fn list(
     };
     let movements = state.engine.history(method.as_ref()).await?;
     Ok(Json(movements.iter().map(Movement::from).collect()))
+}
+
+/// `POST /api/v1/history/{id}/metadata`
+#[utoipa::path(
+    post,
+    path = "/history/{id}/metadata",
+    tag = "history",
+    summary = "Annotate a movement",
+    description = "Merges the body (an RFC 7396 JSON merge patch: a `null` member removes that \
+        key, objects merge recursively) into the movement's metadata. The body must be a JSON \
+        object.",
+    params(("id" = u32, Path, description = "Movement identifier.")),
+    request_body(content = serde_json::Value, content_type = "application/merge-patch+json"),
+    responses(
+        (status = 200, description = "Updated"),
+        (status = 400, description = "Not a JSON object, or not a movement id", body = ErrorResponse),
+        (status = 404, description = "No such movement", body = NotFoundResponse),
+        (status = 422, description = "No wallet", body = ErrorResponse),
+        (status = 503, description = "The wallet is not loaded yet", body = ErrorResponse),
+        (status = 500, description = "Internal error", body = ErrorResponse),
+    )
+)]
+pub async fn update_metadata(
+    State(state): State<AppState>,
+    id: Result<Path<u32>, PathRejection>,
+    body: Result<Json<serde_json::Value>, JsonRejection>,
+) -> Result<(), ApiError> {
+    let Path(id) = id?;
+    let Json(patch) = body?;
+    // bark would replace the metadata with `{}` for a patch that is not an object.
+    if !patch.is_object() {
+        return Err(ApiError::BadRequest(
+            "the body must be a JSON object (an RFC 7396 merge patch)".into(),
+        ));
+    }
+    if state.engine.patch_movement_metadata(id, &patch).await? {
+        Ok(())
+    } else {
+        Err(ApiError::NotFound {
+            message: format!("no movement {id}"),
+            resources: vec![id.to_string()],
+        })
+    }
 }

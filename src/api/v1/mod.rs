@@ -12,6 +12,7 @@ pub mod common;
 pub mod exits;
 pub mod fees;
 pub mod history;
+pub mod message;
 pub mod onchain;
 pub mod wallet;
 
@@ -28,13 +29,11 @@ use crate::api::error::ApiError;
 /// `tests/openapi.rs` checks this list and the document together cover barkd's.
 pub const NOT_YET_SERVED: &[(&str, &str)] = &[
     ("GET", "/exits/fee"),
-    ("GET", "/exits/status"),
     ("GET", "/fees/lightning/pay"),
     ("GET", "/fees/lightning/receive"),
     ("POST", "/fees/offboard"),
     ("GET", "/fees/offboard-all"),
     ("GET", "/fees/send-onchain"),
-    ("POST", "/history/{id}/metadata"),
     ("POST", "/lightning/pay"),
     ("GET", "/lightning/receives"),
     ("POST", "/lightning/receives/invoice"),
@@ -42,15 +41,12 @@ pub const NOT_YET_SERVED: &[(&str, &str)] = &[
     ("GET", "/lightning/receives/{identifier}"),
     ("DELETE", "/lightning/receives/{identifier}"),
     ("GET", "/lightning/sends/{identifier}"),
-    ("POST", "/message/sign"),
-    ("POST", "/message/verify"),
     ("GET", "/notifications/wait"),
     ("GET", "/notifications/ws/ticket"),
     ("POST", "/wallet/bip321"),
     ("POST", "/wallet/import-vtxo"),
     ("POST", "/wallet/refresh/counterparty"),
     ("POST", "/wallet/refresh/delegated/vtxos"),
-    ("POST", "/wallet/sync/mailbox"),
 ];
 
 /// The `/api/v1` routes with their OpenAPI description. barkd's deprecated operations
@@ -105,7 +101,12 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(fees::onchain_fee_rates))
         .routes(routes!(wallet::ark_info))
         .routes(routes!(wallet::peek_address))
-        .routes(routes!(wallet::next_round));
+        .routes(routes!(wallet::next_round))
+        .routes(routes!(wallet::sync_mailbox))
+        .routes(routes!(history::update_metadata))
+        .routes(routes!(message::sign_message))
+        .routes(routes!(message::verify_message))
+        .routes(routes!(exits::exit_list_deprecated));
     for (method, path) in NOT_YET_SERVED {
         let filter = match *method {
             "GET" => MethodFilter::GET,

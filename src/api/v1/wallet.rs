@@ -1140,3 +1140,32 @@ mod tests {
         }
     }
 }
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct MailboxSyncResponse {
+    /// The mailbox position consumed up to; never decreases.
+    pub checkpoint: u64,
+}
+
+/// `POST /api/v1/wallet/sync/mailbox`
+#[utoipa::path(
+    post,
+    path = "/wallet/sync/mailbox",
+    tag = "wallet",
+    summary = "Sync the mailbox",
+    description = "Fetches what the Ark server's mailbox holds for the wallet (incoming \
+        payments). bark's background daemon also follows the mailbox continuously.",
+    responses(
+        (status = 200, description = "Synced", body = MailboxSyncResponse),
+        (status = 422, description = "No wallet", body = ErrorResponse),
+        (status = 503, description = "Ark server unreachable, or the wallet not loaded yet", body = ErrorResponse),
+        (status = 500, description = "Internal error", body = ErrorResponse),
+    )
+)]
+pub async fn sync_mailbox(
+    State(state): State<AppState>,
+) -> Result<Json<MailboxSyncResponse>, ApiError> {
+    Ok(Json(MailboxSyncResponse {
+        checkpoint: state.engine.sync_mailbox().await?,
+    }))
+}
