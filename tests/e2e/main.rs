@@ -448,8 +448,36 @@ fn refresh_send_onchain_and_offboard() {
         "a successful refresh in the history: {history}"
     );
 
-    // Send on-chain out of the Ark balance.
+    // Fee estimates for what comes next (this server charges no Ark fees; the
+    // offboard's on-chain share remains).
     let payee = stack.bitcoind.new_address();
+    let refreshed = vtxos[0]["id"].as_str().expect("id").to_string();
+    let fee = alice.get_ok(&format!(
+        "/api/v1/fees/send-onchain?amount_sat=50000&address={payee}"
+    ));
+    assert_eq!(fee["net_amount_sat"], 50_000, "{fee}");
+    assert!(
+        fee["gross_amount_sat"]
+            .as_u64()
+            .is_some_and(|g| g >= 50_000),
+        "{fee}"
+    );
+    let fee = alice.post_ok(
+        "/api/v1/fees/offboard",
+        json!({"address": payee, "vtxos": [refreshed]}),
+    );
+    assert_eq!(fee["gross_amount_sat"], 400_000, "{fee}");
+    assert_eq!(fee["vtxos_spent"], json!([refreshed]), "{fee}");
+    let fee = alice.get_ok(&format!("/api/v1/fees/offboard-all?address={payee}"));
+    assert_eq!(fee["gross_amount_sat"], 400_000, "{fee}");
+    let fee = alice.get_ok("/api/v1/fees/lightning/receive?amount_sat=10000");
+    assert_eq!(fee["net_amount_sat"], 10_000, "{fee}");
+    let fee = alice.get_ok("/api/v1/fees/lightning/pay?amount_sat=10000");
+    assert_eq!(fee["net_amount_sat"], 10_000, "{fee}");
+    let (status, body) = alice.get("/api/v1/fees/send-onchain?amount_sat=50000&address=nope");
+    assert_eq!(status, 400, "{body}");
+
+    // Send on-chain out of the Ark balance.
     let sent = alice.post_ok(
         "/api/v1/wallet/send-onchain",
         json!({"destination": payee, "amount_sat": 50_000}),
@@ -512,6 +540,18 @@ fn headless_unilateral_exit() {
     let (status, body) = alice.get(&status_path);
     assert_eq!(status, 404, "no exit yet: {body}");
 
+    let fee = alice.get_ok(&format!("/api/v1/exits/fee?vtxo_ids={vtxo}"));
+    assert_eq!(
+        fee["txs_to_broadcast"], 1,
+        "a board VTXO exits in one transaction: {fee}"
+    );
+    assert_eq!(fee["fundable"], true, "confirmed coins pay for it: {fee}");
+    assert!(
+        fee["exit_broadcast_fee_sat"]
+            .as_u64()
+            .is_some_and(|f| f > 0),
+        "{fee}"
+    );
     let start = alice.post_ok("/api/v1/exits/start/vtxos", json!({"vtxos": [vtxo]}));
     assert_eq!(start["started"], 1, "{start}");
     let exit_started = Instant::now();

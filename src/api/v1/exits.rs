@@ -1063,3 +1063,91 @@ pub async fn exit_list_deprecated(uri: axum::http::Uri) -> axum::response::Redir
     };
     axum::response::Redirect::permanent(&target)
 }
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ExitFeeQuery {
+    /// Comma-separated VTXO ids; every spendable VTXO when absent.
+    pub vtxo_ids: Option<String>,
+    /// Fee rate for the exit transactions, sat/vB; the chain's fast rate by default.
+    #[param(minimum = 0)]
+    pub fee_rate_sat_per_vb: Option<u64>,
+    /// Where the claim would go (its script type affects the claim's size).
+    pub destination: Option<String>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct EmergencyExitFeeEstimateResponse {
+    /// Fees of the children that confirm every exit transaction, with a safety margin;
+    /// paid from the on-chain wallet's confirmed coins.
+    pub exit_broadcast_fee_sat: u64,
+    /// Fee of the claim; taken from the exited amount.
+    pub claim_fee_sat: u64,
+    pub total_fee_sat: u64,
+    pub fee_rate_sat_per_vb: u64,
+    /// Exit transactions still to be broadcast.
+    pub txs_to_broadcast: usize,
+    /// Whether the on-chain wallet's confirmed coins cover `exit_broadcast_fee_sat`.
+    pub fundable: bool,
+}
+
+/// `GET /api/v1/exits/fee`
+#[utoipa::path(
+    get,
+    path = "/exits/fee",
+    tag = "exits",
+    summary = "Exit fee",
+    description = "What exiting would cost, and whether the on-chain wallet can pay for it.",
+    params(ExitFeeQuery),
+    responses(
+        (status = 200, description = "The estimate", body = EmergencyExitFeeEstimateResponse),
+        (status = 400, description = "Malformed, or VTXOs that cannot exit", body = ErrorResponse),
+        (status = 404, description = "Unknown VTXOs", body = NotFoundResponse),
+        (status = 422, description = "No wallet", body = ErrorResponse),
+        (status = 503, description = "Chain source unreachable, or the wallet not loaded yet", body = ErrorResponse),
+        (status = 500, description = "Internal error", body = ErrorResponse),
+    )
+)]
+pub async fn emergency_exit_fee(
+    State(state): State<AppState>,
+    query: Result<Query<ExitFeeQuery>, QueryRejection>,
+) -> Result<Json<EmergencyExitFeeEstimateResponse>, ApiError> {
+    let Query(q) = query?;
+    let ids = q
+        .vtxo_ids
+        .as_deref()
+        .map(|list| {
+            let ids: Vec<String> = list
+                .split(',')
+                .map(str::trim)
+                .filter(|id| !id.is_empty())
+                .map(str::to_string)
+                .collect();
+            parse_ids(&ids)
+        })
+        .transpose()?;
+    let fee_rate = match q.fee_rate_sat_per_vb {
+        None => None,
+        Some(0) => {
+            return Err(ApiError::BadRequest(
+                "fee_rate_sat_per_vb must be above zero".into(),
+            ));
+        }
+        Some(rate) => Some(
+            bitcoin::FeeRate::from_sat_per_vb(rate)
+                .ok_or_else(|| ApiError::BadRequest("fee_rate_sat_per_vb is too large".into()))?,
+        ),
+    };
+    let (e, fundable) = state
+        .engine
+        .exit_fee(ids.as_deref(), fee_rate, q.destination.as_deref())
+        .await?;
+    Ok(Json(EmergencyExitFeeEstimateResponse {
+        exit_broadcast_fee_sat: e.exit_broadcast_fee.to_sat(),
+        claim_fee_sat: e.claim_fee.to_sat(),
+        total_fee_sat: e.total().to_sat(),
+        fee_rate_sat_per_vb: e.fee_rate.to_sat_per_vb_ceil(),
+        txs_to_broadcast: e.txs_to_broadcast,
+        fundable,
+    }))
+}

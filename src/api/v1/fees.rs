@@ -198,3 +198,176 @@ pub async fn onchain_fee_rates(
         slow_sat_per_vb: rates.slow.to_sat_per_vb_ceil(),
     }))
 }
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct AmountQuery {
+    /// The amount, in sats.
+    #[param(minimum = 0)]
+    pub amount_sat: u64,
+}
+
+/// `GET /api/v1/fees/lightning/pay`
+#[utoipa::path(
+    get,
+    path = "/fees/lightning/pay",
+    tag = "fees",
+    summary = "Lightning payment fee",
+    description = "The Ark server's fee to pay a Lightning invoice of this amount (worst case \
+        when the balance cannot cover it).",
+    params(AmountQuery),
+    responses(
+        (status = 200, description = "The estimate", body = FeeEstimateResponse),
+        (status = 400, description = "A missing or bad amount", body = ErrorResponse),
+        (status = 422, description = "No wallet", body = ErrorResponse),
+        (status = 503, description = "Ark server unreachable, or the wallet not loaded yet", body = ErrorResponse),
+        (status = 500, description = "Internal error", body = ErrorResponse),
+    )
+)]
+pub async fn lightning_pay_fee(
+    State(state): State<AppState>,
+    query: Result<Query<AmountQuery>, QueryRejection>,
+) -> Result<Json<FeeEstimateResponse>, ApiError> {
+    let Query(q) = query?;
+    let estimate = state
+        .engine
+        .lightning_send_fee(bitcoin::Amount::from_sat(q.amount_sat))
+        .await?;
+    Ok(Json((&estimate).into()))
+}
+
+/// `GET /api/v1/fees/lightning/receive`
+#[utoipa::path(
+    get,
+    path = "/fees/lightning/receive",
+    tag = "fees",
+    summary = "Lightning receive fee",
+    params(AmountQuery),
+    responses(
+        (status = 200, description = "The estimate", body = FeeEstimateResponse),
+        (status = 400, description = "A missing or bad amount, or above the server's maximum", body = ErrorResponse),
+        (status = 422, description = "No wallet", body = ErrorResponse),
+        (status = 503, description = "Ark server unreachable, or the wallet not loaded yet", body = ErrorResponse),
+        (status = 500, description = "Internal error", body = ErrorResponse),
+    )
+)]
+pub async fn lightning_receive_fee(
+    State(state): State<AppState>,
+    query: Result<Query<AmountQuery>, QueryRejection>,
+) -> Result<Json<FeeEstimateResponse>, ApiError> {
+    let Query(q) = query?;
+    let estimate = state
+        .engine
+        .lightning_receive_fee(bitcoin::Amount::from_sat(q.amount_sat))
+        .await?;
+    Ok(Json((&estimate).into()))
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct OffboardFeeEstimateRequest {
+    /// The destination; the fee depends on its script type.
+    pub address: String,
+    /// The VTXOs (`txid:vout`) to offboard, each in full.
+    pub vtxos: Vec<String>,
+}
+
+/// `POST /api/v1/fees/offboard`
+#[utoipa::path(
+    post,
+    path = "/fees/offboard",
+    tag = "fees",
+    summary = "Offboard fee",
+    request_body = OffboardFeeEstimateRequest,
+    responses(
+        (status = 200, description = "The estimate", body = FeeEstimateResponse),
+        (status = 400, description = "Malformed, or an address of another network", body = ErrorResponse),
+        (status = 404, description = "Unknown VTXOs", body = crate::api::error::NotFoundResponse),
+        (status = 422, description = "No wallet", body = ErrorResponse),
+        (status = 503, description = "Ark server unreachable, or the wallet not loaded yet", body = ErrorResponse),
+        (status = 500, description = "Internal error", body = ErrorResponse),
+    )
+)]
+pub async fn offboard_fee(
+    State(state): State<AppState>,
+    body: Result<Json<OffboardFeeEstimateRequest>, axum::extract::rejection::JsonRejection>,
+) -> Result<Json<FeeEstimateResponse>, ApiError> {
+    let Json(req) = body?;
+    let ids = req
+        .vtxos
+        .iter()
+        .map(|id| {
+            id.parse()
+                .map_err(|_| ApiError::BadRequest(format!("{id:?} is not a VTXO id (txid:vout)")))
+        })
+        .collect::<Result<Vec<ark::VtxoId>, _>>()?;
+    let estimate = state.engine.offboard_fee(&req.address, &ids).await?;
+    Ok(Json((&estimate).into()))
+}
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct AddressQuery {
+    /// The destination bitcoin address.
+    pub address: String,
+}
+
+/// `GET /api/v1/fees/offboard-all`
+#[utoipa::path(
+    get,
+    path = "/fees/offboard-all",
+    tag = "fees",
+    summary = "Offboard-everything fee",
+    params(AddressQuery),
+    responses(
+        (status = 200, description = "The estimate", body = FeeEstimateResponse),
+        (status = 400, description = "A missing or bad address", body = ErrorResponse),
+        (status = 422, description = "No wallet", body = ErrorResponse),
+        (status = 503, description = "Ark server unreachable, or the wallet not loaded yet", body = ErrorResponse),
+        (status = 500, description = "Internal error", body = ErrorResponse),
+    )
+)]
+pub async fn offboard_all_fee(
+    State(state): State<AppState>,
+    query: Result<Query<AddressQuery>, QueryRejection>,
+) -> Result<Json<FeeEstimateResponse>, ApiError> {
+    let Query(q) = query?;
+    let estimate = state.engine.offboard_all_fee(&q.address).await?;
+    Ok(Json((&estimate).into()))
+}
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct SendOnchainFeeQuery {
+    /// What the destination is to receive, in sats.
+    #[param(minimum = 0)]
+    pub amount_sat: u64,
+    /// The destination bitcoin address.
+    pub address: String,
+}
+
+/// `GET /api/v1/fees/send-onchain`
+#[utoipa::path(
+    get,
+    path = "/fees/send-onchain",
+    tag = "fees",
+    summary = "Fee to pay on-chain from the Ark balance",
+    params(SendOnchainFeeQuery),
+    responses(
+        (status = 200, description = "The estimate", body = FeeEstimateResponse),
+        (status = 400, description = "A missing or bad amount or address", body = ErrorResponse),
+        (status = 422, description = "No wallet", body = ErrorResponse),
+        (status = 503, description = "Ark server unreachable, or the wallet not loaded yet", body = ErrorResponse),
+        (status = 500, description = "Internal error", body = ErrorResponse),
+    )
+)]
+pub async fn send_onchain_fee(
+    State(state): State<AppState>,
+    query: Result<Query<SendOnchainFeeQuery>, QueryRejection>,
+) -> Result<Json<FeeEstimateResponse>, ApiError> {
+    let Query(q) = query?;
+    let estimate = state
+        .engine
+        .send_onchain_fee(&q.address, bitcoin::Amount::from_sat(q.amount_sat))
+        .await?;
+    Ok(Json((&estimate).into()))
+}

@@ -28,12 +28,6 @@ use crate::api::error::ApiError;
 /// barkd's operations under `/api/v1` (method, path) that this build does not serve yet.
 /// `tests/openapi.rs` checks this list and the document together cover barkd's.
 pub const NOT_YET_SERVED: &[(&str, &str)] = &[
-    ("GET", "/exits/fee"),
-    ("GET", "/fees/lightning/pay"),
-    ("GET", "/fees/lightning/receive"),
-    ("POST", "/fees/offboard"),
-    ("GET", "/fees/offboard-all"),
-    ("GET", "/fees/send-onchain"),
     ("POST", "/lightning/pay"),
     ("GET", "/lightning/receives"),
     ("POST", "/lightning/receives/invoice"),
@@ -106,7 +100,13 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(history::update_metadata))
         .routes(routes!(message::sign_message))
         .routes(routes!(message::verify_message))
-        .routes(routes!(exits::exit_list_deprecated));
+        .routes(routes!(exits::exit_list_deprecated))
+        .routes(routes!(exits::emergency_exit_fee))
+        .routes(routes!(fees::lightning_pay_fee))
+        .routes(routes!(fees::lightning_receive_fee))
+        .routes(routes!(fees::offboard_fee))
+        .routes(routes!(fees::offboard_all_fee))
+        .routes(routes!(fees::send_onchain_fee));
     for (method, path) in NOT_YET_SERVED {
         let filter = match *method {
             "GET" => MethodFilter::GET,
