@@ -203,3 +203,89 @@ pub(super) fn parse_address(
             EngineError::InvalidRequest(format!("{text:?} is not an address for {network}"))
         })
 }
+
+impl Engine {
+    /// Join the next round to refresh the VTXOs that carry counterparty risk (out-of-
+    /// round VTXOs received from others); `None` when there are none.
+    pub async fn refresh_counterparty(
+        &self,
+    ) -> Result<Option<StoredRoundState<bark::persist::models::Unlocked>>, EngineError> {
+        let loaded = self.loaded().await?;
+        let filter = bark::vtxo::VtxoFilter::new(&loaded.wallet).counterparty();
+        let risky =
+            loaded
+                .wallet
+                .spendable_vtxos_with(&filter)
+                .await
+                .map_err(EngineError::internal(
+                    "finding VTXOs with counterparty risk",
+                ))?;
+        if risky.is_empty() {
+            return Ok(None);
+        }
+        self.join_refresh(risky.iter().map(|v| v.vtxo.id()).collect())
+            .await
+            .map(Some)
+    }
+
+    /// Hand these VTXOs to the server for a delegated refresh (no need to be online
+    /// for the round), in the next round or once the chain reaches `height`.
+    pub async fn refresh_delegated(
+        &self,
+        ids: &[VtxoId],
+        height: Option<u32>,
+    ) -> Result<StoredRoundState<bark::persist::models::Unlocked>, EngineError> {
+        let vtxos = self.vtxos_by_id(ids).await?;
+        if let Some(v) = vtxos
+            .iter()
+            .find(|v| !matches!(v.state, bark::vtxo::VtxoState::Spendable))
+        {
+            return Err(EngineError::WrongState(format!(
+                "VTXO {} is not spendable (it is {})",
+                v.vtxo.id(),
+                v.state.kind()
+            )));
+        }
+        let loaded = self.loaded().await?;
+        let joined = match height {
+            None => loaded.wallet.refresh_vtxos_delegated(ids.to_vec()).await,
+            Some(h) => {
+                loaded
+                    .wallet
+                    .refresh_vtxos_scheduled(ids.to_vec(), bitcoin_ext::BlockHeight::new(h))
+                    .await
+            }
+        };
+        joined
+            .map_err(EngineError::classify("joining a delegated round"))?
+            .ok_or_else(|| EngineError::WrongState("no VTXOs to refresh".into()))
+    }
+
+    /// Import VTXOs (ark-encoded) that belong to this wallet's seed; their ids.
+    pub async fn import_vtxos(
+        &self,
+        vtxos: Vec<ark::Vtxo<ark::vtxo::Full>>,
+    ) -> Result<Vec<bark::WalletVtxo>, EngineError> {
+        use bark::ImportVtxoError as E;
+        let loaded = self.loaded().await?;
+        let ids = loaded
+            .wallet
+            .import_vtxos(&vtxos, bark::ImportVtxoArgs::default())
+            .await
+            .map_err(|e| match e {
+                E::Invalid { .. } | E::KeyNotFound { .. } => {
+                    EngineError::InvalidRequest(e.to_string())
+                }
+                E::InFlight { .. } => EngineError::WrongState(e.to_string()),
+                E::Transient(source) => EngineError::Unreachable {
+                    what: "the Ark server",
+                    reason: format!("{source:#}"),
+                },
+            })?;
+        let all = self.vtxos(true).await?;
+        Ok(all
+            .into_iter()
+            .filter(|v| ids.contains(&v.vtxo.id()))
+            .collect())
+    }
+}

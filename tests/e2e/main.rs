@@ -379,6 +379,26 @@ fn ark_payment_between_two_berthds() {
         "the deprecated alias answers the same"
     );
 
+    // Bob's VTXO came out of round from alice: it carries counterparty risk until he
+    // refreshes it. And it is his, not alice's to import.
+    let bob_vtxo = bob.get_ok("/api/v1/wallet/vtxos")[0]["id"]
+        .as_str()
+        .expect("vtxo")
+        .to_string();
+    let encoded = bob.get_ok(&format!("/api/v1/wallet/vtxos/{bob_vtxo}/encoded"))["encoded"]
+        .as_str()
+        .expect("encoded")
+        .to_string();
+    let (status, body) = alice.post("/api/v1/wallet/import-vtxo", json!({"vtxos": [encoded]}));
+    assert_eq!(status, 400, "not alice's key: {body}");
+    let round = bob.post_ok("/api/v1/wallet/refresh/counterparty", json!({}));
+    assert_eq!(
+        round["participation"]["inputs"],
+        json!([bob_vtxo]),
+        "{round}"
+    );
+    assert_eq!(round["status"]["status"], "pending", "{round}");
+
     println!(
         "e2e ark_payment_between_two_berthds: stack up in {:.1} s, scenario {:.1} s",
         stack.started_in.as_secs_f64(),

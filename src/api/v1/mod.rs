@@ -38,9 +38,6 @@ pub const NOT_YET_SERVED: &[(&str, &str)] = &[
     ("GET", "/notifications/wait"),
     ("GET", "/notifications/ws/ticket"),
     ("POST", "/wallet/bip321"),
-    ("POST", "/wallet/import-vtxo"),
-    ("POST", "/wallet/refresh/counterparty"),
-    ("POST", "/wallet/refresh/delegated/vtxos"),
 ];
 
 /// The `/api/v1` routes with their OpenAPI description. barkd's deprecated operations
@@ -106,7 +103,10 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(fees::lightning_receive_fee))
         .routes(routes!(fees::offboard_fee))
         .routes(routes!(fees::offboard_all_fee))
-        .routes(routes!(fees::send_onchain_fee));
+        .routes(routes!(fees::send_onchain_fee))
+        .routes(routes!(wallet::refresh_counterparty))
+        .routes(routes!(wallet::refresh_delegated))
+        .routes(routes!(wallet::import_vtxo));
     for (method, path) in NOT_YET_SERVED {
         let filter = match *method {
             "GET" => MethodFilter::GET,

@@ -1169,3 +1169,116 @@ pub async fn sync_mailbox(
         checkpoint: state.engine.sync_mailbox().await?,
     }))
 }
+
+/// `POST /api/v1/wallet/refresh/counterparty`
+#[utoipa::path(
+    post,
+    path = "/wallet/refresh/counterparty",
+    tag = "wallet",
+    summary = "Refresh VTXOs with counterparty risk",
+    description = "Joins the next round with the VTXOs received out of round from others, so \
+        they no longer depend on the sender. 404 when there are none.",
+    responses(
+        (status = 200, description = "The participation", body = PendingRoundInfo),
+        (status = 404, description = "Nothing to refresh", body = NotFoundResponse),
+        (status = 422, description = "No wallet", body = ErrorResponse),
+        (status = 503, description = "Ark server unreachable, or the wallet not loaded yet", body = ErrorResponse),
+        (status = 500, description = "Internal error", body = ErrorResponse),
+    )
+)]
+pub async fn refresh_counterparty(
+    State(state): State<AppState>,
+) -> Result<Json<PendingRoundInfo>, ApiError> {
+    match state.engine.refresh_counterparty().await? {
+        Some(round) => Ok(Json(PendingRoundInfo::from(&round))),
+        None => Err(ApiError::NotFound {
+            message: "no VTXO with counterparty risk to refresh".into(),
+            resources: Vec::new(),
+        }),
+    }
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct DelegatedRefreshRequest {
+    /// The VTXOs (`txid:vout`) to refresh; all must be spendable.
+    pub vtxos: Vec<String>,
+    /// Refresh once the chain reaches this height (priced at it); the next round when
+    /// absent.
+    #[schema(minimum = 0)]
+    pub height: Option<u32>,
+}
+
+/// `POST /api/v1/wallet/refresh/delegated/vtxos`
+#[utoipa::path(
+    post,
+    path = "/wallet/refresh/delegated/vtxos",
+    tag = "wallet",
+    summary = "Delegated refresh",
+    description = "Hands these VTXOs to the server to refresh in a round without the wallet \
+        taking part interactively.",
+    request_body = DelegatedRefreshRequest,
+    responses(
+        (status = 200, description = "The participation", body = PendingRoundInfo),
+        (status = 400, description = "Malformed, or amounts below dust", body = ErrorResponse),
+        (status = 404, description = "Unknown VTXOs", body = NotFoundResponse),
+        (status = 422, description = "No wallet, or a VTXO is not spendable", body = ErrorResponse),
+        (status = 503, description = "Ark server unreachable, or the wallet not loaded yet", body = ErrorResponse),
+        (status = 500, description = "Internal error", body = ErrorResponse),
+    )
+)]
+pub async fn refresh_delegated(
+    State(state): State<AppState>,
+    body: Result<Json<DelegatedRefreshRequest>, JsonRejection>,
+) -> Result<Json<PendingRoundInfo>, ApiError> {
+    let Json(req) = body?;
+    let ids = parse_vtxo_ids(&req.vtxos)?;
+    let round = state.engine.refresh_delegated(&ids, req.height).await?;
+    Ok(Json(PendingRoundInfo::from(&round)))
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct ImportVtxoRequest {
+    /// Ark-encoded VTXOs with their exit chain, hex (as `GET /wallet/vtxos/{id}/encoded`
+    /// gives them).
+    pub vtxos: Vec<String>,
+}
+
+/// `POST /api/v1/wallet/import-vtxo`
+#[utoipa::path(
+    post,
+    path = "/wallet/import-vtxo",
+    tag = "wallet",
+    summary = "Import VTXOs",
+    description = "Adds VTXOs that belong to this wallet's seed (from a backup or another device) \
+        after checking them and asking the server whether they are spent.",
+    request_body = ImportVtxoRequest,
+    responses(
+        (status = 200, description = "The imported VTXOs", body = Vec<WalletVtxoInfo>),
+        (status = 400, description = "Malformed, invalid, or not this wallet's", body = ErrorResponse),
+        (status = 422, description = "No wallet, or a VTXO in flight", body = ErrorResponse),
+        (status = 503, description = "Ark server unreachable, or the wallet not loaded yet", body = ErrorResponse),
+        (status = 500, description = "Internal error", body = ErrorResponse),
+    )
+)]
+pub async fn import_vtxo(
+    State(state): State<AppState>,
+    body: Result<Json<ImportVtxoRequest>, JsonRejection>,
+) -> Result<Json<Vec<WalletVtxoInfo>>, ApiError> {
+    use ark::encode::ProtocolEncoding;
+    let Json(req) = body?;
+    if req.vtxos.is_empty() {
+        return Err(ApiError::BadRequest("vtxos must not be empty".into()));
+    }
+    let vtxos = req
+        .vtxos
+        .iter()
+        .enumerate()
+        .map(|(i, hex)| {
+            ark::Vtxo::<ark::vtxo::Full>::deserialize_hex(hex.trim()).map_err(|e| {
+                ApiError::BadRequest(format!("vtxos[{i}] is not an encoded VTXO: {e}"))
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let imported = state.engine.import_vtxos(vtxos).await?;
+    Ok(Json(imported.iter().map(WalletVtxoInfo::from).collect()))
+}
