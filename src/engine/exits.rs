@@ -138,7 +138,7 @@ impl Engine {
         fee_rate: Option<bitcoin::FeeRate>,
     ) -> Result<bitcoin::Txid, EngineError> {
         let loaded = self.loaded().await?;
-        let address = super::rounds::parse_address(destination, loaded.wallet.chain().network())?;
+        let address = super::parse_address(destination, loaded.wallet.chain().network())?;
         let _exclusive = self.exit_lock.lock().await;
         let mgr = loaded.wallet.exit_mgr();
         let claimable = mgr.list_claimable().await;

@@ -18,6 +18,7 @@ use tokio::sync::{Mutex, RwLock};
 
 mod boards;
 mod exits;
+mod fees;
 mod offchain;
 mod onchain;
 mod rounds;
@@ -573,6 +574,20 @@ impl Engine {
     pub async fn is_loaded(&self) -> bool {
         self.loaded.read().await.is_some()
     }
+}
+
+/// A bitcoin address, which must be for `network`.
+pub(crate) fn parse_address(
+    text: &str,
+    network: bitcoin::Network,
+) -> Result<bitcoin::Address, EngineError> {
+    text.trim()
+        .parse::<bitcoin::Address<bitcoin::address::NetworkUnchecked>>()
+        .map_err(|_| EngineError::InvalidRequest(format!("{text:?} is not a bitcoin address")))?
+        .require_network(network)
+        .map_err(|_| {
+            EngineError::InvalidRequest(format!("{text:?} is not an address for {network}"))
+        })
 }
 
 /// [`datadir::write_secret_file`] (which fsyncs) on the blocking pool, never on the

@@ -71,7 +71,7 @@ impl Engine {
         }
         let outputs = destinations
             .iter()
-            .map(|(address, amount)| Ok((super::rounds::parse_address(address, network)?, *amount)))
+            .map(|(address, amount)| Ok((super::parse_address(address, network)?, *amount)))
             .collect::<Result<Vec<_>, EngineError>>()?;
         let fee_rate = regular_fee_rate(&loaded).await;
         let chain = loaded.wallet.chain().clone();
@@ -85,7 +85,7 @@ impl Engine {
     /// Send every on-chain coin to `destination`, less the fee.
     pub async fn onchain_drain(&self, destination: &str) -> Result<bitcoin::Txid, EngineError> {
         let loaded = self.loaded().await?;
-        let address = super::rounds::parse_address(destination, loaded.wallet.chain().network())?;
+        let address = super::parse_address(destination, loaded.wallet.chain().network())?;
         let fee_rate = regular_fee_rate(&loaded).await;
         let chain = loaded.wallet.chain().clone();
         let mut onchain = loaded.onchain.write().await;

@@ -112,7 +112,7 @@ impl Engine {
     async fn payout_address(&self, address: Option<&str>) -> Result<bitcoin::Address, EngineError> {
         let loaded = self.loaded().await?;
         match address {
-            Some(text) => parse_address(text, loaded.wallet.chain().network()),
+            Some(text) => super::parse_address(text, loaded.wallet.chain().network()),
             None => self.onchain_next_address().await,
         }
     }
@@ -175,7 +175,7 @@ impl Engine {
         amount: bitcoin::Amount,
     ) -> Result<bark::OffboardResult, EngineError> {
         let loaded = self.loaded().await?;
-        let address = parse_address(destination, loaded.wallet.chain().network())?;
+        let address = super::parse_address(destination, loaded.wallet.chain().network())?;
         if amount < address.script_pubkey().minimal_non_dust() {
             return Err(EngineError::InvalidRequest(format!(
                 "amount_sat {} is below the dust limit of the destination",
@@ -188,20 +188,6 @@ impl Engine {
             .await
             .map_err(EngineError::classify("sending on-chain"))
     }
-}
-
-/// A bitcoin address, which must be for `network`.
-pub(super) fn parse_address(
-    text: &str,
-    network: bitcoin::Network,
-) -> Result<bitcoin::Address, EngineError> {
-    text.trim()
-        .parse::<bitcoin::Address<bitcoin::address::NetworkUnchecked>>()
-        .map_err(|_| EngineError::InvalidRequest(format!("{text:?} is not a bitcoin address")))?
-        .require_network(network)
-        .map_err(|_| {
-            EngineError::InvalidRequest(format!("{text:?} is not an address for {network}"))
-        })
 }
 
 impl Engine {

@@ -1,0 +1,165 @@
+//! Fee estimates: what an operation would cost, before doing it. They need the Ark
+//! server's fee schedule (cached after the first contact) and, for on-chain legs, the
+//! chain's fee rates.
+
+use bitcoin::Amount;
+
+use super::boards::refresh_fee_rates;
+use super::{Engine, EngineError};
+
+impl Engine {
+    /// The server's fee to board `amount` (400 outside its limits).
+    pub async fn board_fee(&self, amount: Amount) -> Result<bark::FeeEstimate, EngineError> {
+        let loaded = self.loaded().await?;
+        self.check_board_amount(&loaded, amount).await?;
+        loaded
+            .wallet
+            .estimate_board_offchain_fee(amount)
+            .await
+            .map_err(EngineError::classify("estimating the board fee"))
+    }
+
+    /// The chain's fee rates, refreshed first.
+    pub async fn onchain_fee_rates(&self) -> Result<bark::chain::FeeRates, EngineError> {
+        let loaded = self.loaded().await?;
+        refresh_fee_rates(&loaded).await;
+        Ok(loaded.wallet.chain().fee_rates().await)
+    }
+}
+
+/// Fee estimates for the operations that spend VTXOs (they all need the Ark server's
+/// fee schedule).
+impl Engine {
+    fn server_error(e: anyhow::Error) -> EngineError {
+        EngineError::Unreachable {
+            what: "the Ark server",
+            reason: format!("{e:#}"),
+        }
+    }
+
+    pub async fn lightning_send_fee(
+        &self,
+        amount: Amount,
+    ) -> Result<bark::FeeEstimate, EngineError> {
+        let loaded = self.loaded().await?;
+        loaded
+            .wallet
+            .estimate_lightning_send_fee(amount)
+            .await
+            .map_err(Self::server_error)
+    }
+
+    pub async fn lightning_receive_fee(
+        &self,
+        amount: Amount,
+    ) -> Result<bark::FeeEstimate, EngineError> {
+        let loaded = self.loaded().await?;
+        if let Some(info) = self.ark_info().await?
+            && let Some(max) = info.max_vtxo_amount
+            && amount > max
+        {
+            return Err(EngineError::InvalidRequest(format!(
+                "amount_sat {} is above the Ark server's maximum of {} sat",
+                amount.to_sat(),
+                max.to_sat()
+            )));
+        }
+        loaded
+            .wallet
+            .estimate_lightning_receive_fee(amount)
+            .await
+            .map_err(Self::server_error)
+    }
+
+    pub async fn offboard_fee(
+        &self,
+        address: &str,
+        ids: &[ark::VtxoId],
+    ) -> Result<bark::FeeEstimate, EngineError> {
+        let vtxos = self.vtxos_by_id(ids).await?;
+        let loaded = self.loaded().await?;
+        let address = super::parse_address(address, loaded.wallet.chain().network())?;
+        let bare: Vec<_> = vtxos.into_iter().map(|v| v.vtxo).collect();
+        loaded
+            .wallet
+            .estimate_offboard(&address, &bare)
+            .await
+            .map_err(Self::server_error)
+    }
+
+    pub async fn offboard_all_fee(&self, address: &str) -> Result<bark::FeeEstimate, EngineError> {
+        let loaded = self.loaded().await?;
+        let address = super::parse_address(address, loaded.wallet.chain().network())?;
+        loaded
+            .wallet
+            .estimate_offboard_all(&address)
+            .await
+            .map_err(Self::server_error)
+    }
+
+    pub async fn send_onchain_fee(
+        &self,
+        address: &str,
+        amount: Amount,
+    ) -> Result<bark::FeeEstimate, EngineError> {
+        let loaded = self.loaded().await?;
+        let address = super::parse_address(address, loaded.wallet.chain().network())?;
+        loaded
+            .wallet
+            .estimate_send_onchain(&address, amount)
+            .await
+            .map_err(Self::server_error)
+    }
+
+    /// What exiting these VTXOs (all spendable ones by default) would cost, and
+    /// whether the on-chain wallet's confirmed coins can pay the broadcast leg.
+    pub async fn exit_fee(
+        &self,
+        ids: Option<&[ark::VtxoId]>,
+        fee_rate: Option<bitcoin::FeeRate>,
+        destination: Option<&str>,
+    ) -> Result<(bark::exit::ExitFeeEstimate, bool), EngineError> {
+        let loaded = self.loaded().await?;
+        let network = loaded.wallet.chain().network();
+        let destination = destination
+            .map(|d| super::parse_address(d, network))
+            .transpose()?;
+        let ids = match ids {
+            Some(ids) => {
+                self.vtxos_by_id(ids).await?;
+                ids.to_vec()
+            }
+            None => loaded
+                .wallet
+                .spendable_vtxos()
+                .await
+                .map_err(EngineError::internal("listing spendable VTXOs"))?
+                .iter()
+                .map(|v| v.vtxo.id())
+                .collect(),
+        };
+        let estimate = loaded
+            .wallet
+            .estimate_emergency_exit_fee(&ids, fee_rate, destination, None)
+            .await
+            .map_err(|e| match e {
+                bark::exit::ExitError::TipRetrievalFailure { .. }
+                | bark::exit::ExitError::BlockRetrievalFailure { .. }
+                | bark::exit::ExitError::TransactionRetrievalFailure { .. } => {
+                    EngineError::Unreachable {
+                        what: "the chain source",
+                        reason: e.to_string(),
+                    }
+                }
+                other => EngineError::InvalidRequest(format!("estimating the exit fee: {other}")),
+            })?;
+        // The fee-paying children spend only confirmed on-chain coins; count them as
+        // the chain has them now.
+        if let Err(e) = loaded.wallet.sync_onchain().await {
+            tracing::warn!(error = %format!("{e:#}"), "cannot sync the on-chain wallet for an exit fee estimate");
+        }
+        let confirmed = loaded.onchain.read().await.balance().confirmed;
+        let fundable = estimate.txs_to_broadcast == 0 || confirmed >= estimate.exit_broadcast_fee;
+        Ok((estimate, fundable))
+    }
+}
