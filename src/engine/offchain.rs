@@ -225,3 +225,51 @@ impl Engine {
         Ok(true)
     }
 }
+
+impl Engine {
+    /// A BIP-321 `bitcoin:` URI to be paid on: always a new Ark address; a BOLT11
+    /// invoice when an amount is asked (the Ark server's Lightning service makes it);
+    /// a new on-chain address when `onchain`.
+    pub async fn bip321_uri(
+        &self,
+        amount: Option<bitcoin::Amount>,
+        label: Option<String>,
+        message: Option<String>,
+        onchain: bool,
+    ) -> Result<bark::payment_request::BarkBip321Uri, EngineError> {
+        let loaded = self.loaded().await?;
+        // The builder borrows the wallet mutably; bark's wallet is a shared handle.
+        let mut wallet = loaded.wallet.clone();
+        let mut builder = wallet.bip321_uri().onchain(false);
+        if let Some(amount) = amount {
+            builder = builder.amount(amount);
+        }
+        if let Some(label) = label {
+            builder = builder.label(label);
+        }
+        if let Some(message) = message {
+            builder = builder.message(message);
+        }
+        let mut uri = builder.build().await.map_err(|e| match amount {
+            Some(_) => EngineError::Unreachable {
+                what: "the Ark server's Lightning service",
+                reason: format!("{e:#}"),
+            },
+            None => EngineError::internal("building a payment URI")(e),
+        })?;
+        if onchain {
+            let address = self.onchain_next_address().await?;
+            // BIP-321 puts mainnet addresses in the URI's body, others in `tb=`.
+            let added = if loaded.wallet.chain().network() == bitcoin::Network::Bitcoin {
+                uri.set_address(address.into_unchecked())
+            } else {
+                uri.push_tb(address.into_unchecked(), false)
+            };
+            added.map_err(|e| EngineError::Internal {
+                context: "adding the on-chain address to the URI",
+                source: anyhow::anyhow!("{e}"),
+            })?;
+        }
+        Ok(uri)
+    }
+}

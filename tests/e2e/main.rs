@@ -379,6 +379,44 @@ fn ark_payment_between_two_berthds() {
         "the deprecated alias answers the same"
     );
 
+    // A payment URI: an Ark address always, an on-chain one on request.
+    let uri = bob.post_ok(
+        "/api/v1/wallet/bip321?uppercase=false",
+        json!({"onchain": true}),
+    );
+    let text = uri["bip321"].as_str().expect("uri");
+    let ark = uri["ark"].as_str().expect("ark address");
+    let onchain = uri["onchain"].as_str().expect("on-chain address");
+    assert!(
+        text.starts_with("bitcoin:") && text.contains(ark) && text.contains(onchain),
+        "{uri}"
+    );
+    assert_eq!(
+        uri["bolt11"],
+        serde_json::Value::Null,
+        "no amount, no invoice: {uri}"
+    );
+    let upper = bob.post_ok("/api/v1/wallet/bip321?uppercase=true", json!({}));
+    assert!(
+        upper["bip321"]
+            .as_str()
+            .is_some_and(|u| u.starts_with("BITCOIN:")),
+        "{upper}"
+    );
+    let (status, body) = bob.post(
+        "/api/v1/wallet/bip321?uppercase=true",
+        json!({"label": "coffee"}),
+    );
+    assert_eq!(
+        status, 400,
+        "a lower-case label cannot be upper-cased: {body}"
+    );
+    let (status, body) = bob.post("/api/v1/wallet/bip321", json!({"amount_sat": 5000}));
+    assert_eq!(
+        status, 503,
+        "this Ark server has no Lightning to make the invoice: {body}"
+    );
+
     // Bob's VTXO came out of round from alice: it carries counterparty risk until he
     // refreshes it. And it is his, not alice's to import.
     let bob_vtxo = bob.get_ok("/api/v1/wallet/vtxos")[0]["id"]

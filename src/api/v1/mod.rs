@@ -37,7 +37,6 @@ pub const NOT_YET_SERVED: &[(&str, &str)] = &[
     ("GET", "/lightning/sends/{identifier}"),
     ("GET", "/notifications/wait"),
     ("GET", "/notifications/ws/ticket"),
-    ("POST", "/wallet/bip321"),
 ];
 
 /// The `/api/v1` routes with their OpenAPI description. barkd's deprecated operations
@@ -106,7 +105,8 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(fees::send_onchain_fee))
         .routes(routes!(wallet::refresh_counterparty))
         .routes(routes!(wallet::refresh_delegated))
-        .routes(routes!(wallet::import_vtxo));
+        .routes(routes!(wallet::import_vtxo))
+        .routes(routes!(wallet::bip321_uri));
     for (method, path) in NOT_YET_SERVED {
         let filter = match *method {
             "GET" => MethodFilter::GET,

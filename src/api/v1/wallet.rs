@@ -1282,3 +1282,108 @@ pub async fn import_vtxo(
     let imported = state.engine.import_vtxos(vtxos).await?;
     Ok(Json(imported.iter().map(WalletVtxoInfo::from).collect()))
 }
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct Bip321UriRequest {
+    /// The amount to ask for, sats; also makes a BOLT11 invoice (the Ark server's
+    /// Lightning receive fee comes off it).
+    #[schema(minimum = 0)]
+    pub amount_sat: Option<u64>,
+    /// Also offer a new on-chain address (default false).
+    pub onchain: Option<bool>,
+    /// The URI's `label`.
+    pub label: Option<String>,
+    /// The URI's `message`.
+    pub message: Option<String>,
+}
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct Bip321Query {
+    /// Upper-case the URI for a compact QR code; 400 if a label or message would
+    /// change meaning.
+    pub uppercase: Option<bool>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Bip321UriResponse {
+    /// The `bitcoin:` URI.
+    pub bip321: String,
+    /// Its Ark address.
+    pub ark: Option<String>,
+    /// Its BOLT11 invoice, when an amount was asked.
+    pub bolt11: Option<String>,
+    /// Its on-chain address, when asked.
+    pub onchain: Option<String>,
+}
+
+/// `POST /api/v1/wallet/bip321`
+#[utoipa::path(
+    post,
+    path = "/wallet/bip321",
+    tag = "wallet",
+    summary = "Payment URI",
+    description = "A BIP-321 `bitcoin:` URI with a new Ark address, a BOLT11 invoice when \
+        `amount_sat` is given (503 when the Ark server offers no Lightning), and a new on-chain \
+        address when `onchain` is true.",
+    params(Bip321Query),
+    request_body = Bip321UriRequest,
+    responses(
+        (status = 200, description = "The URI and its parts", body = Bip321UriResponse),
+        (status = 400, description = "Malformed, a zero amount, or not upper-casable", body = ErrorResponse),
+        (status = 422, description = "No wallet", body = ErrorResponse),
+        (status = 503, description = "No Lightning invoice could be made, or the wallet is not loaded yet", body = ErrorResponse),
+        (status = 500, description = "Internal error", body = ErrorResponse),
+    )
+)]
+pub async fn bip321_uri(
+    State(state): State<AppState>,
+    query: Result<Query<Bip321Query>, QueryRejection>,
+    body: Result<Json<Bip321UriRequest>, JsonRejection>,
+) -> Result<Json<Bip321UriResponse>, ApiError> {
+    let Query(query) = query?;
+    let Json(req) = body?;
+    let uppercase = query.uppercase.unwrap_or(false);
+    // Refuse before anything is derived or an invoice made.
+    let lowercase_text = [&req.label, &req.message]
+        .into_iter()
+        .flatten()
+        .any(|t| t.chars().any(char::is_lowercase));
+    if uppercase && lowercase_text {
+        return Err(ApiError::BadRequest(
+            "cannot upper-case the URI: its label or message would change".into(),
+        ));
+    }
+    if req.amount_sat == Some(0) {
+        return Err(ApiError::BadRequest("amount_sat must be above zero".into()));
+    }
+    let uri = state
+        .engine
+        .bip321_uri(
+            req.amount_sat.map(bitcoin::Amount::from_sat),
+            req.label,
+            req.message,
+            req.onchain.unwrap_or(false),
+        )
+        .await?;
+    let bip321 = if uppercase {
+        uri.checked_uppercase().ok_or_else(|| {
+            ApiError::BadRequest("cannot upper-case this URI without changing it".into())
+        })?
+    } else {
+        uri.to_string()
+    };
+    Ok(Json(Bip321UriResponse {
+        bip321,
+        ark: uri
+            .extensions()
+            .ark()
+            .first()
+            .map(|f| f.inner().to_string()),
+        bolt11: uri.lightning().first().map(|f| f.inner().to_string()),
+        onchain: uri
+            .address()
+            .map(ToString::to_string)
+            .or_else(|| uri.tb().first().map(|f| f.inner().to_string())),
+    }))
+}
