@@ -141,7 +141,14 @@ impl From<crate::engine::EngineError> for ApiError {
                 message: err.to_string(),
             },
             EngineError::InvalidRequest(msg) => ApiError::BadRequest(msg),
-            EngineError::Unreachable { .. } | EngineError::NotLoaded => {
+            // bark's error chain goes to the log; the client learns what is missing.
+            EngineError::Unreachable { what, ref reason } => {
+                tracing::warn!(target: "berth::api", error = %reason, "{what} is unreachable");
+                ApiError::Unavailable(format!(
+                    "{what} is unreachable right now; berthd's log has the details"
+                ))
+            }
+            EngineError::NotLoaded | EngineError::Unavailable(_) => {
                 ApiError::Unavailable(err.to_string())
             }
             EngineError::Store(store) => ApiError::internal("wallet database", store),

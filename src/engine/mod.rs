@@ -59,6 +59,10 @@ pub enum EngineError {
     InvalidRequest(String),
     #[error("{what} is unreachable: {reason}")]
     Unreachable { what: &'static str, reason: String },
+    /// Cannot be done right now, for a reason the client may read in full (unlike
+    /// `Unreachable`, whose reason is for the log).
+    #[error("{0}")]
+    Unavailable(String),
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error("{context}: {source:#}")]
@@ -338,10 +342,11 @@ impl Engine {
             bark::Wallet::create(req.network, &seed, &config, &self.store, &locks, req.force).await;
         if let Err(e) = created {
             self.store.clear_initial_scan().await?;
-            return Err(EngineError::Unreachable {
-                what: "the Ark server",
-                reason: format!("{e:#} (pass \"force\": true to create the wallet anyway)"),
-            });
+            tracing::warn!(error = %format!("{e:#}"), "cannot create the wallet: the Ark server did not answer");
+            return Err(EngineError::Unavailable(
+                "the Ark server is unreachable; pass \"force\": true to create the wallet anyway"
+                    .into(),
+            ));
         }
         for file in [written_config, written_seed].into_iter().flatten() {
             file.keep();

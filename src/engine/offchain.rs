@@ -99,12 +99,11 @@ impl Engine {
         let payment = loaded.wallet.send_arkoor_payment(destination, amount);
         match tokio::time::timeout(ARK_PAYMENT_TIMEOUT, payment).await {
             Ok(result) => result.map_err(EngineError::classify("paying an Ark address")),
-            Err(_) => Err(EngineError::Unreachable {
-                what: "the Ark server or the recipient's mailbox",
-                reason: "the payment has not completed yet; it goes on in the background and \
-                         shows in the history"
+            Err(_) => Err(EngineError::Unavailable(
+                "the payment has not completed within a minute (Ark server or recipient's \
+                 mailbox unreachable); it goes on in the background and shows in the history"
                     .into(),
-            }),
+            )),
         }
     }
 
