@@ -7,9 +7,6 @@
 //! stack is dropped, also when the test panics; a failed test keeps the directory, with
 //! every log in it, and prints where it is.
 
-// Some helpers serve only the scenarios still to come (rounds, crashes).
-#![allow(dead_code)]
-
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -243,7 +240,8 @@ pub struct Stack {
     captaind_log: PathBuf,
     captaind_admin: String,
     captaind_exec: PathBuf,
-    postgres: Process,
+    /// Held for its drop, which stops PostgreSQL.
+    _postgres: Process,
     /// Declared last: dropped after every process has stopped.
     dir: Option<tempfile::TempDir>,
 }
@@ -300,7 +298,7 @@ impl Stack {
             captaind_log,
             captaind_admin: format!("127.0.0.1:{admin_port}"),
             captaind_exec: bins.captaind,
-            postgres,
+            _postgres: postgres,
             dir: Some(dir),
         };
         stack.fund_captaind();
