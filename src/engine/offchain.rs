@@ -6,7 +6,10 @@ use ark::VtxoId;
 use ark::encode::ProtocolEncoding;
 use bitcoin::Amount;
 
+use bark::persist::BarkPersister;
+
 use super::{Engine, EngineError};
+use crate::store::StoreError;
 
 /// How long an Ark payment may take before the API answers. bark retries a payment
 /// without end while the server or the recipient's mailbox is down; past this it goes
@@ -37,10 +40,12 @@ impl Engine {
 
     /// One VTXO of the wallet, in any state; `None` if the wallet has no such VTXO.
     pub async fn vtxo(&self, id: VtxoId) -> Result<Option<bark::WalletVtxo>, EngineError> {
-        // bark answers "not found" and a database failure alike; asking the full
-        // list tells them apart without relying on its error's shape.
-        let all = self.vtxos(true).await?;
-        Ok(all.into_iter().find(|v| v.vtxo.id() == id))
+        self.loaded().await?;
+        // Straight from the store: bark's own lookup answers "not found" and a
+        // database failure alike.
+        BarkPersister::get_wallet_vtxo(&self.store, id)
+            .await
+            .map_err(EngineError::internal("reading a VTXO"))
     }
 
     /// A VTXO with its whole exit chain, ark-encoded, hex; `None` if unknown.
@@ -212,9 +217,12 @@ impl Engine {
         patch: &serde_json::Value,
     ) -> Result<bool, EngineError> {
         let loaded = self.loaded().await?;
-        let exists = self.history(None).await?.iter().any(|m| m.id.0 == id);
-        if !exists {
-            return Ok(false);
+        match BarkPersister::get_movement_by_id(&self.store, bark::movement::MovementId(id)).await {
+            Ok(_) => {}
+            Err(e) if matches!(e.downcast_ref(), Some(StoreError::NotFound(_))) => {
+                return Ok(false);
+            }
+            Err(e) => return Err(EngineError::internal("reading a movement")(e)),
         }
         loaded
             .wallet

@@ -25,12 +25,11 @@ impl Engine {
                 "VTXO {dup} is listed twice"
             )));
         }
-        let all = self.vtxos(true).await?;
         let mut found = Vec::with_capacity(ids.len());
         let mut missing = Vec::new();
         for id in ids {
-            match all.iter().find(|v| v.vtxo.id() == *id) {
-                Some(v) => found.push(v.clone()),
+            match self.vtxo(*id).await? {
+                Some(v) => found.push(v),
                 None => missing.push(*id),
             }
         }
