@@ -15,7 +15,7 @@ use bark::onchain::OnchainWalletTrait;
 
 use super::{Engine, EngineError, LoadedWallet};
 
-/// How often the driver looks at the chain tip.
+/// How often the driver looks at the chain tip while an exit is live.
 const TIP_POLL: Duration = Duration::from_secs(2);
 /// How often it advances live exits even without a new block (to retry a failed
 /// broadcast, say).
@@ -215,13 +215,8 @@ impl Engine {
             let mut last_progress = tokio::time::Instant::now();
             loop {
                 tokio::time::sleep(TIP_POLL).await;
-                let tip = loaded.wallet.chain().tip().await.ok();
-                let new_block = tip.is_some() && tip != last_tip;
-                if !new_block && last_progress.elapsed() < IDLE_PROGRESS {
-                    continue;
-                }
-                last_tip = tip;
-                last_progress = tokio::time::Instant::now();
+                // Ask the chain source only while an exit is live: on esplora every
+                // tip poll is an HTTP request.
                 let live = loaded
                     .wallet
                     .exit_mgr()
@@ -230,8 +225,16 @@ impl Engine {
                     .iter()
                     .any(|e| ExitStateKind::LIVE_STATES.contains(&e.state().kind()));
                 if !live {
+                    last_tip = None;
                     continue;
                 }
+                let tip = loaded.wallet.chain().tip().await.ok();
+                let new_block = tip.is_some() && tip != last_tip;
+                if !new_block && last_progress.elapsed() < IDLE_PROGRESS {
+                    continue;
+                }
+                last_tip = tip;
+                last_progress = tokio::time::Instant::now();
                 match advance_exits(&loaded, &engine.exit_lock, None).await {
                     Ok((exits, _)) => {
                         for exit in exits {
