@@ -39,11 +39,8 @@ impl Engine {
         Ok(found)
     }
 
-    /// Join the next round to refresh these VTXOs (all must be spendable).
-    pub async fn refresh_vtxos(
-        &self,
-        ids: &[VtxoId],
-    ) -> Result<StoredRoundState<bark::persist::models::Unlocked>, EngineError> {
+    /// [`Engine::vtxos_by_id`], each of which must be spendable (422 otherwise).
+    async fn spendable_by_id(&self, ids: &[VtxoId]) -> Result<Vec<bark::WalletVtxo>, EngineError> {
         let vtxos = self.vtxos_by_id(ids).await?;
         if let Some(v) = vtxos
             .iter()
@@ -55,6 +52,15 @@ impl Engine {
                 v.state.kind()
             )));
         }
+        Ok(vtxos)
+    }
+
+    /// Join the next round to refresh these VTXOs (all must be spendable).
+    pub async fn refresh_vtxos(
+        &self,
+        ids: &[VtxoId],
+    ) -> Result<StoredRoundState<bark::persist::models::Unlocked>, EngineError> {
+        self.spendable_by_id(ids).await?;
         self.join_refresh(ids.to_vec()).await
     }
 
@@ -146,17 +152,7 @@ impl Engine {
         ids: &[VtxoId],
         address: Option<&str>,
     ) -> Result<bark::OffboardResult, EngineError> {
-        let vtxos = self.vtxos_by_id(ids).await?;
-        if let Some(v) = vtxos
-            .iter()
-            .find(|v| !matches!(v.state, bark::vtxo::VtxoState::Spendable))
-        {
-            return Err(EngineError::WrongState(format!(
-                "VTXO {} is not spendable (it is {})",
-                v.vtxo.id(),
-                v.state.kind()
-            )));
-        }
+        self.spendable_by_id(ids).await?;
         let address = self.payout_address(address).await?;
         let loaded = self.loaded().await?;
         loaded
@@ -220,17 +216,7 @@ impl Engine {
         ids: &[VtxoId],
         height: Option<u32>,
     ) -> Result<StoredRoundState<bark::persist::models::Unlocked>, EngineError> {
-        let vtxos = self.vtxos_by_id(ids).await?;
-        if let Some(v) = vtxos
-            .iter()
-            .find(|v| !matches!(v.state, bark::vtxo::VtxoState::Spendable))
-        {
-            return Err(EngineError::WrongState(format!(
-                "VTXO {} is not spendable (it is {})",
-                v.vtxo.id(),
-                v.state.kind()
-            )));
-        }
+        self.spendable_by_id(ids).await?;
         let loaded = self.loaded().await?;
         let joined = match height {
             None => loaded.wallet.refresh_vtxos_delegated(ids.to_vec()).await,

@@ -112,6 +112,33 @@ fn onchain_funds_arrive() {
     );
 }
 
+/// The id of `berthd`'s first VTXO.
+fn first_vtxo_id(berthd: &stack::Berthd) -> String {
+    berthd.get_ok("/api/v1/wallet/vtxos")[0]["id"]
+        .as_str()
+        .expect("vtxo id")
+        .to_string()
+}
+
+/// Mine a block every 2.5 s until the exit at `status_path` is in phase `kind`;
+/// berthd advances it by itself.
+fn mine_until_exit_is(
+    stack: &Stack,
+    berthd: &stack::Berthd,
+    status_path: &str,
+    kind: &str,
+    secs: u64,
+) {
+    wait_for(&format!("the exit to be {kind}"), secs, || {
+        if berthd.get_ok(status_path)["state"]["type"] == kind {
+            return Some(());
+        }
+        stack.bitcoind.mine(1);
+        std::thread::sleep(std::time::Duration::from_millis(2500));
+        None
+    });
+}
+
 /// Fund `berthd`'s on-chain wallet with `sats` and wait until it is confirmed there.
 fn fund_onchain(stack: &Stack, berthd: &stack::Berthd, sats: u64) {
     let address = berthd.post_ok("/api/v1/onchain/addresses/next", json!({}))["address"]
@@ -224,14 +251,7 @@ fn board_and_confirm(stack: &Stack, berthd: &stack::Berthd, sats: u64) {
         .as_u64()
         .expect("spendable_sat");
     berthd.post_ok("/api/v1/boards/board-amount", json!({"amount_sat": sats}));
-    wait_for(
-        "the board's funding tx to reach bitcoind's mempool",
-        60,
-        || {
-            let mempool = stack.bitcoind.rpc("getrawmempool", json!([]));
-            (!mempool.as_array()?.is_empty()).then_some(())
-        },
-    );
+    stack.bitcoind.wait_for_mempool("the board's funding tx");
     stack.bitcoind.mine(3);
     wait_for("the board to become spendable", 120, || {
         berthd.post_ok("/api/v1/wallet/sync", json!({}));
@@ -419,10 +439,7 @@ fn ark_payment_between_two_berthds() {
 
     // Bob's VTXO came out of round from alice: it carries counterparty risk until he
     // refreshes it. And it is his, not alice's to import.
-    let bob_vtxo = bob.get_ok("/api/v1/wallet/vtxos")[0]["id"]
-        .as_str()
-        .expect("vtxo")
-        .to_string();
+    let bob_vtxo = first_vtxo_id(&bob);
     let encoded = bob.get_ok(&format!("/api/v1/wallet/vtxos/{bob_vtxo}/encoded"))["encoded"]
         .as_str()
         .expect("encoded")
@@ -454,10 +471,7 @@ fn refresh_send_onchain_and_offboard() {
     let started = Instant::now();
     let alice = stack.berthd("alice");
     board_and_confirm(&stack, &alice, 400_000);
-    let boarded = alice.get_ok("/api/v1/wallet/vtxos")[0]["id"]
-        .as_str()
-        .expect("vtxo id")
-        .to_string();
+    let boarded = first_vtxo_id(&alice);
 
     // Refresh: join, let the server run a round, confirm it, sync.
     let round = alice.post_ok("/api/v1/wallet/refresh/all", json!({}));
@@ -590,10 +604,7 @@ fn headless_unilateral_exit() {
     let alice = stack.berthd("alice");
     // The board leaves confirmed on-chain coins behind to pay the exit's fees.
     board_and_confirm(&stack, &alice, 300_000);
-    let vtxo = alice.get_ok("/api/v1/wallet/vtxos")[0]["id"]
-        .as_str()
-        .expect("vtxo id")
-        .to_string();
+    let vtxo = first_vtxo_id(&alice);
     let status_path = format!("/api/v1/exits/status/vtxo/{vtxo}?history=true");
     let (status, body) = alice.get(&status_path);
     assert_eq!(status, 404, "no exit yet: {body}");
@@ -712,10 +723,7 @@ fn crash_during_board_and_exit() {
         json!({"amount_sat": 250_000}),
     );
     let board_vtxo = board["vtxos"][0].as_str().expect("vtxo").to_string();
-    wait_for("the board's funding tx in bitcoind's mempool", 60, || {
-        let mempool = stack.bitcoind.rpc("getrawmempool", json!([]));
-        (!mempool.as_array()?.is_empty()).then_some(())
-    });
+    stack.bitcoind.wait_for_mempool("the board's funding tx");
     alice.kill();
     stack.bitcoind.mine(3);
     alice.restart();
@@ -735,31 +743,11 @@ fn crash_during_board_and_exit() {
     // An exit killed while it is being processed.
     alice.post_ok("/api/v1/exits/start/vtxos", json!({"vtxos": [board_vtxo]}));
     let status_path = format!("/api/v1/exits/status/vtxo/{board_vtxo}");
-    wait_for("the exit to be processing", 120, || {
-        let kind = alice.get_ok(&status_path)["state"]["type"].clone();
-        if kind == "processing" {
-            return Some(());
-        }
-        stack.bitcoind.mine(1);
-        std::thread::sleep(std::time::Duration::from_secs(2));
-        None
-    });
+    mine_until_exit_is(&stack, &alice, &status_path, "processing", 120);
     alice.kill();
     stack.bitcoind.mine(1);
     alice.restart();
-    wait_for(
-        "the exit to become claimable after the restart",
-        300,
-        || {
-            let kind = alice.get_ok(&status_path)["state"]["type"].clone();
-            if kind == "claimable" {
-                return Some(());
-            }
-            stack.bitcoind.mine(1);
-            std::thread::sleep(std::time::Duration::from_millis(2500));
-            None
-        },
-    );
+    mine_until_exit_is(&stack, &alice, &status_path, "claimable", 300);
     let destination = stack.bitcoind.new_address();
     let claim = alice.post_ok(
         "/api/v1/exits/claim/all",

@@ -210,6 +210,14 @@ impl Bitcoind {
         .to_string()
     }
 
+    /// Wait until some transaction (a board's funding, say) reaches the mempool.
+    pub fn wait_for_mempool(&self, what: &str) {
+        wait_for(&format!("{what} in bitcoind's mempool"), 60, || {
+            let mempool = self.rpc("getrawmempool", json!([]));
+            (!mempool.as_array()?.is_empty()).then_some(())
+        });
+    }
+
     /// Whether `txid` is in a block.
     pub fn confirmations(&self, txid: &str) -> u64 {
         self.try_rpc("/", "getrawtransaction", json!([txid, true]))

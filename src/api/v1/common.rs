@@ -4,6 +4,20 @@ use bitcoin::Transaction;
 use serde::Serialize;
 use utoipa::ToSchema;
 
+use crate::api::error::ApiError;
+
+/// A VTXO id as clients write it (`txid:vout`); 400 otherwise.
+pub fn parse_vtxo_id(id: &str) -> Result<ark::VtxoId, ApiError> {
+    id.trim()
+        .parse()
+        .map_err(|_| ApiError::BadRequest(format!("{id:?} is not a VTXO id (txid:vout)")))
+}
+
+/// [`parse_vtxo_id`] for each.
+pub fn parse_vtxo_ids(ids: &[String]) -> Result<Vec<ark::VtxoId>, ApiError> {
+    ids.iter().map(|id| parse_vtxo_id(id)).collect()
+}
+
 /// A transaction: its id and its consensus encoding, hex.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct TransactionInfo {

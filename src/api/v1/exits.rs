@@ -12,7 +12,7 @@ use utoipa::ToSchema;
 
 use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorResponse, NotFoundResponse};
-use crate::api::v1::common::TransactionInfo;
+use crate::api::v1::common::{TransactionInfo, parse_vtxo_id, parse_vtxo_ids};
 
 /// A block: its height and hash.
 #[derive(Debug, Serialize, ToSchema)]
@@ -582,15 +582,6 @@ pub struct ExitStartResponse {
     pub started: usize,
 }
 
-fn parse_ids(ids: &[String]) -> Result<Vec<ark::VtxoId>, ApiError> {
-    ids.iter()
-        .map(|id| {
-            id.parse()
-                .map_err(|_| ApiError::BadRequest(format!("{id:?} is not a VTXO id (txid:vout)")))
-        })
-        .collect()
-}
-
 /// `POST /api/v1/exits/start/all`
 #[utoipa::path(
     post,
@@ -645,7 +636,7 @@ pub async fn exit_start_vtxos(
     body: Result<Json<ExitStartRequest>, JsonRejection>,
 ) -> Result<Json<ExitStartResponse>, ApiError> {
     let Json(req) = body?;
-    let ids = parse_ids(&req.vtxos)?;
+    let ids = parse_vtxo_ids(&req.vtxos)?;
     let started = state.engine.exit_start_vtxos(&ids).await?;
     Ok(Json(ExitStartResponse {
         message: "Exit started successfully".into(),
@@ -705,15 +696,7 @@ pub async fn exit_progress(
         Err(JsonRejection::MissingJsonContentType(_)) => ExitProgressRequest::default(),
         Err(e) => return Err(e.into()),
     };
-    let fee_rate = match req.fee_rate {
-        None => None,
-        Some(0) => {
-            return Err(ApiError::BadRequest(
-                "fee_rate must be above zero (sat/kvB)".into(),
-            ));
-        }
-        Some(rate) => Some(bitcoin::FeeRate::from_sat_per_kwu(rate.div_ceil(4))),
-    };
+    let fee_rate = fee_rate_per_kvb(req.fee_rate)?;
     let progress = state.engine.exit_progress(fee_rate).await?;
     Ok(Json(ExitProgressResponse {
         done: progress.done,
@@ -836,9 +819,7 @@ async fn one(
 ) -> Result<Json<ExitTransactionStatus>, ApiError> {
     let Path(id) = id?;
     let Query(q) = query?;
-    let id: ark::VtxoId = id
-        .parse()
-        .map_err(|_| ApiError::BadRequest(format!("{id:?} is not a VTXO id (txid:vout)")))?;
+    let id = parse_vtxo_id(&id)?;
     match state
         .engine
         .exit_status(
@@ -943,7 +924,7 @@ pub async fn exit_claim_all(
     body: Result<Json<ExitClaimAllRequest>, JsonRejection>,
 ) -> Result<Json<ExitClaimResponse>, ApiError> {
     let Json(req) = body?;
-    let fee_rate = claim_fee_rate(req.fee_rate)?;
+    let fee_rate = fee_rate_per_kvb(req.fee_rate)?;
     let txid = state
         .engine
         .exit_claim(&req.destination, None, fee_rate)
@@ -985,11 +966,11 @@ pub async fn exit_claim_vtxos(
     body: Result<Json<ExitClaimVtxosRequest>, JsonRejection>,
 ) -> Result<Json<ExitClaimResponse>, ApiError> {
     let Json(req) = body?;
-    let ids = parse_ids(&req.vtxos)?;
+    let ids = parse_vtxo_ids(&req.vtxos)?;
     if ids.is_empty() {
         return Err(ApiError::BadRequest("vtxos must not be empty".into()));
     }
-    let fee_rate = claim_fee_rate(req.fee_rate)?;
+    let fee_rate = fee_rate_per_kvb(req.fee_rate)?;
     let txid = state
         .engine
         .exit_claim(&req.destination, Some(&ids), fee_rate)
@@ -1000,7 +981,8 @@ pub async fn exit_claim_vtxos(
     }))
 }
 
-fn claim_fee_rate(rate: Option<u64>) -> Result<Option<bitcoin::FeeRate>, ApiError> {
+/// A client fee rate in sat/kvB (barkd's unit for exits); zero is refused.
+fn fee_rate_per_kvb(rate: Option<u64>) -> Result<Option<bitcoin::FeeRate>, ApiError> {
     match rate {
         None => Ok(None),
         Some(0) => Err(ApiError::BadRequest(
@@ -1037,9 +1019,7 @@ pub async fn exit_cancel(
     id: Result<Path<String>, PathRejection>,
 ) -> Result<Json<ExitCancelResponse>, ApiError> {
     let Path(id) = id?;
-    let id: ark::VtxoId = id
-        .parse()
-        .map_err(|_| ApiError::BadRequest(format!("{id:?} is not a VTXO id (txid:vout)")))?;
+    let id = parse_vtxo_id(&id)?;
     state.engine.exit_cancel(id).await?;
     Ok(Json(ExitCancelResponse {
         message: "Exit canceled successfully".into(),
@@ -1123,7 +1103,7 @@ pub async fn emergency_exit_fee(
                 .filter(|id| !id.is_empty())
                 .map(str::to_string)
                 .collect();
-            parse_ids(&ids)
+            parse_vtxo_ids(&ids)
         })
         .transpose()?;
     let fee_rate = match q.fee_rate_sat_per_vb {

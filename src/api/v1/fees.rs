@@ -292,14 +292,7 @@ pub async fn offboard_fee(
     body: Result<Json<OffboardFeeEstimateRequest>, axum::extract::rejection::JsonRejection>,
 ) -> Result<Json<FeeEstimateResponse>, ApiError> {
     let Json(req) = body?;
-    let ids = req
-        .vtxos
-        .iter()
-        .map(|id| {
-            id.parse()
-                .map_err(|_| ApiError::BadRequest(format!("{id:?} is not a VTXO id (txid:vout)")))
-        })
-        .collect::<Result<Vec<ark::VtxoId>, _>>()?;
+    let ids = crate::api::v1::common::parse_vtxo_ids(&req.vtxos)?;
     let estimate = state.engine.offboard_fee(&req.address, &ids).await?;
     Ok(Json((&estimate).into()))
 }

@@ -8,7 +8,7 @@ use utoipa::ToSchema;
 
 use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorResponse, NotFoundResponse};
-use crate::api::v1::common::{Movement, WalletVtxoInfo};
+use crate::api::v1::common::{Movement, WalletVtxoInfo, parse_vtxo_id, parse_vtxo_ids};
 use crate::engine::{BitcoindAuth, ChainSource, CreateWallet, WalletConfig};
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -395,8 +395,7 @@ pub async fn vtxos(
 
 fn vtxo_id(raw: Result<Path<String>, PathRejection>) -> Result<ark::VtxoId, ApiError> {
     let Path(id) = raw?;
-    id.parse()
-        .map_err(|_| ApiError::BadRequest(format!("{id:?} is not a VTXO id (txid:vout)")))
+    parse_vtxo_id(&id)
 }
 
 fn vtxo_not_found(id: ark::VtxoId) -> ApiError {
@@ -756,15 +755,6 @@ impl From<&bark::persist::models::StoredRoundState<bark::persist::models::Unlock
             flow: flow.to_string(),
         }
     }
-}
-
-fn parse_vtxo_ids(ids: &[String]) -> Result<Vec<ark::VtxoId>, ApiError> {
-    ids.iter()
-        .map(|id| {
-            id.parse()
-                .map_err(|_| ApiError::BadRequest(format!("{id:?} is not a VTXO id (txid:vout)")))
-        })
-        .collect()
 }
 
 /// `POST /api/v1/wallet/refresh/vtxos`
