@@ -9,10 +9,13 @@ use std::sync::Arc;
 use anyhow::Context;
 
 use crate::api::auth::AuthPolicy;
+use crate::api::tickets::TicketBook;
+use crate::api::v1::notifications::SocketCount;
 use crate::api::{ApiOptions, AppState};
 use crate::cli::{Cli, Command, SecretCommand, StoreCommand};
 use crate::datadir;
 use crate::engine::Engine;
+use crate::events::EventHub;
 use crate::store::{Store, StoreConfig};
 
 /// Run `berthd` as the command line says; the exit code to end the process with.
@@ -149,10 +152,16 @@ async fn daemon(cli: Cli, datadir: PathBuf) -> anyhow::Result<()> {
     if !report.integrity_ok {
         tracing::warn!("the wallet database was repaired after an unclean shutdown");
     }
-    let engine = Engine::new(store.clone(), datadir.clone());
+    let events = EventHub::open(store.clone(), settings.event_retention()).await?;
+    let pruner = events.spawn_pruner();
+    let engine = Engine::new(store.clone(), datadir.clone(), Arc::clone(&events));
     engine.start().await?;
+    let sockets = Arc::new(SocketCount::default());
     let state = AppState {
         engine: Arc::clone(&engine),
+        events: Arc::clone(&events),
+        tickets: Arc::new(TicketBook::default()),
+        sockets: Arc::clone(&sockets),
         expose_mnemonic: cli.expose_mnemonic,
     };
     let app = crate::api::router(
@@ -179,16 +188,22 @@ async fn daemon(cli: Cli, datadir: PathBuf) -> anyhow::Result<()> {
         let _ = stop_tx.send(Some(reason));
     });
     let mut stop = stop_rx.clone();
+    let stopping = Arc::clone(&events);
     axum::serve(listener, app)
         .with_graceful_shutdown(async move {
             tokio::select! {
                 _ = crate::shutdown::signal() => {}
                 _ = stop.wait_for(Option::is_some) => {}
             }
+            // Long-polls answer now and websockets say goodbye, so the graceful
+            // shutdown does not wait out their windows.
+            stopping.stop();
         })
         .await
         .context("server failed")?;
+    sockets.closed(std::time::Duration::from_secs(2)).await;
     stop_on_fatal.abort();
+    pruner.abort();
     engine.unload().await;
     if let Some(reason) = stop_rx.borrow().clone() {
         anyhow::bail!("stopped after a wallet database failure: {reason}");

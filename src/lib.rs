@@ -18,6 +18,7 @@ pub mod cli;
 pub mod config;
 pub mod datadir;
 pub mod engine;
+pub mod events;
 pub mod shutdown;
 pub mod store;
 pub mod telemetry;

@@ -15,6 +15,7 @@ use bark::movement::{Movement, MovementDestination, MovementId, MovementStatus, 
 use bark::persist::BarkPersister;
 use bark::persist::models::StoredExit;
 use bark::vtxo::{VtxoLockHolder, VtxoState, VtxoStateKind};
+use berth::store::schema::SCHEMA_VERSION;
 use berth::store::{Store, StoreConfig, StoreError};
 use bitcoin::hashes::Hash;
 use bitcoin::{Amount, BlockHash, ScriptBuf, SignedAmount, Transaction, Txid};
@@ -967,7 +968,7 @@ async fn state_survives_reopen_and_a_second_open_is_refused() {
             .expect("open");
         assert_eq!(
             (report.schema_found, report.schema_now, report.integrity_ok),
-            (0, 1, true)
+            (0, SCHEMA_VERSION, true)
         );
         match Store::open(&path, &StoreConfig::default()) {
             Err(StoreError::AlreadyOpen { .. }) => {}
@@ -987,7 +988,7 @@ async fn state_survives_reopen_and_a_second_open_is_refused() {
     let (db, report) = Store::open_async(&path, &StoreConfig::default())
         .await
         .expect("reopen");
-    assert_eq!((report.schema_found, report.schema_now), (1, 1));
+    assert_eq!((report.schema_found, report.schema_now), (SCHEMA_VERSION, SCHEMA_VERSION));
     assert_eq!(
         db.read_properties().await.expect("read"),
         Some(properties())

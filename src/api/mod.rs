@@ -1,12 +1,15 @@
 //! The HTTP API: barkd's REST contract (`../shared/api/`), served by axum.
 //!
 //! Layers, outermost first: CORS (deny unless `--allowed-origins`), bearer-token auth
-//! (everything except `/ping` and the public OpenAPI document), then the routes. Unknown paths answer 404 JSON.
+//! (everything except `/ping`, the public OpenAPI document and the notifications
+//! websocket, which checks its own single-use ticket), then the routes. Unknown paths
+//! answer 404 JSON.
 //! Handlers are thin: parse, one engine call, map to the response type.
 
 pub mod auth;
 pub mod error;
 pub mod openapi;
+pub mod tickets;
 pub mod v1;
 
 use std::sync::Arc;
@@ -21,12 +24,19 @@ use utoipa_axum::routes;
 
 use crate::api::auth::AuthPolicy;
 use crate::api::error::ApiError;
+use crate::api::tickets::TicketBook;
+use crate::api::v1::notifications::SocketCount;
 use crate::engine::Engine;
+use crate::events::EventHub;
 
 /// What handlers share.
 #[derive(Clone)]
 pub struct AppState {
     pub engine: Arc<Engine>,
+    pub events: Arc<EventHub>,
+    pub tickets: Arc<TicketBook>,
+    /// Open notification websockets (shutdown waits for their goodbyes).
+    pub sockets: Arc<SocketCount>,
     pub expose_mnemonic: bool,
 }
 
@@ -42,12 +52,13 @@ pub struct ApiOptions {
 pub fn openapi() -> utoipa::openapi::OpenApi {
     OpenApiRouter::<AppState>::with_openapi(openapi::ApiDoc::openapi())
         .routes(routes!(ping))
-        .nest("/api/v1", v1::router())
+        .nest("/api/v1", v1::router().merge(v1::ticket_router()))
         .into_openapi()
 }
 
 pub fn router(state: AppState, options: ApiOptions) -> Router {
     let (v1_routes, _) = v1::router().split_for_parts();
+    let (ticket_routes, _) = v1::ticket_router().split_for_parts();
     // Serialised once: the document is fixed for the life of the process. It is plain
     // data, so serialising it cannot fail in practice; if it ever did, say so.
     let document = match openapi().to_pretty_json() {
@@ -70,6 +81,7 @@ pub fn router(state: AppState, options: ApiOptions) -> Router {
             "/api-docs/openapi.json",
             get(move || async move { ([(header::CONTENT_TYPE, "application/json")], document) }),
         )
+        .nest("/api/v1", ticket_routes)
         .merge(protected)
         .with_state(state);
     if !options.allowed_origins.is_empty() {

@@ -38,6 +38,7 @@ internal failure.";
         (name = "fees", description = "What operations cost, before doing them."),
         (name = "exits", description = "Unilateral exits: moving VTXOs on-chain without the server."),
         (name = "bitcoin", description = "Facts about the chain."),
+        (name = "notifications", description = "Wallet events as they happen: long-poll, websocket, Server-Sent Events."),
     )
 )]
 pub struct ApiDoc;

@@ -7,6 +7,10 @@
 //! ```toml
 //! [store]
 //! cache_size_mib = 16   # redb page cache
+//!
+//! [events]
+//! max_count = 10000     # events kept in the log, newest first
+//! max_age_days = 30     # events older than this are removed
 //! ```
 
 use std::path::Path;
@@ -19,6 +23,26 @@ pub const BERTH_TOML: &str = "berth.toml";
 #[serde(deny_unknown_fields, default)]
 pub struct BerthToml {
     pub store: StoreSection,
+    pub events: EventsSection,
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct EventsSection {
+    /// Events kept in the durable log (1 to 1,000,000).
+    pub max_count: u64,
+    /// Days an event is kept (1 to 3650).
+    pub max_age_days: u64,
+}
+
+impl Default for EventsSection {
+    fn default() -> Self {
+        let retention = crate::store::EventRetention::default();
+        EventsSection {
+            max_count: retention.max_count,
+            max_age_days: retention.max_age.as_secs() / 86_400,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
@@ -66,16 +90,32 @@ impl BerthToml {
             path: shown.clone(),
             reason: e.to_string(),
         })?;
-        if !(1..=4096).contains(&parsed.store.cache_size_mib) {
-            return Err(ConfigError::Invalid {
-                path: shown,
-                reason: format!(
-                    "store.cache_size_mib must be 1 to 4096, got {}",
-                    parsed.store.cache_size_mib
-                ),
-            });
+        let ranges = [
+            (
+                "store.cache_size_mib",
+                parsed.store.cache_size_mib as u64,
+                1,
+                4096,
+            ),
+            ("events.max_count", parsed.events.max_count, 1, 1_000_000),
+            ("events.max_age_days", parsed.events.max_age_days, 1, 3650),
+        ];
+        for (key, value, min, max) in ranges {
+            if !(min..=max).contains(&value) {
+                return Err(ConfigError::Invalid {
+                    path: shown,
+                    reason: format!("{key} must be {min} to {max}, got {value}"),
+                });
+            }
         }
         Ok(parsed)
+    }
+
+    pub fn event_retention(&self) -> crate::store::EventRetention {
+        crate::store::EventRetention {
+            max_count: self.events.max_count,
+            max_age: std::time::Duration::from_secs(self.events.max_age_days * 86_400),
+        }
     }
 
     pub fn store_config(&self) -> crate::store::StoreConfig {
@@ -103,6 +143,13 @@ mod tests {
         assert_eq!(load(Some("")).expect("empty").store.cache_size_mib, 16);
         let custom = load(Some("[store]\ncache_size_mib = 64\n")).expect("custom");
         assert_eq!(custom.store_config().cache_size, 64 * 1024 * 1024);
+        assert_eq!(
+            load(None).expect("defaults").event_retention(),
+            crate::store::EventRetention::default()
+        );
+        let events = load(Some("[events]\nmax_count = 50\nmax_age_days = 2\n")).expect("events");
+        assert_eq!(events.event_retention().max_count, 50);
+        assert_eq!(events.event_retention().max_age.as_secs(), 2 * 86_400);
     }
 
     #[test]
@@ -112,5 +159,8 @@ mod tests {
         assert!(load(Some("[stor]\n")).is_err());
         assert!(load(Some("[store]\ncache_size_mib = 0\n")).is_err());
         assert!(load(Some("[store]\ncache_size_mib = \"big\"\n")).is_err());
+        let count = load(Some("[events]\nmax_count = 0\n")).expect_err("zero events");
+        assert!(count.to_string().contains("events.max_count"), "{count}");
+        assert!(load(Some("[events]\nmax_age_days = 4000\n")).is_err());
     }
 }

@@ -26,6 +26,7 @@ mod rounds;
 pub use exits::{ExitList, ExitProgress};
 
 use crate::datadir;
+use crate::events::EventHub;
 use crate::store::{InitialScan, Store, StoreError};
 
 /// What can go wrong below the API, for the API to translate.
@@ -176,6 +177,7 @@ pub struct LoadedWallet {
 pub struct Engine {
     store: Store,
     datadir: PathBuf,
+    events: Arc<EventHub>,
     /// Serialises create and delete: of two concurrent creates exactly one wins.
     lifecycle: Mutex<()>,
     loaded: RwLock<Option<LoadedWallet>>,
@@ -183,13 +185,22 @@ pub struct Engine {
     exit_lock: Mutex<()>,
     /// The task advancing exits on new blocks, while a wallet is loaded.
     exit_driver: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// The task recording the loaded wallet's notifications, and its stop switch.
+    recorder: std::sync::Mutex<Option<Recorder>>,
+}
+
+struct Recorder {
+    stop: tokio::sync::watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
 }
 
 impl Engine {
-    pub fn new(store: Store, datadir: PathBuf) -> Arc<Self> {
+    pub fn new(store: Store, datadir: PathBuf, events: Arc<EventHub>) -> Arc<Self> {
         Arc::new(Engine {
             store,
             datadir,
+            events,
+            recorder: std::sync::Mutex::new(None),
             lifecycle: Mutex::new(()),
             loaded: RwLock::new(None),
             exit_lock: Mutex::new(()),
@@ -469,11 +480,15 @@ impl Engine {
                         // bark was opening cannot be undone by this load.
                         let _lifecycle = engine.lifecycle.lock().await;
                         if still_ours().await {
+                            // Record first, then let bark's daemon run: none of its
+                            // notifications can be missed.
+                            engine.start_recorder(&wallet.wallet);
+                            if let Err(e) = wallet.wallet.start_daemon() {
+                                tracing::error!(error = %format!("{e:#}"), "cannot start bark's background daemon");
+                            }
                             engine.start_exit_driver(wallet.clone());
                             *engine.loaded.write().await = Some(wallet);
                             tracing::info!(%fingerprint, "wallet loaded");
-                        } else {
-                            let _ = wallet.wallet.stop_daemon_wait().await;
                         }
                         return;
                     }
@@ -531,7 +546,8 @@ impl Engine {
                 )),
                 onchain: Some(shared),
                 create_if_not_exists: false,
-                run_daemon: true,
+                // Started once the event recorder listens (see `spawn_loader`).
+                run_daemon: false,
                 ..Default::default()
             },
         )
@@ -552,6 +568,7 @@ impl Engine {
         }
         self.unload().await;
         self.store.wipe_wallet().await?;
+        self.events.forget_recent();
         for file in [datadir::MNEMONIC_FILE, datadir::CONFIG_FILE] {
             match std::fs::remove_file(self.datadir.join(file)) {
                 Ok(()) => {}
@@ -565,13 +582,41 @@ impl Engine {
         Ok(())
     }
 
-    /// Stop bark's background daemon and unload the wallet (shutdown, delete).
+    /// Stop bark's background daemon and unload the wallet (shutdown, delete). The
+    /// event recorder stops last, after recording what bark sent until then.
     pub async fn unload(&self) {
         self.stop_exit_driver();
         if let Some(loaded) = self.loaded.write().await.take()
             && let Err(e) = loaded.wallet.stop_daemon_wait().await
         {
             tracing::warn!(error = %format!("{e:#}"), "bark's daemon did not stop cleanly");
+        }
+        let recorder = self
+            .recorder
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(Recorder { stop, task }) = recorder {
+            stop.send_replace(true);
+            if tokio::time::timeout(Duration::from_secs(5), task)
+                .await
+                .is_err()
+            {
+                tracing::warn!("the event recorder did not finish in time");
+            }
+        }
+    }
+
+    fn start_recorder(&self, wallet: &bark::Wallet) {
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let task = self.events.spawn_recorder(wallet, stopped);
+        let previous = self
+            .recorder
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .replace(Recorder { stop, task });
+        if let Some(previous) = previous {
+            previous.task.abort();
         }
     }
 

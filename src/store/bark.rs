@@ -1234,9 +1234,10 @@ impl Store {
 }
 
 impl Store {
-    /// Remove the wallet: every bark table emptied in one transaction, and the mailbox
-    /// checkpoint reset. Id counters are kept, so ids are never reused; Berth's own
-    /// tables (later: tokens, devices, events) are untouched.
+    /// Remove the wallet: every bark table emptied in one transaction, the mailbox
+    /// checkpoint reset, and the event log (which describes that wallet) cleared. Id
+    /// counters are kept, so ids are never reused; Berth's other tables (later: tokens,
+    /// devices) are untouched.
     pub async fn wipe_wallet(&self) -> Result<(), StoreError> {
         const CTX: &str = "deleting the wallet";
         self.write(CTX, |tx| {
@@ -1261,7 +1262,8 @@ impl Store {
                 .ctx(CTX)?
                 .remove(meta_keys::MAILBOX_CHECKPOINT)
                 .ctx(CTX)?;
-            create_all(tx).ctx(CTX)
+            create_all(tx).ctx(CTX)?;
+            super::events::clear(tx, CTX)
         })
         .await
     }

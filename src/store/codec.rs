@@ -212,6 +212,32 @@ json_record!(
     ActionCheckpointRecord, ActionCheckpointRow, "berth.wallet_action_checkpoint"
 );
 
+/// One entry of the event log. The movement is bark's own type, so an event renders
+/// with the same code as the history, whatever the API's shape becomes.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct StoredEvent {
+    /// Microseconds since the Unix epoch; strictly greater than the previous event's.
+    pub at_us: u64,
+    pub kind: EventKind,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub movement: Option<bark::movement::Movement>,
+}
+
+/// What an event says happened. Names are the API's `type` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EventKind {
+    MovementCreated,
+    MovementUpdated,
+    /// bark's notification channel overflowed before the log recorded everything.
+    ChannelLagging,
+}
+
+json_record!(
+    /// [`StoredEvent`] as JSON.
+    EventRecord, StoredEvent, "berth.event"
+);
+
 /// A round state. bark's `RoundState` has no serde of its own; its persistence model
 /// `SerdeRoundState` does, and is what every bark backend stores.
 pub enum RoundStateRecord {}

@@ -19,6 +19,7 @@
 mod bark;
 pub mod codec;
 pub mod error;
+mod events;
 pub mod migrations;
 pub mod schema;
 
@@ -30,6 +31,7 @@ use redb::{Database, Durability, ReadableDatabase, ReadableTable, ReadableTableM
 pub use self::bark::InitialScan;
 pub use self::error::StoreError;
 use self::error::{RedbResultExt, from_redb};
+pub use self::events::{EventBounds, EventPage, EventRetention};
 use self::schema::*;
 
 /// Default redb page cache: enough for a wallet's working set on a small board
@@ -286,6 +288,7 @@ pub struct InvariantReport {
     pub vtxos: u64,
     pub movements: u64,
     pub round_states: u64,
+    pub events: u64,
 }
 
 mod invariants {
@@ -414,6 +417,37 @@ mod invariants {
         }
         if keys.len().ctx(CTX)? != keys_by_index.len().ctx(CTX)? {
             return Err(bad("vtxo key index has stale entries".into()));
+        }
+
+        // The event log: ids dense between the pruned mark and the counter, times
+        // strictly increasing with ids, and the time index naming each event once.
+        let events = tx.open_table(EVENTS).ctx(CTX)?;
+        let by_time = tx.open_table(EVENTS_BY_TIME).ctx(CTX)?;
+        let mut expected_id = counter(meta_keys::EVENTS_PRUNED_THROUGH_ID)? + 1;
+        let mut previous_at = counter(meta_keys::EVENTS_PRUNED_THROUGH_AT)?;
+        for entry in events.iter().ctx(CTX)? {
+            let (id, value) = entry.ctx(CTX)?;
+            let (id, event) = (id.value(), value.value().decode()?);
+            report.events += 1;
+            if id != expected_id {
+                return Err(bad(format!("event {expected_id} is missing from the log")));
+            }
+            if event.at_us <= previous_at {
+                return Err(bad(format!("event {id} is not later than the one before")));
+            }
+            if by_time.get(event.at_us).ctx(CTX)?.map(|v| v.value()) != Some(id) {
+                return Err(bad(format!("event {id} is not in the time index")));
+            }
+            expected_id += 1;
+            previous_at = event.at_us;
+        }
+        // Pruning never passes the newest event, so the last present (or last pruned)
+        // id is the counter.
+        if expected_id - 1 != counter(meta_keys::LAST_EVENT_ID)? {
+            return Err(bad("the event log does not end at its id counter".into()));
+        }
+        if by_time.len().ctx(CTX)? != report.events {
+            return Err(bad("the event time index has stale entries".into()));
         }
         Ok(report)
     }

@@ -13,14 +13,14 @@
 use redb::TableDefinition;
 
 use crate::store::codec::{
-    ActionCheckpointRecord, BdkChangeSetRecord, ExitChildTxRecord, ExitRecord, FullVtxoRecord,
-    MovementRecord, PaidInvoiceRecord, PropertiesRecord, RoundStateRecord, SettledReceiveRecord,
-    Stored, VtxoRowRecord, VtxoStateRecord,
+    ActionCheckpointRecord, BdkChangeSetRecord, EventRecord, ExitChildTxRecord, ExitRecord,
+    FullVtxoRecord, MovementRecord, PaidInvoiceRecord, PropertiesRecord, RoundStateRecord,
+    SettledReceiveRecord, Stored, VtxoRowRecord, VtxoStateRecord,
 };
 
 /// The schema version this code writes. Bump it together with a migration in
 /// `migrations.rs`; a database with a higher version is refused.
-pub const SCHEMA_VERSION: u64 = 1;
+pub const SCHEMA_VERSION: u64 = 2;
 
 /// A VTXO id as `VtxoId::to_bytes`: txid (32 bytes) + output index (u32 little-endian,
 /// ark's encoding). Not ordered by output index; nothing relies on that.
@@ -53,6 +53,13 @@ pub mod meta_keys {
     /// Set while a new wallet's first on-chain scan is still to run: the block height
     /// to scan from, or `u64::MAX` for "from the chain tip" (a fresh seed has no past).
     pub const INITIAL_SCAN_FROM: &str = "initial_scan_from";
+    /// Last event id handed out (ids start at 1 and only grow, across wallet deletes).
+    pub const LAST_EVENT_ID: &str = "last_event_id";
+    /// Highest event id removed from the log (retention or wallet delete); absent = 0.
+    /// A reader whose cursor is below it missed events.
+    pub const EVENTS_PRUNED_THROUGH_ID: &str = "events_pruned_through_id";
+    /// Timestamp (µs since the epoch) of the event at `EVENTS_PRUNED_THROUGH_ID`.
+    pub const EVENTS_PRUNED_THROUGH_AT: &str = "events_pruned_through_at_us";
 }
 
 // --- bark wallet state -------------------------------------------------------------
@@ -141,10 +148,18 @@ pub const EXIT_CHILD_TXS: TableDefinition<[u8; 32], Stored<ExitChildTxRecord>> =
 
 // --- Berth's own tables ------------------------------------------------------------
 //
-// Later issues add Berth's own data here, in the same file, so that a wallet change
-// and its effect on them can share one transaction: the durable event log, API tokens,
-// paired devices, webhooks, idempotency keys. Reserved names: "events", "tokens",
+// Berth's own data lives here, in the same file, so that a wallet change and its
+// effect on them can share one transaction. Reserved for later issues: "tokens",
 // "devices", "webhooks", "idempotency_keys".
+
+/// The event log: every wallet notification, by event id (since schema version 2).
+/// Ids and timestamps both strictly increase, so id order is time order.
+// <u64 event id, Stored<EventRecord>>
+pub const EVENTS: TableDefinition<u64, Stored<EventRecord>> = TableDefinition::new("events");
+
+/// Index: event id by timestamp (µs since the epoch), for `since=` queries.
+// <u64 timestamp µs, u64 event id>
+pub const EVENTS_BY_TIME: TableDefinition<u64, u64> = TableDefinition::new("events_by_time");
 
 // --- retired tables (do not reuse these names) -------------------------------------
 //
@@ -171,5 +186,7 @@ pub fn create_all(tx: &redb::WriteTransaction) -> Result<(), redb::TableError> {
     tx.open_table(SETTLED_LIGHTNING_RECEIVES)?;
     tx.open_table(EXITS)?;
     tx.open_table(EXIT_CHILD_TXS)?;
+    tx.open_table(EVENTS)?;
+    tx.open_table(EVENTS_BY_TIME)?;
     Ok(())
 }

@@ -13,6 +13,7 @@ pub mod exits;
 pub mod fees;
 pub mod history;
 pub mod message;
+pub mod notifications;
 pub mod onchain;
 pub mod wallet;
 
@@ -35,8 +36,6 @@ pub const NOT_YET_SERVED: &[(&str, &str)] = &[
     ("GET", "/lightning/receives/{identifier}"),
     ("DELETE", "/lightning/receives/{identifier}"),
     ("GET", "/lightning/sends/{identifier}"),
-    ("GET", "/notifications/wait"),
-    ("GET", "/notifications/ws/ticket"),
 ];
 
 /// The `/api/v1` routes with their OpenAPI description. barkd's deprecated operations
@@ -106,7 +105,10 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(wallet::refresh_counterparty))
         .routes(routes!(wallet::refresh_delegated))
         .routes(routes!(wallet::import_vtxo))
-        .routes(routes!(wallet::bip321_uri));
+        .routes(routes!(wallet::bip321_uri))
+        .routes(routes!(notifications::wait_notification))
+        .routes(routes!(notifications::websocket_ticket))
+        .routes(routes!(notifications::notifications_sse));
     for (method, path) in NOT_YET_SERVED {
         let filter = match *method {
             "GET" => MethodFilter::GET,
@@ -117,6 +119,12 @@ pub fn router() -> OpenApiRouter<AppState> {
         router = router.route(path, on(filter, not_yet_served));
     }
     router
+}
+
+/// The `/api/v1` routes authenticated by something other than the bearer token: the
+/// notifications websocket (a single-use ticket; browsers cannot set headers on it).
+pub fn ticket_router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(notifications::notifications_socket))
 }
 
 /// 422 without a wallet (what every wallet operation answers then), else 501.

@@ -1,0 +1,543 @@
+//! The `notifications` group: wallet events by long-poll, websocket and Server-Sent
+//! Events, all read from the durable event log (`crate::events`).
+//!
+//! barkd's contract, kept: `wait?since=` returns what came after `since` or waits up
+//! to 30 s; a ticket from `ws/ticket` opens one websocket that carries one
+//! `WalletNotification` JSON per text frame. Berth's extensions, all optional:
+//! - `after=<event id>` (all three transports) resumes exactly after an event; the
+//!   long-poll answers `last_event_id` to pass back;
+//! - `types=` picks the notification types delivered (default: barkd's three);
+//! - `timeout=` shortens the long-poll window;
+//! - `GET /notifications/sse`: the same events as Server-Sent Events with `id:` lines,
+//!   resumed by `Last-Event-ID`.
+//!
+//! A client that missed events (its cursor is older than the log's retention, or bark's
+//! channel overflowed) first receives `{"type":"channel-lagging"}`.
+
+use std::collections::{HashSet, VecDeque};
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, close_code};
+use axum::extract::{Query, State};
+use axum::http::HeaderMap;
+use axum::response::sse::{self, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use chrono::{DateTime, Utc};
+use futures_util::{SinkExt as _, Stream, StreamExt as _};
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use tokio::time::Instant;
+use utoipa::ToSchema;
+
+use crate::api::AppState;
+use crate::api::error::{ApiError, ErrorResponse};
+use crate::api::v1::common::Movement;
+use crate::events::{Event, EventHub, EventKind, MAX_PAGE, Woken};
+
+/// The long-poll window (barkd's).
+const WAIT_WINDOW_SECS: u64 = 30;
+/// Events a websocket or SSE stream reads from the log at a time: its whole queue.
+const STREAM_PAGE: usize = 64;
+/// Ping a quiet websocket this often; close it when nothing was heard for two periods.
+const PING_INTERVAL: Duration = Duration::from_secs(30);
+/// A websocket frame that cannot be written in this time closes the connection.
+const SEND_TIMEOUT: Duration = Duration::from_secs(30);
+/// Largest message a client may send on the websocket (it has nothing to say).
+const MAX_CLIENT_MESSAGE: usize = 4096;
+
+/// A notification of something happening in the wallet.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(tag = "type", rename_all = "kebab-case")]
+pub enum WalletNotification {
+    /// A new movement was created.
+    MovementCreated { movement: Movement },
+    /// An existing movement was updated.
+    MovementUpdated { movement: Movement },
+    /// Some notifications were lost to this client: it fell behind what the log keeps,
+    /// or the wallet's own notification channel overflowed.
+    ChannelLagging,
+}
+
+/// The JSON of an event, rendered once and shared by every reader.
+fn render(event: &Event) -> &RawValue {
+    event.rendered.get_or_init(|| {
+        let notification = match (event.kind, &event.movement) {
+            (EventKind::MovementCreated, Some(m)) => WalletNotification::MovementCreated {
+                movement: Movement::from(m),
+            },
+            (EventKind::MovementUpdated, Some(m)) => WalletNotification::MovementUpdated {
+                movement: Movement::from(m),
+            },
+            _ => WalletNotification::ChannelLagging,
+        };
+        serde_json::value::to_raw_value(&notification)
+            .expect("a notification is plain data and always serialises")
+    })
+}
+
+const LAGGING_JSON: &str = r#"{"type":"channel-lagging"}"#;
+
+/// A notification as delivered: an event of the log, or the "you missed some" marker.
+#[derive(Debug)]
+pub enum Delivered {
+    Event(Arc<Event>),
+    Lagging,
+}
+
+impl Serialize for Delivered {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Delivered::Event(event) => render(event).serialize(s),
+            Delivered::Lagging => WalletNotification::ChannelLagging.serialize(s),
+        }
+    }
+}
+
+/// Which notification types a client receives.
+#[derive(Debug, Clone)]
+pub struct TypeFilter(HashSet<EventKind>);
+
+impl TypeFilter {
+    const ALL: [(EventKind, &'static str); 3] = [
+        (EventKind::MovementCreated, "movement-created"),
+        (EventKind::MovementUpdated, "movement-updated"),
+        (EventKind::ChannelLagging, "channel-lagging"),
+    ];
+
+    /// `types=a,b`: each must be a known type. Absent: barkd's three.
+    fn parse(types: Option<&str>) -> Result<Self, ApiError> {
+        let Some(types) = types else {
+            return Ok(TypeFilter(Self::ALL.iter().map(|(k, _)| *k).collect()));
+        };
+        let mut set = HashSet::new();
+        for name in types.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let kind = Self::ALL
+                .iter()
+                .find(|(_, n)| *n == name)
+                .map(|(k, _)| *k)
+                .ok_or_else(|| {
+                    ApiError::BadRequest(format!(
+                        "types: unknown notification type {name:?} (known: {})",
+                        Self::ALL.map(|(_, n)| n).join(", ")
+                    ))
+                })?;
+            set.insert(kind);
+        }
+        if set.is_empty() {
+            return Err(ApiError::BadRequest(
+                "types: name at least one notification type".into(),
+            ));
+        }
+        Ok(TypeFilter(set))
+    }
+
+    fn wants(&self, kind: EventKind) -> bool {
+        self.0.contains(&kind)
+    }
+
+    /// What of `events` this client receives, led by the lagging marker if it missed some.
+    fn deliver(&self, missed: bool, events: &[Arc<Event>]) -> Vec<Delivered> {
+        let lagging =
+            (missed && self.wants(EventKind::ChannelLagging)).then_some(Delivered::Lagging);
+        lagging
+            .into_iter()
+            .chain(
+                events
+                    .iter()
+                    .filter(|e| self.wants(e.kind))
+                    .map(|e| Delivered::Event(Arc::clone(e))),
+            )
+            .collect()
+    }
+}
+
+fn store_failure(e: crate::store::StoreError) -> ApiError {
+    ApiError::internal("reading the event log", e)
+}
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct WaitQuery {
+    /// Return the notifications after this time; when omitted, every notification the
+    /// log holds.
+    pub since: Option<DateTime<Utc>>,
+    /// Berth extension: return the notifications after this event id (a previous
+    /// answer's `last_event_id`). Not together with `since`.
+    pub after: Option<u64>,
+    /// Berth extension: comma-separated notification types to return (default
+    /// `movement-created,movement-updated,channel-lagging`).
+    pub types: Option<String>,
+    /// Berth extension: seconds to wait when there is nothing to return yet (0 to 30,
+    /// default 30).
+    pub timeout: Option<u64>,
+}
+
+/// The long-poll's answer.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct WaitNotificationResponse {
+    /// Notifications in the order they happened (timestamps ascending); empty if the
+    /// window passed without any. At most 1,000: ask again with `since =
+    /// last_pushed_at` (or `after = last_event_id`) for the rest.
+    #[schema(value_type = Vec<WalletNotification>)]
+    pub notifications: Vec<Delivered>,
+    /// Time of the last notification returned; the request's `since` when none was.
+    pub last_pushed_at: Option<DateTime<Utc>>,
+    /// Berth extension: id of the newest event this answer accounts for; pass it as
+    /// `after` to resume exactly.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub last_event_id: Option<u64>,
+}
+
+/// `GET /api/v1/notifications/wait`
+#[utoipa::path(
+    get,
+    path = "/notifications/wait",
+    tag = "notifications",
+    summary = "Long-poll for wallet notifications",
+    description = "Returns the notifications after `since` (or, without it, every notification \
+        the log holds), oldest first. When there are none yet, waits up to 30 seconds for the \
+        next; if none comes, answers an empty list with `last_pushed_at` equal to `since`. \
+        Notifications are kept in a durable log (by default the last 10,000, up to 30 days), so \
+        a client that was away gets what it missed; one that was away longer first receives \
+        `channel-lagging`.",
+    params(WaitQuery),
+    responses(
+        (status = 200, description = "Notifications, or an empty list when the window passed", body = WaitNotificationResponse),
+        (status = 400, description = "Malformed `since`, `after`, `types` or `timeout`", body = ErrorResponse),
+        (status = 500, description = "Internal error", body = ErrorResponse),
+    )
+)]
+pub async fn wait_notification(
+    State(state): State<AppState>,
+    query: Result<Query<WaitQuery>, QueryRejection>,
+) -> Result<Json<WaitNotificationResponse>, ApiError> {
+    let Query(query) = query?;
+    let types = TypeFilter::parse(query.types.as_deref())?;
+    let timeout = query.timeout.unwrap_or(WAIT_WINDOW_SECS);
+    if timeout > WAIT_WINDOW_SECS {
+        return Err(ApiError::BadRequest(format!(
+            "timeout: at most {WAIT_WINDOW_SECS} seconds"
+        )));
+    }
+    let hub = &state.events;
+    // Without a starting point the client asked for everything kept: nothing is
+    // "missed" by what retention removed before.
+    let (mut cursor, mut missed) = match (query.since, query.after) {
+        (Some(_), Some(_)) => {
+            return Err(ApiError::BadRequest(
+                "give `since` or `after`, not both".into(),
+            ));
+        }
+        (Some(since), None) => hub.cursor_at(since).await.map_err(store_failure)?,
+        (None, Some(after)) => (after, false),
+        (None, None) => (0, false),
+    };
+    let resuming = query.since.is_some() || query.after.is_some();
+    let deadline = Instant::now() + Duration::from_secs(timeout);
+    let notifications = loop {
+        let (page, woken) = hub
+            .wait_after(cursor, MAX_PAGE, deadline)
+            .await
+            .map_err(store_failure)?;
+        missed |= page.missed && resuming;
+        cursor = page.next_cursor(cursor);
+        let delivered = types.deliver(missed, &page.events);
+        // Filtered-out events move the cursor on; keep waiting for one the client wants.
+        if !delivered.is_empty() || woken != Woken::Events {
+            break delivered;
+        }
+    };
+    let last_pushed_at = notifications
+        .iter()
+        .rev()
+        .find_map(|n| match n {
+            Delivered::Event(e) => Some(e.at()),
+            Delivered::Lagging => None,
+        })
+        .or(query.since);
+    Ok(Json(WaitNotificationResponse {
+        notifications,
+        last_pushed_at,
+        last_event_id: (cursor > 0).then_some(cursor),
+    }))
+}
+
+/// `GET /api/v1/notifications/ws/ticket`
+#[utoipa::path(
+    get,
+    path = "/notifications/ws/ticket",
+    tag = "notifications",
+    summary = "Create a websocket ticket",
+    description = "Creates a single-use ticket (64 hex digits) that authenticates one websocket \
+        connection at `/api/v1/notifications/ws?ticket=<ticket>`. It must be used within 10 \
+        minutes; the connection it opens is long-lived.",
+    responses(
+        (status = 200, description = "The ticket, as a JSON string", body = String, content_type = "application/json"),
+        (status = 500, description = "Internal error", body = ErrorResponse),
+    )
+)]
+pub async fn websocket_ticket(State(state): State<AppState>) -> Result<Json<String>, ApiError> {
+    state
+        .tickets
+        .issue()
+        .map(Json)
+        .ok_or_else(|| ApiError::internal("issuing a websocket ticket", "no randomness"))
+}
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct SocketQuery {
+    /// A ticket from `GET /api/v1/notifications/ws/ticket`.
+    pub ticket: String,
+    /// Berth extension: first replay the notifications after this event id, then go
+    /// live, with no gap and no repeat between the two.
+    pub after: Option<u64>,
+    /// Berth extension: comma-separated notification types to send (default: all three).
+    pub types: Option<String>,
+}
+
+/// `GET /api/v1/notifications/ws`
+#[utoipa::path(
+    get,
+    path = "/notifications/ws",
+    tag = "notifications",
+    summary = "Websocket of wallet notifications",
+    description = "Upgrades to a websocket that carries one `WalletNotification` as JSON per text \
+        frame, from the time of connecting (or after `after`). Authenticated by the `ticket` \
+        query parameter, not the bearer token. The server pings every 30 seconds and closes a \
+        connection that stays silent for two periods; it closes with code 1001 when berthd stops.",
+    security(()),
+    params(SocketQuery),
+    responses(
+        (status = 101, description = "Switching to the websocket protocol"),
+        (status = 400, description = "Not a websocket request, or malformed parameters", body = ErrorResponse),
+        (status = 401, description = "Unknown, used or expired ticket", body = ErrorResponse),
+    )
+)]
+pub async fn notifications_socket(
+    State(state): State<AppState>,
+    query: Result<Query<SocketQuery>, QueryRejection>,
+    upgrade: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
+) -> Result<Response, ApiError> {
+    let Query(query) = query?;
+    let types = TypeFilter::parse(query.types.as_deref())?;
+    let upgrade = upgrade.map_err(|e| ApiError::BadRequest(e.body_text()))?;
+    if !state.tickets.redeem(&query.ticket) {
+        return Err(ApiError::Unauthorized(
+            "invalid, used or expired websocket ticket",
+        ));
+    }
+    let hub = Arc::clone(&state.events);
+    let cursor = query.after.unwrap_or_else(|| hub.latest_id());
+    let guard = state.sockets.open();
+    Ok(upgrade
+        .max_message_size(MAX_CLIENT_MESSAGE)
+        .on_upgrade(move |socket| async move {
+            serve_socket(socket, hub, cursor, types).await;
+            drop(guard);
+        }))
+}
+
+/// Send events from `cursor` on until the client leaves, stops answering, or berthd
+/// stops.
+async fn serve_socket(socket: WebSocket, hub: Arc<EventHub>, mut cursor: u64, types: TypeFilter) {
+    let (mut tx, mut rx) = socket.split();
+    let mut last_heard = Instant::now();
+    let mut next_ping = Instant::now() + PING_INTERVAL;
+    let close = |code, reason: &'static str| {
+        Message::Close(Some(CloseFrame {
+            code,
+            reason: reason.into(),
+        }))
+    };
+    loop {
+        tokio::select! {
+            waited = hub.wait_after(cursor, STREAM_PAGE, next_ping) => {
+                let (page, woken) = match waited {
+                    Ok(waited) => waited,
+                    Err(e) => {
+                        tracing::error!(error = %e, "cannot read the event log for a websocket");
+                        let _ = tx.send(close(close_code::ERROR, "cannot read the event log")).await;
+                        return;
+                    }
+                };
+                match woken {
+                    Woken::Shutdown => {
+                        let _ = tokio::time::timeout(
+                            Duration::from_secs(1),
+                            tx.send(close(close_code::AWAY, "berthd is stopping")),
+                        )
+                        .await;
+                        return;
+                    }
+                    Woken::Deadline => {
+                        if last_heard.elapsed() > 2 * PING_INTERVAL {
+                            let _ = tx.send(close(close_code::AWAY, "no answer to pings")).await;
+                            return;
+                        }
+                        next_ping = Instant::now() + PING_INTERVAL;
+                        if tx.send(Message::Ping(Default::default())).await.is_err() {
+                            return;
+                        }
+                    }
+                    Woken::Events => {
+                        for delivered in types.deliver(page.missed, &page.events) {
+                            let text = match &delivered {
+                                Delivered::Event(e) => render(e).get().to_owned(),
+                                Delivered::Lagging => LAGGING_JSON.to_owned(),
+                            };
+                            let sent = tokio::time::timeout(SEND_TIMEOUT, tx.send(Message::Text(text.into()))).await;
+                            if !matches!(sent, Ok(Ok(()))) {
+                                return;
+                            }
+                        }
+                        cursor = page.next_cursor(cursor);
+                    }
+                }
+            }
+            incoming = rx.next() => match incoming {
+                Some(Ok(Message::Close(_))) | Some(Err(_)) | None => return,
+                // Pongs, pings (answered by the library) and anything else: it is alive.
+                Some(Ok(_)) => last_heard = Instant::now(),
+            },
+        }
+    }
+}
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct SseQuery {
+    /// Replay the notifications after this event id first (the `Last-Event-ID` header,
+    /// sent by reconnecting clients, takes precedence).
+    pub after: Option<u64>,
+    /// Comma-separated notification types to send (default: all three).
+    pub types: Option<String>,
+}
+
+/// `GET /api/v1/notifications/sse`
+#[utoipa::path(
+    get,
+    path = "/notifications/sse",
+    tag = "notifications",
+    summary = "Server-Sent Events of wallet notifications (Berth extension)",
+    description = "A `text/event-stream` of `WalletNotification`s: one event per notification, \
+        its JSON in `data:` and its event id in `id:`. A client that reconnects with \
+        `Last-Event-ID` (or `after`) continues exactly where it left off. A comment line is \
+        sent every 15 seconds to keep proxies from closing the stream.",
+    params(SseQuery),
+    responses(
+        (status = 200, description = "The event stream", body = String, content_type = "text/event-stream"),
+        (status = 400, description = "Malformed parameters or Last-Event-ID", body = ErrorResponse),
+    )
+)]
+pub async fn notifications_sse(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    query: Result<Query<SseQuery>, QueryRejection>,
+) -> Result<Response, ApiError> {
+    let Query(query) = query?;
+    let types = TypeFilter::parse(query.types.as_deref())?;
+    let last_event_id = match headers.get("last-event-id") {
+        None => None,
+        Some(value) => Some(
+            value
+                .to_str()
+                .ok()
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .ok_or_else(|| {
+                    ApiError::BadRequest("Last-Event-ID: expected an event id".into())
+                })?,
+        ),
+    };
+    let hub = Arc::clone(&state.events);
+    let cursor = last_event_id
+        .or(query.after)
+        .unwrap_or_else(|| hub.latest_id());
+    Ok(Sse::new(sse_stream(hub, cursor, types))
+        .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+        .into_response())
+}
+
+fn sse_stream(
+    hub: Arc<EventHub>,
+    cursor: u64,
+    types: TypeFilter,
+) -> impl Stream<Item = Result<sse::Event, Infallible>> {
+    struct State {
+        hub: Arc<EventHub>,
+        cursor: u64,
+        types: TypeFilter,
+        ready: VecDeque<sse::Event>,
+    }
+    let state = State {
+        hub,
+        cursor,
+        types,
+        ready: VecDeque::new(),
+    };
+    futures_util::stream::unfold(state, |mut st| async move {
+        loop {
+            if let Some(event) = st.ready.pop_front() {
+                return Some((Ok(event), st));
+            }
+            // No deadline of its own: keep-alives are the Sse wrapper's.
+            let far = Instant::now() + Duration::from_secs(3600);
+            let (page, woken) = match st.hub.wait_after(st.cursor, STREAM_PAGE, far).await {
+                Ok(waited) => waited,
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot read the event log for an SSE stream");
+                    return None;
+                }
+            };
+            if woken == Woken::Shutdown {
+                return None;
+            }
+            for delivered in st.types.deliver(page.missed, &page.events) {
+                st.ready.push_back(match &delivered {
+                    Delivered::Event(e) => sse::Event::default()
+                        .id(e.id.to_string())
+                        .data(render(e).get()),
+                    Delivered::Lagging => sse::Event::default().data(LAGGING_JSON),
+                });
+            }
+            st.cursor = page.next_cursor(st.cursor);
+        }
+    })
+}
+
+/// Open websockets, so shutdown can wait for them to say goodbye.
+#[derive(Debug)]
+pub struct SocketCount(tokio::sync::watch::Sender<usize>);
+
+impl Default for SocketCount {
+    fn default() -> Self {
+        SocketCount(tokio::sync::watch::channel(0).0)
+    }
+}
+
+/// Counts one open websocket until dropped.
+pub struct SocketGuard(Arc<SocketCount>);
+
+impl Drop for SocketGuard {
+    fn drop(&mut self) {
+        self.0.0.send_modify(|n| *n = n.saturating_sub(1));
+    }
+}
+
+impl SocketCount {
+    fn open(self: &Arc<Self>) -> SocketGuard {
+        self.0.send_modify(|n| *n += 1);
+        SocketGuard(Arc::clone(self))
+    }
+
+    /// Wait until every websocket has closed, or `limit` passed.
+    pub async fn closed(&self, limit: Duration) {
+        let mut count = self.0.subscribe();
+        let _ = tokio::time::timeout(limit, count.wait_for(|n| *n == 0)).await;
+    }
+}
