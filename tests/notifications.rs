@@ -6,8 +6,6 @@
 //! drives real bark notifications (movement metadata updates) and needs
 //! `BITCOIND_EXEC` for the wallet's chain source; it says so and passes without it.
 
-use std::io::{BufRead, BufReader, Write};
-use std::net::TcpStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -340,55 +338,6 @@ fn websocket_tickets_work_once_and_a_socket_replays_from_an_id() {
         assert_eq!(http_status(&err), Some(401), "{err}");
         ws.close(None).await.expect("close");
     });
-}
-
-/// Read SSE lines from a raw connection until `events` data lines were seen; returns
-/// (id, data) pairs.
-fn read_sse(
-    port: u16,
-    headers: &[(&str, &str)],
-    query: &str,
-    events: usize,
-) -> Vec<(Option<u64>, Value)> {
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .expect("timeout");
-    let mut head = format!("GET /api/v1/notifications/sse?{query} HTTP/1.1\r\nHost: 127.0.0.1\r\n");
-    for (name, value) in headers {
-        head.push_str(&format!("{name}: {value}\r\n"));
-    }
-    head.push_str("\r\n");
-    stream.write_all(head.as_bytes()).expect("write");
-    let mut reader = BufReader::new(stream);
-    let mut status = String::new();
-    reader.read_line(&mut status).expect("status line");
-    assert!(status.contains(" 200 "), "{status}");
-    let mut out = Vec::new();
-    let mut id = None;
-    let mut line = String::new();
-    while out.len() < events {
-        line.clear();
-        reader
-            .read_line(&mut line)
-            .expect("an SSE line within 10 s");
-        let line = line.trim_end();
-        if let Some(v) = line
-            .strip_prefix("id: ")
-            .or_else(|| line.strip_prefix("id:"))
-        {
-            id = v.trim().parse().ok();
-        } else if let Some(v) = line
-            .strip_prefix("data: ")
-            .or_else(|| line.strip_prefix("data:"))
-        {
-            out.push((
-                id.take(),
-                serde_json::from_str(v.trim()).expect("JSON data"),
-            ));
-        }
-    }
-    out
 }
 
 #[test]

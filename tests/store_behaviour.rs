@@ -988,7 +988,10 @@ async fn state_survives_reopen_and_a_second_open_is_refused() {
     let (db, report) = Store::open_async(&path, &StoreConfig::default())
         .await
         .expect("reopen");
-    assert_eq!((report.schema_found, report.schema_now), (SCHEMA_VERSION, SCHEMA_VERSION));
+    assert_eq!(
+        (report.schema_found, report.schema_now),
+        (SCHEMA_VERSION, SCHEMA_VERSION)
+    );
     assert_eq!(
         db.read_properties().await.expect("read"),
         Some(properties())

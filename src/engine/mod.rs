@@ -482,7 +482,7 @@ impl Engine {
                         if still_ours().await {
                             // Record first, then let bark's daemon run: none of its
                             // notifications can be missed.
-                            engine.start_recorder(&wallet.wallet);
+                            engine.start_recorder(&wallet.wallet).await;
                             if let Err(e) = wallet.wallet.start_daemon() {
                                 tracing::error!(error = %format!("{e:#}"), "cannot start bark's background daemon");
                             }
@@ -607,9 +607,16 @@ impl Engine {
         }
     }
 
-    fn start_recorder(&self, wallet: &bark::Wallet) {
+    async fn start_recorder(&self, wallet: &bark::Wallet) {
         let (stop, stopped) = tokio::sync::watch::channel(false);
-        let task = self.events.spawn_recorder(wallet, stopped);
+        let task = match self.events.spawn_recorder(wallet, stopped).await {
+            Ok(task) => task,
+            Err(e) => {
+                // The store failing is fatal (the daemon stops); say what it cost.
+                tracing::error!(error = %e, "cannot start recording wallet events");
+                return;
+            }
+        };
         let previous = self
             .recorder
             .lock()

@@ -13,7 +13,7 @@
 //! cursor is below what retention or a wallet delete removed, or when bark's own
 //! channel overflowed before the recorder caught up (recorded in the log itself).
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, OnceLock, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -294,38 +294,50 @@ impl EventHub {
     }
 
     /// Record every notification `wallet` emits, until `stop` turns `true`; then
-    /// record what bark already sent and end. Subscribe before bark's daemon starts,
-    /// so nothing it does is missed.
-    pub fn spawn_recorder(
+    /// record what bark already sent and end. Call before bark's daemon starts, so
+    /// nothing it does is missed.
+    pub async fn spawn_recorder(
         self: &Arc<Self>,
         wallet: &bark::Wallet,
         mut stop: watch::Receiver<bool>,
-    ) -> tokio::task::JoinHandle<()> {
+    ) -> Result<tokio::task::JoinHandle<()>, StoreError> {
         let hub = Arc::clone(self);
+        // Every movement that exists now was announced (or predates the log).
+        let mut order = CreatedFirst::new(self.store.last_movement_id().await?);
         let mut stream = wallet.subscribe_notifications().into_raw_stream();
-        tokio::spawn(async move {
+        Ok(tokio::spawn(async move {
             loop {
                 let next = tokio::select! {
                     next = stream.next() => next,
                     _ = stop.wait_for(|s| *s) => break,
                 };
                 match next {
-                    Some(item) => hub.record(item).await,
+                    Some(item) => hub.record(&mut order, item).await,
                     None => return,
                 }
             }
             // Stopping: what bark has already sent is still recorded.
             while let Some(Some(item)) = stream.next().now_or_never() {
-                hub.record(item).await;
+                hub.record(&mut order, item).await;
             }
-        })
+        }))
     }
 
-    async fn record(&self, item: Result<bark::WalletNotification, BroadcastStreamRecvError>) {
+    async fn record(
+        &self,
+        order: &mut CreatedFirst,
+        item: Result<bark::WalletNotification, BroadcastStreamRecvError>,
+    ) {
         use bark::WalletNotification as N;
         let (kind, movement) = match item {
-            Ok(N::MovementCreated { movement }) => (EventKind::MovementCreated, Some(movement)),
-            Ok(N::MovementUpdated { movement }) => (EventKind::MovementUpdated, Some(movement)),
+            Ok(N::MovementCreated { movement }) => (
+                order.kind(EventKind::MovementCreated, movement.id.0),
+                Some(movement),
+            ),
+            Ok(N::MovementUpdated { movement }) => (
+                order.kind(EventKind::MovementUpdated, movement.id.0),
+                Some(movement),
+            ),
             Ok(N::ChannelLagging) => (EventKind::ChannelLagging, None),
             Err(BroadcastStreamRecvError::Lagged(missed)) => {
                 tracing::warn!(
@@ -341,10 +353,74 @@ impl EventHub {
     }
 }
 
+/// Keeps "created" before "updated" for every movement.
+///
+/// bark 0.8 creates some movements (boards, sends) by inserting them, applying their
+/// first update, and only then announcing the creation, so its notifications say
+/// "updated" before "created". A client must not hear of an update to a movement it
+/// has never been told exists. Movement ids only grow, so an update to a movement
+/// newer than every one announced is that movement's creation; bark's own "created"
+/// that follows is then an update (it carries the same or a newer state).
+#[derive(Debug)]
+struct CreatedFirst {
+    /// Every movement up to this id has been announced.
+    announced_through: u32,
+    /// Announced early (on an update); bark's "created" for them is still to come.
+    early: HashSet<u32>,
+}
+
+/// Most movements awaiting bark's late "created" (each is normally a few
+/// milliseconds away); beyond this the oldest are forgotten.
+const MAX_EARLY: usize = 256;
+
+impl CreatedFirst {
+    fn new(announced_through: u32) -> Self {
+        CreatedFirst {
+            announced_through,
+            early: HashSet::new(),
+        }
+    }
+
+    /// The kind to record for bark's `kind` about movement `id`.
+    fn kind(&mut self, kind: EventKind, id: u32) -> EventKind {
+        match kind {
+            EventKind::MovementUpdated if id > self.announced_through => {
+                self.announced_through = id;
+                if self.early.len() >= MAX_EARLY
+                    && let Some(oldest) = self.early.iter().min().copied()
+                {
+                    self.early.remove(&oldest);
+                }
+                self.early.insert(id);
+                EventKind::MovementCreated
+            }
+            EventKind::MovementCreated if self.early.remove(&id) => EventKind::MovementUpdated,
+            EventKind::MovementCreated => {
+                self.announced_through = self.announced_through.max(id);
+                kind
+            }
+            other => other,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::store::StoreConfig;
+
+    #[test]
+    fn a_movement_is_always_created_before_it_is_updated() {
+        use EventKind::{MovementCreated as C, MovementUpdated as U};
+        let mut order = CreatedFirst::new(3);
+        // bark's order for a board: update, then create; then later updates.
+        let recorded: Vec<EventKind> = [(U, 4), (C, 4), (U, 4), (C, 5), (U, 5), (U, 2)]
+            .into_iter()
+            .map(|(kind, id)| order.kind(kind, id))
+            .collect();
+        assert_eq!(recorded, vec![C, U, U, C, U, U]);
+        assert!(order.early.is_empty());
+    }
 
     async fn hub(retention: EventRetention) -> (tempfile::TempDir, Arc<EventHub>) {
         let dir = tempfile::tempdir().expect("tempdir");

@@ -1296,6 +1296,21 @@ impl Store {
         .await
     }
 
+    /// The newest movement id handed out (0: none yet).
+    pub async fn last_movement_id(&self) -> Result<u32, StoreError> {
+        const CTX: &str = "reading the movement counter";
+        self.read(CTX, |tx| {
+            let meta = tx.open_table(META).ctx(CTX)?;
+            let last = meta
+                .get(meta_keys::LAST_MOVEMENT_ID)
+                .ctx(CTX)?
+                .map(|v| v.value())
+                .unwrap_or(0);
+            Ok(u32::try_from(last).unwrap_or(u32::MAX))
+        })
+        .await
+    }
+
     /// The first on-chain scan still to run, if any.
     pub async fn initial_scan(&self) -> Result<Option<InitialScan>, StoreError> {
         const CTX: &str = "reading the initial scan";

@@ -769,3 +769,191 @@ fn crash_during_board_and_exit() {
         started.elapsed().as_secs_f64()
     );
 }
+
+/// What a long-poll client following barkd's contract sees: call `wait` with the last
+/// answer's `last_pushed_at` as `since`, until `done` says it has what it needs.
+fn long_poll_until(
+    berthd: &stack::Berthd,
+    what: &str,
+    done: impl Fn(&[serde_json::Value]) -> bool,
+) -> Vec<serde_json::Value> {
+    let deadline = Instant::now() + std::time::Duration::from_secs(120);
+    let mut since: Option<String> = None;
+    let mut seen = Vec::new();
+    while !done(&seen) {
+        assert!(
+            Instant::now() < deadline,
+            "{}: long-poll never saw {what}: {seen:?}",
+            berthd.name
+        );
+        let query = match &since {
+            Some(s) => format!(
+                "?since={}&timeout=5",
+                s.replace('+', "%2B").replace(':', "%3A")
+            ),
+            None => "?timeout=5".to_string(),
+        };
+        let answer = berthd.get_ok(&format!("/api/v1/notifications/wait{query}"));
+        seen.extend(
+            answer["notifications"]
+                .as_array()
+                .expect("array")
+                .iter()
+                .cloned(),
+        );
+        since = answer["last_pushed_at"].as_str().map(str::to_string);
+    }
+    seen
+}
+
+/// (type, movement id, status) of each notification.
+fn summary(notifications: &[serde_json::Value]) -> Vec<(String, u64, String)> {
+    notifications
+        .iter()
+        .map(|n| {
+            (
+                n["type"].as_str().unwrap_or_default().to_string(),
+                n["movement"]["id"].as_u64().unwrap_or_default(),
+                n["movement"]["status"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+            )
+        })
+        .collect()
+}
+
+/// Scenario 6: notifications. A websocket client and a long-poll client of the sender
+/// see `movement-created` and `movement-updated` for a board and an Ark payment, in
+/// the same order; the receiver's long-poll sees the payment arrive.
+#[test]
+fn notifications_follow_board_and_payment() {
+    use futures_util::StreamExt as _;
+    use tokio_tungstenite::tungstenite::Message;
+
+    let Some(stack) = Stack::start_or_skip("notifications_follow_board_and_payment") else {
+        return;
+    };
+    let started = Instant::now();
+    let alice = stack.berthd("alice");
+    let bob = stack.berthd("bob");
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+
+    // The websocket listens from before anything happens, live.
+    let ticket = alice.get_ok("/api/v1/notifications/ws/ticket");
+    let url = format!(
+        "ws://127.0.0.1:{}/api/v1/notifications/ws?ticket={}",
+        alice.port(),
+        ticket.as_str().expect("ticket string")
+    );
+    let (ws, _) = rt
+        .block_on(tokio_tungstenite::connect_async(url))
+        .expect("websocket");
+    let frames = std::sync::Arc::new(std::sync::Mutex::new(Vec::<serde_json::Value>::new()));
+    let collected = std::sync::Arc::clone(&frames);
+    rt.spawn(async move {
+        let mut ws = ws;
+        while let Some(Ok(msg)) = ws.next().await {
+            if let Message::Text(text) = msg {
+                let value = serde_json::from_str(&text).expect("a JSON frame");
+                collected.lock().expect("frames").push(value);
+            }
+        }
+    });
+
+    board_and_confirm(&stack, &alice, 300_000);
+    let bob_address = bob.post_ok("/api/v1/wallet/addresses/next", json!({}))["address"]
+        .as_str()
+        .expect("address")
+        .to_string();
+    let sent = alice.post_ok(
+        "/api/v1/wallet/send",
+        json!({"destination": bob_address, "amount_sat": 100_000}),
+    );
+    let send_id = sent["movement_id"].as_u64().expect("movement_id");
+
+    let successful = |id: u64| {
+        move |seen: &[serde_json::Value]| {
+            seen.iter()
+                .any(|n| n["movement"]["id"] == id && n["movement"]["status"] == "successful")
+        }
+    };
+    let polled = long_poll_until(&alice, "the payment succeed", successful(send_id));
+    let polled = summary(&polled);
+    let board_id = polled
+        .iter()
+        .find(|(kind, _, _)| kind == "movement-created")
+        .map(|(_, id, _)| *id)
+        .expect("a movement-created for the board");
+    assert_ne!(board_id, send_id);
+    for id in [board_id, send_id] {
+        let of: Vec<&(String, u64, String)> = polled.iter().filter(|n| n.1 == id).collect();
+        assert_eq!(
+            of[0].0, "movement-created",
+            "movement {id} is created first: {polled:?}"
+        );
+        assert!(
+            of.iter().any(|n| n.2 == "successful"),
+            "movement {id} ends successful: {polled:?}"
+        );
+    }
+    let board_created = polled.iter().position(|n| n.1 == board_id).expect("board");
+    let send_created = polled.iter().position(|n| n.1 == send_id).expect("send");
+    assert!(
+        board_created < send_created,
+        "in the order they happened: {polled:?}"
+    );
+    assert!(
+        polled
+            .iter()
+            .any(|n| n.0 == "movement-updated" && n.1 == board_id),
+        "the board's confirmation is an update: {polled:?}"
+    );
+
+    let ws_seen = wait_for(
+        "the websocket to see everything the long-poll saw",
+        30,
+        || {
+            let frames = frames.lock().expect("frames");
+            (frames.len() >= polled.len()).then(|| summary(&frames))
+        },
+    );
+    assert_eq!(
+        ws_seen[..polled.len()],
+        polled[..],
+        "the websocket and the long-poll see the same notifications in the same order"
+    );
+
+    // Server-Sent Events replay the same log from the start.
+    let bearer = format!("Bearer {}", harness::token(&alice.datadir));
+    let sse = harness::read_sse(
+        alice.port(),
+        &[("Authorization", &bearer)],
+        "after=0",
+        polled.len(),
+    );
+    let sse_seen: Vec<serde_json::Value> = sse.into_iter().map(|(_, n)| n).collect();
+    assert_eq!(
+        summary(&sse_seen),
+        polled,
+        "SSE sees the same notifications"
+    );
+
+    wait_for("bob to receive the payment", 60, || {
+        bob.post_ok("/api/v1/wallet/sync", json!({}));
+        let spendable = bob.get_ok("/api/v1/wallet/balance")["spendable_sat"].as_u64()?;
+        (spendable == 100_000).then_some(())
+    });
+    let bob_seen = long_poll_until(&bob, "the payment arrive", |seen| {
+        seen.iter().any(|n| {
+            n["movement"]["effective_balance_sat"] == 100_000
+                && n["movement"]["status"] == "successful"
+        })
+    });
+    assert_eq!(bob_seen[0]["type"], "movement-created", "{bob_seen:?}");
+    println!(
+        "scenario 6 (notifications over a board and a payment): {:.1} s, {} notifications",
+        started.elapsed().as_secs_f64(),
+        polled.len()
+    );
+}

@@ -664,6 +664,10 @@ impl Berthd {
         self.daemon.as_ref().expect("berthd is running")
     }
 
+    pub fn port(&self) -> u16 {
+        self.daemon().port
+    }
+
     fn call(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
         let auth = format!("Bearer {}", self.token);
         let body = body.map(|b| b.to_string());

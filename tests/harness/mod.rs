@@ -3,7 +3,7 @@
 //! sent exactly).
 #![allow(dead_code)]
 
-use std::io::{Read, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -253,4 +253,53 @@ pub fn wait_until(what: &str, secs: u64, mut check: impl FnMut() -> bool) {
         std::thread::sleep(Duration::from_millis(200));
     }
     panic!("timed out after {secs} s waiting for {what}");
+}
+
+/// Read SSE lines from a raw connection until `events` data lines were seen; returns
+/// (id, data) pairs.
+pub fn read_sse(
+    port: u16,
+    headers: &[(&str, &str)],
+    query: &str,
+    events: usize,
+) -> Vec<(Option<u64>, serde_json::Value)> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    let mut head = format!("GET /api/v1/notifications/sse?{query} HTTP/1.1\r\nHost: 127.0.0.1\r\n");
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes()).expect("write");
+    let mut reader = BufReader::new(stream);
+    let mut status = String::new();
+    reader.read_line(&mut status).expect("status line");
+    assert!(status.contains(" 200 "), "{status}");
+    let mut out = Vec::new();
+    let mut id = None;
+    let mut line = String::new();
+    while out.len() < events {
+        line.clear();
+        reader
+            .read_line(&mut line)
+            .expect("an SSE line within 10 s");
+        let line = line.trim_end();
+        if let Some(v) = line
+            .strip_prefix("id: ")
+            .or_else(|| line.strip_prefix("id:"))
+        {
+            id = v.trim().parse().ok();
+        } else if let Some(v) = line
+            .strip_prefix("data: ")
+            .or_else(|| line.strip_prefix("data:"))
+        {
+            out.push((
+                id.take(),
+                serde_json::from_str(v.trim()).expect("JSON data"),
+            ));
+        }
+    }
+    out
 }
