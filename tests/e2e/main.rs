@@ -220,8 +220,10 @@ fn boards_become_spendable() {
         let balance = alice.get_ok("/api/v1/wallet/balance");
         (balance["spendable_sat"] == expected).then_some(())
     });
-    let pending = alice.get_ok("/api/v1/boards/pending");
-    assert_eq!(pending, json!([]), "no pending boards left");
+    // bark marks a VTXO spendable a moment before it drops the pending board.
+    wait_for("no pending boards left", 30, || {
+        (alice.get_ok("/api/v1/boards/pending") == json!([])).then_some(())
+    });
     let vtxos = alice.get_ok("/api/v1/wallet/vtxos");
     let vtxos = vtxos.as_array().expect("array");
     assert_eq!(vtxos.len(), 2, "{vtxos:?}");
@@ -738,7 +740,10 @@ fn crash_during_board_and_exit() {
         let spendable = alice.get_ok("/api/v1/wallet/balance")["spendable_sat"].as_u64()?;
         (spendable == 250_000).then_some(())
     });
-    assert_eq!(alice.get_ok("/api/v1/boards/pending"), json!([]));
+    // bark marks the VTXO spendable a moment before it drops the pending board.
+    wait_for("the pending board to be gone", 30, || {
+        (alice.get_ok("/api/v1/boards/pending") == json!([])).then_some(())
+    });
 
     // An exit killed while it is being processed.
     alice.post_ok("/api/v1/exits/start/vtxos", json!({"vtxos": [board_vtxo]}));

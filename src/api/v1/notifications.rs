@@ -101,28 +101,33 @@ impl Serialize for Delivered {
 #[derive(Debug, Clone)]
 pub struct TypeFilter(HashSet<EventKind>);
 
-impl TypeFilter {
-    const ALL: [(EventKind, &'static str); 3] = [
-        (EventKind::MovementCreated, "movement-created"),
-        (EventKind::MovementUpdated, "movement-updated"),
-        (EventKind::ChannelLagging, "channel-lagging"),
-    ];
+/// Every notification type by its API name, and whether a client that does not ask
+/// (`types=` absent) receives it: barkd's three are sent to everyone; Berth's own
+/// (alerts, from later issues) only to clients that name them, so a strict barkd
+/// client never meets a `type` it does not know.
+const TYPES: [(EventKind, &str, bool); 3] = [
+    (EventKind::MovementCreated, "movement-created", true),
+    (EventKind::MovementUpdated, "movement-updated", true),
+    (EventKind::ChannelLagging, "channel-lagging", true),
+];
 
-    /// `types=a,b`: each must be a known type. Absent: barkd's three.
+impl TypeFilter {
+    /// `types=a,b`: each must be a known type. Absent: the standard ones.
     fn parse(types: Option<&str>) -> Result<Self, ApiError> {
         let Some(types) = types else {
-            return Ok(TypeFilter(Self::ALL.iter().map(|(k, _)| *k).collect()));
+            let standard = TYPES.iter().filter(|t| t.2).map(|t| t.0).collect();
+            return Ok(TypeFilter(standard));
         };
         let mut set = HashSet::new();
         for name in types.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-            let kind = Self::ALL
+            let kind = TYPES
                 .iter()
-                .find(|(_, n)| *n == name)
-                .map(|(k, _)| *k)
+                .find(|t| t.1 == name)
+                .map(|t| t.0)
                 .ok_or_else(|| {
                     ApiError::BadRequest(format!(
                         "types: unknown notification type {name:?} (known: {})",
-                        Self::ALL.map(|(_, n)| n).join(", ")
+                        TYPES.map(|t| t.1).join(", ")
                     ))
                 })?;
             set.insert(kind);
@@ -539,5 +544,39 @@ impl SocketCount {
     pub async fn closed(&self, limit: Duration) {
         let mut count = self.0.subscribe();
         let _ = tokio::time::timeout(limit, count.wait_for(|n| *n == 0)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_event_kind_has_its_api_name_and_defaults_to_standard_only() {
+        let kinds = [
+            EventKind::MovementCreated,
+            EventKind::MovementUpdated,
+            EventKind::ChannelLagging,
+        ];
+        for kind in kinds {
+            // Exhaustive: a new kind fails to compile here until it is listed above.
+            match kind {
+                EventKind::MovementCreated
+                | EventKind::MovementUpdated
+                | EventKind::ChannelLagging => {}
+            }
+            let (_, name, _) = TYPES
+                .iter()
+                .find(|t| t.0 == kind)
+                .unwrap_or_else(|| panic!("{kind:?} has no API name"));
+            assert_eq!(serde_json::to_value(kind).expect("json"), *name);
+        }
+        let default = TypeFilter::parse(None).expect("default");
+        for (kind, _, standard) in TYPES {
+            assert_eq!(default.wants(kind), standard, "{kind:?}");
+        }
+        let picked = TypeFilter::parse(Some("movement-updated, channel-lagging")).expect("parse");
+        assert!(!picked.wants(EventKind::MovementCreated));
+        assert!(picked.wants(EventKind::ChannelLagging));
     }
 }

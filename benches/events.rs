@@ -1,0 +1,345 @@
+//! Event delivery under load: 1,000 long-polls and 200 websockets held open on one
+//! berthd while wallet events are appended at 100 per second.
+//!
+//! The events are real bark notifications: each is a metadata update of one movement
+//! (`POST /api/v1/history/1/metadata` with `{"n": i, "t": <send time, ns>}`), which bark
+//! commits and announces and berthd records in its log. So a wallet must be loaded,
+//! which needs a chain source: set `BITCOIND_EXEC` (a regtest node is started on free
+//! ports; the Ark server address is a dead port, which nothing here needs).
+//!
+//! Figures printed:
+//! - delivery latency p50/p99/max per transport, from just before the update request
+//!   is sent until a client holds the notification (so it includes bark's commit and
+//!   the log append, two durable writes);
+//! - the update request's own latency, and the achieved event rate;
+//! - berthd's VmRSS before the clients connect, at its peak during the run, and two
+//!   seconds after every client left.
+//!
+//! Run: `scripts/bench-events` (or `BITCOIND_EXEC=... cargo bench --bench events`).
+//! `BERTH_BENCH_POLLS`, `BERTH_BENCH_SOCKETS`, `BERTH_BENCH_RATE` and
+//! `BERTH_BENCH_SECS` change the load (defaults 1000, 200, 100, 20). The clients run in
+//! this process on the same machine, so they compete with berthd for the CPU.
+
+#[path = "../tests/harness/mod.rs"]
+mod harness;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use bark::movement::{MovementStatus, MovementSubsystem};
+use bark::persist::BarkPersister;
+use berth::store::{Store, StoreConfig};
+use futures_util::StreamExt as _;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+
+use harness::{Bitcoind, Daemon, json_of, request, token, wait_until};
+
+fn env_or(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn now_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}
+
+fn rss_kb(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// Every `"t":<digits>` in `body`: the send times of the updates it carries. A scan,
+/// not a parse, so the clients spend little CPU.
+fn send_times(body: &str) -> impl Iterator<Item = u64> + '_ {
+    body.match_indices("\"t\":").filter_map(|(i, m)| {
+        let digits: String = body[i + m.len()..]
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect();
+        digits.parse().ok()
+    })
+}
+
+/// Latencies in µs, one shared sink per transport.
+#[derive(Default)]
+struct Sink(std::sync::Mutex<Vec<u64>>);
+
+impl Sink {
+    fn record(&self, sent_ns: u64) {
+        let micros = now_ns().saturating_sub(sent_ns) / 1000;
+        self.0.lock().expect("sink").push(micros);
+    }
+
+    fn report(&self, what: &str, expected: u64) {
+        let mut v = self.0.lock().expect("sink").clone();
+        v.sort_unstable();
+        let pct = |p: f64| {
+            v.get(((v.len() as f64 * p) as usize).min(v.len().saturating_sub(1)))
+                .copied()
+                .unwrap_or(0)
+        };
+        println!(
+            "{what}: {} deliveries (expected {expected}); latency p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+            v.len(),
+            pct(0.50) as f64 / 1000.0,
+            pct(0.99) as f64 / 1000.0,
+            v.last().copied().unwrap_or(0) as f64 / 1000.0,
+        );
+    }
+}
+
+/// One long-poll client on a keep-alive connection: `wait?after=<cursor>` in a loop.
+async fn long_poll(
+    port: u16,
+    bearer: String,
+    mut cursor: u64,
+    sink: Arc<Sink>,
+    stop: Arc<AtomicBool>,
+) {
+    let Ok(stream) = TcpStream::connect(("127.0.0.1", port)).await else {
+        return;
+    };
+    let (read, mut write) = stream.into_split();
+    let mut read = BufReader::new(read);
+    while !stop.load(Ordering::Relaxed) {
+        let req = format!(
+            "GET /api/v1/notifications/wait?after={cursor}&types=movement-updated&timeout=5 HTTP/1.1\r\nHost: b\r\nAuthorization: {bearer}\r\n\r\n"
+        );
+        if write.write_all(req.as_bytes()).await.is_err() {
+            return;
+        }
+        let mut length = 0usize;
+        loop {
+            let mut line = String::new();
+            if read.read_line(&mut line).await.unwrap_or(0) == 0 {
+                return;
+            }
+            if line == "\r\n" {
+                break;
+            }
+            if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                length = v.trim().parse().unwrap_or(0);
+            }
+        }
+        let mut body = vec![0u8; length];
+        if read.read_exact(&mut body).await.is_err() {
+            return;
+        }
+        let body = String::from_utf8_lossy(&body);
+        for sent in send_times(&body) {
+            sink.record(sent);
+        }
+        if let Some(i) = body.find("\"last_event_id\":") {
+            let digits: String = body[i + 16..]
+                .chars()
+                .take_while(char::is_ascii_digit)
+                .collect();
+            cursor = digits.parse().unwrap_or(cursor);
+        }
+    }
+}
+
+async fn socket(port: u16, ticket: String, cursor: u64, sink: Arc<Sink>, stop: Arc<AtomicBool>) {
+    let url = format!(
+        "ws://127.0.0.1:{port}/api/v1/notifications/ws?ticket={ticket}&after={cursor}&types=movement-updated"
+    );
+    let Ok((mut ws, _)) = tokio_tungstenite::connect_async(url).await else {
+        eprintln!("a websocket did not connect");
+        return;
+    };
+    while !stop.load(Ordering::Relaxed) {
+        match tokio::time::timeout(Duration::from_millis(500), ws.next()).await {
+            Ok(Some(Ok(tokio_tungstenite::tungstenite::Message::Text(text)))) => {
+                for sent in send_times(&text) {
+                    sink.record(sent);
+                }
+            }
+            Ok(Some(Ok(_))) | Err(_) => {}
+            Ok(_) => return,
+        }
+    }
+    let _ = ws.close(None).await;
+}
+
+fn main() {
+    if !std::env::args().any(|a| a == "--bench") {
+        // `cargo test --benches` builds and runs this; the load run is for `cargo bench`.
+        return;
+    }
+    let Some(bitcoind) = Bitcoind::start_or_skip("bench-events") else {
+        return;
+    };
+    let polls = env_or("BERTH_BENCH_POLLS", 1000);
+    let sockets = env_or("BERTH_BENCH_SOCKETS", 200);
+    let rate = env_or("BERTH_BENCH_RATE", 100).max(1);
+    let secs = env_or("BERTH_BENCH_SECS", 20);
+    let (_tmp, datadir) = harness::new_datadir();
+
+    // A loaded wallet with one movement to annotate.
+    let daemon = Daemon::start(&datadir, &["-q"]);
+    let bearer = format!("Bearer {}", token(&datadir));
+    let auth = [("Authorization", bearer.as_str())];
+    let create = serde_json::json!({
+        "network": "regtest",
+        "ark_server": format!("http://127.0.0.1:{}", harness::free_port()),
+        "chain_source": { "bitcoind": {
+            "bitcoind": bitcoind.url(),
+            "bitcoind_auth": { "cookie": { "cookie": bitcoind.cookie().display().to_string() } },
+        } },
+        "force": true,
+    })
+    .to_string();
+    let (status, raw) = daemon.post("/api/v1/wallet/create", &auth, &create);
+    assert_eq!(status, 200, "{raw}");
+    daemon.terminate();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        let (store, _) = Store::open_async(&datadir.join("berth.redb"), &StoreConfig::default())
+            .await
+            .expect("store");
+        let subsystem = MovementSubsystem {
+            name: "berth-bench".into(),
+            kind: "events".into(),
+        };
+        store
+            .create_new_movement(
+                MovementStatus::Pending,
+                &subsystem,
+                chrono::Local::now(),
+                None,
+            )
+            .await
+            .expect("movement");
+    });
+    let daemon = Daemon::start(&datadir, &["-q"]);
+    let port = daemon.port;
+    let pid = daemon.child.id();
+    wait_until("the wallet to load", 60, || {
+        json_of(&daemon.get("/api/v1/wallet", &auth).1)["loaded"] == serde_json::Value::Bool(true)
+    });
+    let cursor =
+        json_of(&daemon.get("/api/v1/notifications/wait?timeout=0", &auth).1)["last_event_id"]
+            .as_u64()
+            .unwrap_or(0);
+    let tickets: Vec<String> = (0..sockets)
+        .map(|_| {
+            json_of(&daemon.get("/api/v1/notifications/ws/ticket", &auth).1)
+                .as_str()
+                .expect("ticket")
+                .to_string()
+        })
+        .collect();
+    std::thread::sleep(Duration::from_secs(1));
+    let rss_before = rss_kb(pid);
+
+    let polled = Arc::new(Sink::default());
+    let streamed = Arc::new(Sink::default());
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut clients = Vec::new();
+    for _ in 0..polls {
+        clients.push(rt.spawn(long_poll(
+            port,
+            bearer.clone(),
+            cursor,
+            Arc::clone(&polled),
+            Arc::clone(&stop),
+        )));
+    }
+    for ticket in tickets {
+        clients.push(rt.spawn(socket(
+            port,
+            ticket,
+            cursor,
+            Arc::clone(&streamed),
+            Arc::clone(&stop),
+        )));
+    }
+    std::thread::sleep(Duration::from_secs(3));
+    let rss_connected = rss_kb(pid);
+
+    // The writer: `rate` updates per second for `secs` seconds, on their own thread.
+    let peak = Arc::new(AtomicU64::new(rss_connected));
+    let sampling = Arc::new(AtomicBool::new(true));
+    let sampler = {
+        let (peak, sampling) = (Arc::clone(&peak), Arc::clone(&sampling));
+        std::thread::spawn(move || {
+            while sampling.load(Ordering::Relaxed) {
+                peak.fetch_max(rss_kb(pid), Ordering::Relaxed);
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        })
+    };
+    let total = rate * secs;
+    let interval = Duration::from_nanos(1_000_000_000 / rate);
+    let started = Instant::now();
+    let mut request_us = Vec::new();
+    for n in 1..=total {
+        let due = started + interval * (n as u32 - 1);
+        if let Some(wait) = due.checked_duration_since(Instant::now()) {
+            std::thread::sleep(wait);
+        }
+        let t = now_ns();
+        let body = serde_json::json!({ "n": n, "t": t }).to_string();
+        let (status, raw) = request(
+            port,
+            "POST",
+            "/api/v1/history/1/metadata",
+            &auth,
+            Some(&body),
+        );
+        assert_eq!(status, 200, "{raw}");
+        request_us.push((now_ns() - t) / 1000);
+    }
+    let elapsed = started.elapsed();
+    // Let the last events arrive.
+    std::thread::sleep(Duration::from_secs(2));
+    sampling.store(false, Ordering::Relaxed);
+    let _ = sampler.join();
+    stop.store(true, Ordering::Relaxed);
+    rt.block_on(async {
+        for client in clients {
+            let _ = tokio::time::timeout(Duration::from_secs(10), client).await;
+        }
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    let rss_after = rss_kb(pid);
+
+    request_us.sort_unstable();
+    println!(
+        "load: {polls} long-polls, {sockets} websockets; {total} events in {:.1} s ({:.1}/s)",
+        elapsed.as_secs_f64(),
+        total as f64 / elapsed.as_secs_f64()
+    );
+    println!(
+        "update request (bark commit + log append): p50 {:.1} ms, p99 {:.1} ms",
+        request_us[request_us.len() / 2] as f64 / 1000.0,
+        request_us[request_us.len() * 99 / 100] as f64 / 1000.0
+    );
+    polled.report("long-poll delivery", total * polls);
+    streamed.report("websocket delivery", total * sockets);
+    println!(
+        "berthd VmRSS: {} kB before clients, {} kB with clients connected, {} kB peak while appending, {} kB 2 s after they left (growth at peak {} kB)",
+        rss_before,
+        rss_connected,
+        peak.load(Ordering::Relaxed),
+        rss_after,
+        peak.load(Ordering::Relaxed).saturating_sub(rss_before)
+    );
+}
