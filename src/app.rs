@@ -189,18 +189,21 @@ async fn daemon(cli: Cli, datadir: PathBuf) -> anyhow::Result<()> {
     });
     let mut stop = stop_rx.clone();
     let stopping = Arc::clone(&events);
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
+    crate::server::serve(
+        listener,
+        app,
+        crate::server::ServerLimits::default(),
+        async move {
             tokio::select! {
                 _ = crate::shutdown::signal() => {}
                 _ = stop.wait_for(Option::is_some) => {}
             }
-            // Long-polls answer now and websockets say goodbye, so the graceful
-            // shutdown does not wait out their windows.
+            // Long-polls answer now and websockets say goodbye, so the drain does not
+            // wait out their windows.
             stopping.stop();
-        })
-        .await
-        .context("server failed")?;
+        },
+    )
+    .await;
     sockets.closed(std::time::Duration::from_secs(2)).await;
     stop_on_fatal.abort();
     pruner.abort();

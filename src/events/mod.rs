@@ -124,14 +124,27 @@ impl EventHub {
         let bounds = store.event_bounds().await?;
         let (latest, _) = watch::channel(bounds.last_id);
         let (stopping, _) = watch::channel(false);
-        Ok(Arc::new(EventHub {
+        let hub = EventHub {
             store,
             retention,
             append_order: Mutex::new(()),
             recent: RwLock::new(VecDeque::new()),
             latest,
             stopping,
-        }))
+        };
+        // Start with the newest events in memory, as if they had just been appended.
+        let capacity = hub.recent_capacity();
+        let from = bounds.last_id.saturating_sub(capacity as u64);
+        let page = hub.store.events_after(from, capacity).await?;
+        hub.recent
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend(
+                page.events
+                    .into_iter()
+                    .map(|(id, stored)| Arc::new(Event::new(id, stored))),
+            );
+        Ok(Arc::new(hub))
     }
 
     fn recent_capacity(&self) -> usize {
@@ -172,19 +185,21 @@ impl EventHub {
     /// are gone from the log.
     pub async fn read_after(&self, cursor: u64, limit: usize) -> Result<Page, StoreError> {
         let limit = limit.clamp(1, MAX_PAGE);
+        // Nothing follows the newest event, and nothing before it can have been
+        // missed: the common case of a live reader, answered without the store.
+        if cursor >= self.latest_id() {
+            return Ok(Page::default());
+        }
         {
             let recent = self.recent.read().unwrap_or_else(|e| e.into_inner());
             // Served from memory when the window holds the event right after the
-            // cursor (or the cursor is already at the newest event).
+            // cursor. Ids in the window are consecutive, so that event's position is
+            // arithmetic.
             if let Some(first) = recent.front()
                 && first.id <= cursor.saturating_add(1)
             {
-                let events = recent
-                    .iter()
-                    .filter(|e| e.id > cursor)
-                    .take(limit)
-                    .cloned()
-                    .collect();
+                let skip = usize::try_from(cursor + 1 - first.id).unwrap_or(usize::MAX);
+                let events = recent.iter().skip(skip).take(limit).cloned().collect();
                 return Ok(Page {
                     events,
                     missed: false,
@@ -211,11 +226,9 @@ impl EventHub {
             if let Some(first) = recent.front()
                 && first.at_us <= since_us
             {
-                let cursor = recent
-                    .iter()
-                    .take_while(|e| e.at_us <= since_us)
-                    .last()
-                    .map_or(first.id, |e| e.id);
+                // Times increase along the window: the last event at or before `since`.
+                let at_or_before = recent.partition_point(|e| e.at_us <= since_us);
+                let cursor = recent.get(at_or_before - 1).map_or(first.id, |e| e.id);
                 return Ok((cursor, false));
             }
         }

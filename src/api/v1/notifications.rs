@@ -48,6 +48,11 @@ const PING_INTERVAL: Duration = Duration::from_secs(30);
 const SEND_TIMEOUT: Duration = Duration::from_secs(30);
 /// Largest message a client may send on the websocket (it has nothing to say).
 const MAX_CLIENT_MESSAGE: usize = 4096;
+/// A websocket's read buffer.
+const SOCKET_BUFFER: usize = 4096;
+/// Most unsent bytes a websocket may hold before its writes fail (a client that does
+/// not read); a page of notifications is far less.
+const MAX_SOCKET_BACKLOG: usize = 1024 * 1024;
 
 /// A notification of something happening in the wallet.
 #[derive(Debug, Serialize, ToSchema)]
@@ -340,8 +345,14 @@ pub async fn notifications_socket(
     let hub = Arc::clone(&state.events);
     let cursor = query.after.unwrap_or_else(|| hub.latest_id());
     let guard = state.sockets.open();
+    // tungstenite's buffers default to 128 KiB each way; a socket here carries small
+    // frames, and hundreds of them are open at once.
     Ok(upgrade
+        .read_buffer_size(SOCKET_BUFFER)
+        .write_buffer_size(0)
+        .max_write_buffer_size(MAX_SOCKET_BACKLOG)
         .max_message_size(MAX_CLIENT_MESSAGE)
+        .max_frame_size(MAX_CLIENT_MESSAGE)
         .on_upgrade(move |socket| async move {
             serve_socket(socket, hub, cursor, types).await;
             drop(guard);
