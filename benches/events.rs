@@ -62,6 +62,22 @@ fn rss_kb(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
+/// CPU seconds (user + system) `pid` has used.
+fn cpu_secs(pid: &str) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command name (which is in parentheses and may hold spaces).
+    let rest = stat.rsplit_once(") ").map(|(_, r)| r).unwrap_or("");
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    // utime and stime are fields 14 and 15 of stat, 12 and 13 after the name.
+    (ticks(11) + ticks(12)) / 100.0
+}
+
 /// Every `"t":<digits>` in `body`: the send times of the updates it carries. A scan,
 /// not a parse, so the clients spend little CPU.
 fn send_times(body: &str) -> impl Iterator<Item = u64> + '_ {
@@ -286,6 +302,7 @@ fn main() {
             }
         })
     };
+    let cpu_start = (cpu_secs(&pid.to_string()), cpu_secs("self"));
     let total = rate * secs;
     let interval = Duration::from_nanos(1_000_000_000 / rate);
     let started = Instant::now();
@@ -308,6 +325,7 @@ fn main() {
         request_us.push((now_ns() - t) / 1000);
     }
     let elapsed = started.elapsed();
+    let cpu_end = (cpu_secs(&pid.to_string()), cpu_secs("self"));
     // Let the last events arrive.
     std::thread::sleep(Duration::from_secs(2));
     sampling.store(false, Ordering::Relaxed);
@@ -331,6 +349,12 @@ fn main() {
         "update request (bark commit + log append): p50 {:.1} ms, p99 {:.1} ms",
         request_us[request_us.len() / 2] as f64 / 1000.0,
         request_us[request_us.len() * 99 / 100] as f64 / 1000.0
+    );
+    println!(
+        "CPU while appending: berthd {:.0}%, these clients {:.0}% (of one core; the machine has {})",
+        100.0 * (cpu_end.0 - cpu_start.0) / elapsed.as_secs_f64(),
+        100.0 * (cpu_end.1 - cpu_start.1) / elapsed.as_secs_f64(),
+        std::thread::available_parallelism().map_or(0, |n| n.get())
     );
     polled.report("long-poll delivery", total * polls);
     streamed.report("websocket delivery", total * sockets);
