@@ -107,3 +107,82 @@ pub async fn serve(
         tracing::warn!("some connections were still open when the drain timeout passed");
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Read, Write};
+    use std::net::TcpStream;
+
+    use super::*;
+
+    async fn start(limits: ServerLimits) -> (u16, tokio::sync::oneshot::Sender<()>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let app = Router::new().route("/ping", axum::routing::get(|| async { "pong" }));
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(serve(listener, app, limits, async move {
+            let _ = stopped.await;
+        }));
+        (port, stop)
+    }
+
+    fn ping(stream: &mut TcpStream) -> String {
+        stream
+            .write_all(b"GET /ping HTTP/1.1\r\nHost: t\r\n\r\n")
+            .expect("write");
+        let mut buf = [0u8; 512];
+        let n = stream.read(&mut buf).expect("read");
+        String::from_utf8_lossy(&buf[..n]).into_owned()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_silent_connection_is_closed_and_connections_are_capped() {
+        let limits = ServerLimits {
+            max_connections: 2,
+            header_read_timeout: Duration::from_millis(300),
+            drain_timeout: Duration::from_secs(1),
+        };
+        let (port, _stop) = start(limits).await;
+        tokio::task::spawn_blocking(move || {
+            // Sends nothing: closed once the header timeout passes.
+            let mut silent = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+            silent
+                .set_read_timeout(Some(Duration::from_secs(5)))
+                .expect("timeout");
+            let started = std::time::Instant::now();
+            let mut buf = [0u8; 64];
+            let n = silent.read(&mut buf).unwrap_or(0);
+            assert!(
+                String::from_utf8_lossy(&buf[..n]).is_empty()
+                    || String::from_utf8_lossy(&buf[..n]).contains("408"),
+                "closed (or 408) without a request"
+            );
+            assert!(started.elapsed() < Duration::from_secs(3));
+
+            // Two keep-alive connections fill the cap; a third waits for a slot.
+            let mut a = TcpStream::connect(("127.0.0.1", port)).expect("a");
+            let mut b = TcpStream::connect(("127.0.0.1", port)).expect("b");
+            assert!(ping(&mut a).contains("pong"));
+            assert!(ping(&mut b).contains("pong"));
+            let mut c = TcpStream::connect(("127.0.0.1", port)).expect("c");
+            c.set_read_timeout(Some(Duration::from_millis(150)))
+                .expect("timeout");
+            c.write_all(b"GET /ping HTTP/1.1\r\nHost: t\r\n\r\n")
+                .expect("write");
+            let mut buf = [0u8; 512];
+            assert!(
+                c.read(&mut buf).is_err(),
+                "not served while the cap is reached"
+            );
+            drop(a);
+            c.set_read_timeout(Some(Duration::from_secs(5)))
+                .expect("timeout");
+            let n = c.read(&mut buf).expect("served once a slot frees");
+            assert!(String::from_utf8_lossy(&buf[..n]).contains("pong"));
+        })
+        .await
+        .expect("client");
+    }
+}
