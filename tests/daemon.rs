@@ -345,3 +345,123 @@ fn berth_toml_is_read_and_a_bad_one_refused() {
         Ok(_) => panic!("a berth.toml with an unknown key must refuse to start"),
     }
 }
+
+#[test]
+fn lightning_input_is_checked_before_anything_else() {
+    use lightning_invoice::Currency;
+    let (_tmp, datadir) = new_datadir();
+    let daemon = Daemon::start(&datadir, &[]);
+    let bearer = format!("Bearer {}", token(&datadir));
+    let auth = [("Authorization", bearer.as_str())];
+    let regtest = invoice(Currency::Regtest, Some(50_000_000), 3);
+    let any_amount = invoice(Currency::Regtest, None, 4);
+    let pay = |body: serde_json::Value| {
+        let (status, raw) = daemon.post("/api/v1/lightning/pay", &auth, &body.to_string());
+        (
+            status,
+            json_of(&raw)["message"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+        )
+    };
+    let bad: &[(&str, serde_json::Value, &str)] = &[
+        (
+            "garbage",
+            serde_json::json!({"destination": "not a destination"}),
+            "destination",
+        ),
+        (
+            "no destination",
+            serde_json::json!({"amount_sat": 1}),
+            "destination",
+        ),
+        (
+            "comment on an invoice",
+            serde_json::json!({"destination": regtest, "comment": "hi"}),
+            "comment",
+        ),
+        (
+            "zero amount",
+            serde_json::json!({"destination": any_amount, "amount_sat": 0}),
+            "amount_sat",
+        ),
+        (
+            "more than all bitcoin",
+            serde_json::json!({"destination": any_amount, "amount_sat": 2_100_000_000_000_001u64}),
+            "amount_sat",
+        ),
+        (
+            "negative amount",
+            serde_json::json!({"destination": any_amount, "amount_sat": -5}),
+            "amount_sat",
+        ),
+        (
+            "address without amount",
+            serde_json::json!({"destination": "satoshi@example.com"}),
+            "amount_sat",
+        ),
+        (
+            "lnurl without amount",
+            serde_json::json!({"destination": "LNURL1DP68GURN8GHJ7UM9WFMXJCM99E3K7MF0V9CXJ0M385EKVCENXC6R2C35XVUKXEFCV5MKVV34X5EKZD3EV56NYD3HXQURZEPEXEJXXEPNXSCRVWFNV9NXZCN9XQ6XYEFHVGCXXCMYXYMNSERXFQ5FNS"}),
+            "amount_sat",
+        ),
+    ];
+    for (what, body, field) in bad {
+        let (status, message) = pay(body.clone());
+        assert_eq!(status, 400, "{what}: {message}");
+        assert!(
+            message.contains(field),
+            "{what}: the message names {field}: {message}"
+        );
+    }
+    // Well-formed, but there is no wallet.
+    let (status, message) = pay(serde_json::json!({"destination": format!("lightning:{regtest}")}));
+    assert_eq!(status, 422, "{message}");
+    let (status, raw) = daemon.post(
+        "/api/v1/wallet/send",
+        &auth,
+        &serde_json::json!({"destination": regtest, "comment": "hi"}).to_string(),
+    );
+    assert_eq!(status, 400, "wallet/send keeps the same rules: {raw}");
+
+    for path in [
+        "/api/v1/lightning/receives/nothex",
+        "/api/v1/lightning/sends/lno1zzz",
+        "/api/v1/lightning/receives/abcd",
+    ] {
+        let (status, raw) = daemon.get(path, &auth);
+        assert_eq!(status, 400, "{path}: {raw}");
+    }
+    let hash = invoice_hash(3);
+    for path in [
+        format!("/api/v1/lightning/sends/{hash}"),
+        format!("/api/v1/lightning/sends/{regtest}"),
+        format!("/api/v1/lightning/receives/{hash}"),
+        "/api/v1/lightning/receives".to_string(),
+    ] {
+        let (status, raw) = daemon.get(&path, &auth);
+        assert_eq!(status, 422, "no wallet: {path}: {raw}");
+    }
+    for (path, body) in [
+        (
+            "/api/v1/lightning/receives/invoice",
+            serde_json::json!({"amount_sat": 0}),
+        ),
+        (
+            "/api/v1/lightning/receives/invoice",
+            serde_json::json!({"amount_sat": 1000, "description": "x".repeat(700)}),
+        ),
+        (
+            "/api/v1/lightning/receives/invoice/for-address",
+            serde_json::json!({"amount_sat": 1000, "address": "bcrt1qnotark"}),
+        ),
+        (
+            "/api/v1/lightning/receives/invoice/for-address",
+            serde_json::json!({"amount_sat": 1000}),
+        ),
+    ] {
+        let (status, raw) = daemon.post(path, &auth, &body.to_string());
+        assert_eq!(status, 400, "{path} {body}: {raw}");
+    }
+}

@@ -29,9 +29,6 @@ pub enum ApiError {
     /// Something the request needs (Ark server, chain source) cannot be reached. 503.
     #[error("{0}")]
     Unavailable(String),
-    /// This berthd does not serve the operation yet. 501.
-    #[error("{0}")]
-    NotImplemented(String),
     /// A genuine internal failure; the detail is logged, not sent. 500.
     #[error("internal error")]
     Internal,
@@ -63,7 +60,6 @@ impl ApiError {
             ApiError::NotFound { .. } => (StatusCode::NOT_FOUND, "not_found"),
             ApiError::WrongState(_) => (StatusCode::UNPROCESSABLE_ENTITY, "wrong_state"),
             ApiError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
-            ApiError::NotImplemented(_) => (StatusCode::NOT_IMPLEMENTED, "not_implemented"),
             ApiError::Internal => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         }
     }

@@ -19,6 +19,7 @@ use tokio::sync::{Mutex, RwLock};
 mod boards;
 mod exits;
 mod fees;
+pub mod lightning;
 mod offchain;
 mod onchain;
 mod rounds;

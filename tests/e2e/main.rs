@@ -962,3 +962,105 @@ fn notifications_follow_board_and_payment() {
         polled.len()
     );
 }
+
+/// Lightning against an Ark server without a Lightning node (the only kind this stack
+/// has): a BOLT11 payment starts and is tracked, with its funds held; invoice creation
+/// says the server has no Lightning node; receives and sends answer by hash, invoice
+/// and preimage.
+#[test]
+fn lightning_payments_start_and_are_tracked() {
+    use lightning_invoice::Currency;
+
+    let Some(stack) = Stack::start_or_skip("lightning_payments_start_and_are_tracked") else {
+        return;
+    };
+    let started = Instant::now();
+    let alice = stack.berthd("alice");
+    board_and_confirm(&stack, &alice, 300_000);
+
+    let invoice = harness::invoice(Currency::Regtest, Some(50_000 * 1000), 11);
+    let hash = harness::invoice_hash(11);
+    let paid = alice.post_ok("/api/v1/lightning/pay", json!({"destination": invoice}));
+    assert_eq!(paid["payment_hash"], hash.as_str(), "{paid}");
+    assert_eq!(paid["message"], "Payment initiated successfully", "{paid}");
+
+    for identifier in [&hash, &invoice] {
+        let send = alice.get_ok(&format!("/api/v1/lightning/sends/{identifier}"));
+        assert_eq!(send["payment_hash"], hash.as_str(), "{send}");
+        assert_eq!(send["invoice"], invoice.as_str(), "{send}");
+        assert_eq!(send["amount_sat"], 50_000, "{send}");
+        assert!(
+            ["start", "htlc-received", "payment-initiated"]
+                .contains(&send["state"].as_str().unwrap_or("")),
+            "in progress (the server has no node to pay with): {send}"
+        );
+    }
+    let balance = alice.get_ok("/api/v1/wallet/balance");
+    let fee = alice.get_ok(&format!("/api/v1/lightning/sends/{hash}"))["fee_sat"]
+        .as_u64()
+        .expect("fee_sat");
+    assert_eq!(
+        balance["pending_lightning_send_sat"].as_u64(),
+        Some(50_000 + fee),
+        "the payment's funds are held: {balance}"
+    );
+    let unknown = alice.get_ok(&format!(
+        "/api/v1/lightning/sends/{}",
+        harness::invoice_hash(99)
+    ));
+    assert_eq!(unknown["state"], "unknown", "{unknown}");
+
+    // The same rules through wallet/send.
+    let second = harness::invoice(Currency::Regtest, None, 12);
+    let sent = alice.post_ok(
+        "/api/v1/wallet/send",
+        json!({"destination": second, "amount_sat": 20_000}),
+    );
+    assert_eq!(
+        sent["payment_hash"],
+        harness::invoice_hash(12).as_str(),
+        "{sent}"
+    );
+    let (status, body) = alice.post(
+        "/api/v1/lightning/pay",
+        json!({"destination": harness::invoice(Currency::Bitcoin, Some(1_000_000), 13)}),
+    );
+    assert_eq!(status, 400, "a mainnet invoice on regtest: {body}");
+    let (status, body) = alice.post(
+        "/api/v1/lightning/pay",
+        json!({"destination": harness::invoice(Currency::Regtest, Some(10_000_000_000), 14)}),
+    );
+    assert_eq!(status, 422, "more than alice has: {body}");
+
+    // Receiving needs a Lightning node at the server.
+    let (status, body) = alice.post(
+        "/api/v1/lightning/receives/invoice",
+        json!({"amount_sat": 10_000}),
+    );
+    assert_eq!(status, 503, "{body}");
+    assert!(
+        body["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("Lightning node")),
+        "says why: {body}"
+    );
+    assert_eq!(alice.get_ok("/api/v1/lightning/receives"), json!([]));
+    let missing = harness::invoice_hash(50);
+    let (status, body) = alice.get(&format!("/api/v1/lightning/receives/{missing}"));
+    assert_eq!(status, 404, "{body}");
+    assert_eq!(body["resources"][0], missing.as_str(), "{body}");
+    let (status, body) = alice.call_delete(&format!("/api/v1/lightning/receives/{missing}"));
+    assert_eq!(status, 404, "{body}");
+
+    let history = alice.get_ok("/api/v1/history");
+    assert!(
+        history.as_array().is_some_and(|h| h
+            .iter()
+            .any(|m| m["subsystem"]["name"] == "bark.lightning_send")),
+        "the payment is in the history: {history}"
+    );
+    println!(
+        "lightning (no node at the server): {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+}

@@ -694,6 +694,10 @@ impl Berthd {
         self.call("POST", path, Some(body))
     }
 
+    pub fn call_delete(&self, path: &str) -> (u16, Value) {
+        self.call("DELETE", path, None)
+    }
+
     /// GET that must answer 200; the body.
     pub fn get_ok(&self, path: &str) -> Value {
         let (status, body) = self.get(path);

@@ -303,3 +303,39 @@ pub fn read_sse(
     }
     out
 }
+
+/// A BOLT11 invoice for `currency`, signed by a throwaway key, for `amount_msat`
+/// (none: an any-amount invoice); `seed` makes its payment hash distinct. Nobody can
+/// pay it: it is for starting payments and checking what berthd makes of them.
+pub fn invoice(
+    currency: lightning_invoice::Currency,
+    amount_msat: Option<u64>,
+    seed: u8,
+) -> String {
+    use bitcoin::hashes::{Hash, sha256};
+    use bitcoin::secp256k1::{Secp256k1, SecretKey};
+    let secp = Secp256k1::new();
+    let key = SecretKey::from_slice(&[seed.max(1); 32]).expect("key");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock");
+    let builder = lightning_invoice::InvoiceBuilder::new(currency)
+        .description("berth test".into())
+        .payment_hash(sha256::Hash::hash(&[seed, 0x42]))
+        .payment_secret(lightning_invoice::PaymentSecret([seed; 32]))
+        .duration_since_epoch(now)
+        .min_final_cltv_expiry_delta(18);
+    let signed = match amount_msat {
+        Some(msat) => builder
+            .amount_milli_satoshis(msat)
+            .build_signed(|hash| secp.sign_ecdsa_recoverable(hash, &key)),
+        None => builder.build_signed(|hash| secp.sign_ecdsa_recoverable(hash, &key)),
+    };
+    signed.expect("invoice builds").to_string()
+}
+
+/// The payment hash of an invoice made by [`invoice`] with `seed`.
+pub fn invoice_hash(seed: u8) -> String {
+    use bitcoin::hashes::{Hash, sha256};
+    sha256::Hash::hash(&[seed, 0x42]).to_string()
+}

@@ -13,6 +13,22 @@ pub fn parse_vtxo_id(id: &str) -> Result<ark::VtxoId, ApiError> {
         .map_err(|_| ApiError::BadRequest(format!("{id:?} is not a VTXO id (txid:vout)")))
 }
 
+/// All the bitcoin there will ever be, in sats: no amount can be larger.
+pub const MAX_SATS: u64 = 21_000_000 * 100_000_000;
+
+/// An amount `field` names: above zero and at most 21 million BTC; 400 otherwise.
+pub fn amount(field: &str, sats: u64) -> Result<bitcoin::Amount, ApiError> {
+    if sats == 0 {
+        return Err(ApiError::BadRequest(format!("{field} must be above zero")));
+    }
+    if sats > MAX_SATS {
+        return Err(ApiError::BadRequest(format!(
+            "{field} is more than 21 million bitcoin"
+        )));
+    }
+    Ok(bitcoin::Amount::from_sat(sats))
+}
+
 /// [`parse_vtxo_id`] for each.
 pub fn parse_vtxo_ids(ids: &[String]) -> Result<Vec<ark::VtxoId>, ApiError> {
     ids.iter().map(|id| parse_vtxo_id(id)).collect()

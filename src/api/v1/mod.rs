@@ -1,10 +1,8 @@
 //! The `/api/v1` routes: one file per group of barkd's API.
 //!
-//! Every operation of barkd's OpenAPI 0.6.0 document is routed. Served ones are
-//! registered with `routes!`, which also puts them in the OpenAPI document. Those this
-//! build does not serve yet answer 422 while no wallet exists (as every wallet operation
-//! does) and 501 with a clear message once one does, so a client can tell "not yet"
-//! from "no such path" (404); they are left out of the document.
+//! Every operation of barkd's OpenAPI 0.6.0 document is served, each registered with
+//! `routes!`, which also puts it in the OpenAPI document (`tests/openapi.rs` checks
+//! the document covers barkd's).
 
 pub mod bitcoin;
 pub mod boards;
@@ -12,37 +10,22 @@ pub mod common;
 pub mod exits;
 pub mod fees;
 pub mod history;
+pub mod lightning;
 pub mod message;
 pub mod notifications;
 pub mod onchain;
 pub mod wallet;
 
-use axum::extract::State;
-use axum::http::{Method, Uri};
-use axum::routing::{MethodFilter, on};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::api::AppState;
-use crate::api::error::ApiError;
-
-/// barkd's operations under `/api/v1` (method, path) that this build does not serve yet.
-/// `tests/openapi.rs` checks this list and the document together cover barkd's.
-pub const NOT_YET_SERVED: &[(&str, &str)] = &[
-    ("POST", "/lightning/pay"),
-    ("GET", "/lightning/receives"),
-    ("POST", "/lightning/receives/invoice"),
-    ("POST", "/lightning/receives/invoice/for-address"),
-    ("GET", "/lightning/receives/{identifier}"),
-    ("DELETE", "/lightning/receives/{identifier}"),
-    ("GET", "/lightning/sends/{identifier}"),
-];
 
 /// The `/api/v1` routes with their OpenAPI description. barkd's deprecated operations
 /// are served too (`#[deprecated]` on a handler marks it so in the document).
 #[allow(deprecated)]
 pub fn router() -> OpenApiRouter<AppState> {
-    let mut router = OpenApiRouter::new()
+    OpenApiRouter::new()
         .routes(routes!(wallet::wallet_exists, wallet::wallet_delete))
         .routes(routes!(wallet::mnemonic))
         .routes(routes!(wallet::create_wallet))
@@ -106,36 +89,22 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(wallet::refresh_delegated))
         .routes(routes!(wallet::import_vtxo))
         .routes(routes!(wallet::bip321_uri))
+        .routes(routes!(lightning::pay))
+        .routes(routes!(lightning::list_receive_statuses))
+        .routes(routes!(
+            lightning::get_receive_status,
+            lightning::cancel_receive
+        ))
+        .routes(routes!(lightning::get_send_status))
+        .routes(routes!(lightning::generate_invoice))
+        .routes(routes!(lightning::generate_invoice_for_address))
         .routes(routes!(notifications::wait_notification))
         .routes(routes!(notifications::websocket_ticket))
-        .routes(routes!(notifications::notifications_sse));
-    for (method, path) in NOT_YET_SERVED {
-        let filter = match *method {
-            "GET" => MethodFilter::GET,
-            "POST" => MethodFilter::POST,
-            "DELETE" => MethodFilter::DELETE,
-            other => unreachable!("no {other} operations in the table"),
-        };
-        router = router.route(path, on(filter, not_yet_served));
-    }
-    router
+        .routes(routes!(notifications::notifications_sse))
 }
 
 /// The `/api/v1` routes authenticated by something other than the bearer token: the
 /// notifications websocket (a single-use ticket; browsers cannot set headers on it).
 pub fn ticket_router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(notifications::notifications_socket))
-}
-
-/// 422 without a wallet (what every wallet operation answers then), else 501.
-async fn not_yet_served(
-    State(state): State<AppState>,
-    method: Method,
-    uri: Uri,
-) -> Result<(), ApiError> {
-    state.engine.require_wallet().await?;
-    Err(ApiError::NotImplemented(format!(
-        "{method} {} is not served by this version of berthd yet",
-        uri.path()
-    )))
 }

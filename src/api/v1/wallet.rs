@@ -518,10 +518,10 @@ pub struct SendRequest {
     /// An Ark address (Lightning destinations are not served by this version yet; a
     /// bitcoin address goes to `POST /wallet/send-onchain`).
     pub destination: String,
-    /// The amount in sats; required for an Ark address.
+    /// The amount in sats; required for an Ark address, a Lightning address or an LNURL.
     #[schema(minimum = 0)]
     pub amount_sat: Option<u64>,
-    /// A comment, for Lightning addresses only.
+    /// A comment, for a Lightning address or LNURL only.
     pub comment: Option<String>,
 }
 
@@ -549,7 +549,6 @@ pub struct SendResponse {
         (status = 200, description = "Sent", body = SendResponse),
         (status = 400, description = "Malformed, an unknown destination, or an address of another network or server", body = ErrorResponse),
         (status = 422, description = "No wallet, or not enough spendable funds", body = ErrorResponse),
-        (status = 501, description = "A Lightning destination (not served yet)", body = ErrorResponse),
         (status = 503, description = "Ark server unreachable, or the wallet not loaded yet", body = ErrorResponse),
         (status = 500, description = "Internal error", body = ErrorResponse),
     )
@@ -586,27 +585,26 @@ pub async fn send(
             "this is a bitcoin address: pay it with POST /api/v1/wallet/send-onchain".into(),
         ));
     }
-    if looks_like_lightning(destination) {
-        state.engine.require_wallet().await?;
-        return Err(ApiError::NotImplemented(
-            "Lightning payments are not served by this version of berthd yet".into(),
-        ));
+    if crate::engine::lightning::LightningDestination::parse(destination).is_some() {
+        let (destination, amount) = crate::api::v1::lightning::lightning_payment(
+            destination,
+            req.amount_sat,
+            req.comment.as_deref(),
+        )?;
+        let started = state
+            .engine
+            .pay_lightning(&destination, amount, req.comment)
+            .await?;
+        return Ok(Json(SendResponse {
+            message: "Payment initiated successfully".into(),
+            payment_hash: Some(started.payment_hash.to_string()),
+            movement_id: None,
+        }));
     }
     Err(ApiError::BadRequest(
-        "destination is not an Ark address, Lightning invoice, offer or address".into(),
+        "destination is not an Ark address, Lightning invoice, offer, Lightning address or LNURL"
+            .into(),
     ))
-}
-
-/// BOLT11/BOLT12, LNURL or a Lightning address (`user@domain`), by their shape.
-fn looks_like_lightning(destination: &str) -> bool {
-    let lower = destination.to_ascii_lowercase();
-    let lower = lower.strip_prefix("lightning:").unwrap_or(&lower);
-    ["lnbc", "lntb", "lntbs", "lnbcrt", "lno1", "lnurl1"]
-        .iter()
-        .any(|prefix| lower.starts_with(prefix))
-        || lower.split_once('@').is_some_and(|(user, domain)| {
-            !user.is_empty() && domain.contains('.') && !domain.contains('@')
-        })
 }
 
 /// `GET /api/v1/wallet/movements` (deprecated: `GET /api/v1/history`)

@@ -1,0 +1,496 @@
+//! Lightning: paying invoices, offers, Lightning addresses and LNURLs, creating
+//! invoices, and tracking both directions. Research: `docs/dev/bark-0.8-mapping-3-*`.
+//!
+//! bark drives every payment as a persisted action; a call here starts or advances one
+//! and returns without waiting for settlement (never bark's `wait = true`, which waits
+//! until the HTLCs expire when the server cannot pay). Every call that talks to the
+//! Ark server is bounded by [`LIGHTNING_TIMEOUT`]; an action cut short is re-entrant and
+//! carries on in bark's background daemon.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use ark::lightning::{Bolt11Invoice, Invoice, Offer, PaymentHash, Preimage};
+use bark::actions::lightning::pay::{LightningSend, LightningSendState};
+use bark::actions::lightning::receive::{LightningReceive, LightningReceiveState};
+use bark::lnurllib::lightning_address::LightningAddress;
+use bark::lnurllib::lnurl::LnUrl;
+use bitcoin::Amount;
+
+use crate::engine::{Engine, EngineError};
+
+/// Longest a Lightning call waits for the Ark server (bark's own gRPC timeout is ten
+/// minutes).
+pub const LIGHTNING_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Where a Lightning payment goes.
+#[derive(Debug, Clone)]
+pub enum LightningDestination {
+    Bolt11(Bolt11Invoice),
+    Offer(Offer),
+    Address(LightningAddress),
+    LnUrl(LnUrl),
+}
+
+impl LightningDestination {
+    /// A BOLT11 invoice, BOLT12 offer, Lightning address (`user@domain`) or LNURL, with
+    /// or without a `lightning:` prefix; `None` when it is none of them.
+    pub fn parse(text: &str) -> Option<Self> {
+        let text = text.trim();
+        let text = match text.get(..10) {
+            Some(prefix) if prefix.eq_ignore_ascii_case("lightning:") => &text[10..],
+            _ => text,
+        };
+        if let Ok(invoice) = Bolt11Invoice::from_str(text) {
+            return Some(Self::Bolt11(invoice));
+        }
+        if let Ok(offer) = Offer::from_str(text) {
+            return Some(Self::Offer(offer));
+        }
+        if let Ok(address) = LightningAddress::from_str(text) {
+            return Some(Self::Address(address));
+        }
+        LnUrl::from_str(text).ok().map(Self::LnUrl)
+    }
+
+    /// The payment rules of the API: an amount is required for a Lightning address or
+    /// LNURL (they carry none) and optional for an invoice or offer; a comment goes
+    /// only to a Lightning address or LNURL.
+    pub fn check(&self, amount: Option<Amount>, comment: Option<&str>) -> Result<(), EngineError> {
+        let bad = |msg: &str| Err(EngineError::InvalidRequest(msg.into()));
+        if amount == Some(Amount::ZERO) {
+            return bad("amount_sat must be above zero");
+        }
+        match self {
+            Self::Bolt11(_) | Self::Offer(_) if comment.is_some() => {
+                bad("a comment can only be sent to a Lightning address or LNURL")
+            }
+            Self::Address(_) | Self::LnUrl(_) if amount.is_none() => {
+                bad("amount_sat is required to pay a Lightning address or LNURL")
+            }
+            Self::Address(_) | Self::LnUrl(_) if comment.is_some_and(|c| c.len() > 2000) => {
+                bad("comment: at most 2,000 characters")
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// What a payment call left behind.
+#[derive(Debug, Clone)]
+pub struct PaymentStarted {
+    pub payment_hash: PaymentHash,
+    /// Present when the payment settled during the call.
+    pub preimage: Option<Preimage>,
+    /// The send's state now (`LightningSendInfo::state` spelling).
+    pub state: &'static str,
+}
+
+/// The API's name for a send's phase. bark 0.8's `InputsLocked` is the documented
+/// `start` (barkd's API predates it).
+pub fn send_phase(send: &LightningSend) -> &'static str {
+    use bark::actions::lightning::pay::Progress as P;
+    match send.progress {
+        P::Start | P::InputsLocked { .. } => "start",
+        P::HtlcReceived(_) => "htlc-received",
+        P::PaymentInitiated(_) => "payment-initiated",
+        P::RevocableHtlcs { .. } => "revocable-htlcs",
+        P::RevocationStuck { .. } => "revocation-stuck",
+    }
+}
+
+/// The API's name for a receive's phase.
+pub fn receive_phase(receive: &LightningReceive) -> &'static str {
+    use bark::actions::lightning::receive::Progress as P;
+    match receive.progress {
+        P::AwaitingPayment => "awaiting-payment",
+        P::HtlcsReady(_) => "htlcs-ready",
+        P::PreimageRevealed(_) => "preimage-revealed",
+        P::Delivering(_) => "delivering",
+    }
+}
+
+/// A send as the API shows it: bark's state, and for an unknown hash the movement of
+/// a payment that failed (bark keeps no other trace of one).
+#[derive(Debug)]
+pub struct SendLookup {
+    pub payment_hash: PaymentHash,
+    pub state: LightningSendState,
+    pub failed_movement: Option<bark::movement::Movement>,
+}
+
+/// Classify what a Lightning call failed with: the client's mistakes (400), the
+/// wallet's state (422), the Ark server or an LNURL server (503), or ours (500).
+fn classify(context: &'static str) -> impl FnOnce(anyhow::Error) -> EngineError {
+    move |e| {
+        for cause in e.chain() {
+            if let Some(err) = cause.downcast_ref::<ark::lightning::CheckAmountError>() {
+                return EngineError::InvalidRequest(format!("{context}: {err}"));
+            }
+            if let Some(err) = cause.downcast_ref::<bark::lnurllib::Error>() {
+                use bark::lnurllib::Error as L;
+                return match err {
+                    L::InvalidLnUrl
+                    | L::InvalidLightningAddress
+                    | L::InvalidComment
+                    | L::InvalidAmount => EngineError::InvalidRequest(format!("{context}: {err}")),
+                    L::HttpResponse(code) if (400..500).contains(code) => {
+                        EngineError::InvalidRequest(format!(
+                            "{context}: the LNURL server refused the request (HTTP {code})"
+                        ))
+                    }
+                    _ => EngineError::Unreachable {
+                        what: "the LNURL server",
+                        reason: format!("{e:#}"),
+                    },
+                };
+            }
+            if let Some(status) = cause.downcast_ref::<tonic::Status>() {
+                return from_server_status(context, status, &e);
+            }
+        }
+        let text = format!("{e:#}");
+        let has = |needle: &str| text.contains(needle);
+        if has("Invoice has already been paid") {
+            return EngineError::WrongState("this invoice has already been paid".into());
+        }
+        if has("already in progress") {
+            return EngineError::WrongState(format!(
+                "{context}: another operation on this payment is in progress; try again shortly"
+            ));
+        }
+        if has("wrong network") || has("bad signature") || has("for 0 sats") {
+            return EngineError::InvalidRequest(format!("{context}: {}", e.root_cause()));
+        }
+        if has("connected to Ark server") {
+            return EngineError::Unreachable {
+                what: "the Ark server",
+                reason: text,
+            };
+        }
+        EngineError::classify(context)(e)
+    }
+}
+
+fn from_server_status(
+    context: &'static str,
+    status: &tonic::Status,
+    e: &anyhow::Error,
+) -> EngineError {
+    use tonic::Code;
+    let message = status.message();
+    if message.contains("no active") && message.contains("cln node") {
+        return EngineError::Unavailable(
+            "the Ark server has no Lightning node available right now".into(),
+        );
+    }
+    match status.code() {
+        Code::InvalidArgument | Code::NotFound | Code::FailedPrecondition => {
+            EngineError::InvalidRequest(format!("{context}: the Ark server refused: {message}"))
+        }
+        Code::AlreadyExists => {
+            EngineError::WrongState(format!("{context}: the Ark server refused: {message}"))
+        }
+        _ => EngineError::Unreachable {
+            what: "the Ark server",
+            reason: format!("{e:#}"),
+        },
+    }
+}
+
+/// Run a Lightning call against the Ark server with the timeout.
+async fn bounded<T>(
+    context: &'static str,
+    call: impl Future<Output = anyhow::Result<T>>,
+) -> Result<T, EngineError> {
+    match tokio::time::timeout(LIGHTNING_TIMEOUT, call).await {
+        Ok(result) => result.map_err(classify(context)),
+        Err(_) => Err(EngineError::Unreachable {
+            what: "the Ark server",
+            reason: format!("{context}: no answer within {LIGHTNING_TIMEOUT:?}"),
+        }),
+    }
+}
+
+impl Engine {
+    /// Start paying `destination`. Returns once bark has handed the payment to the Ark
+    /// server (or it settled or failed on the spot); settlement is tracked with
+    /// [`Engine::lightning_send`].
+    pub async fn pay_lightning(
+        &self,
+        destination: &LightningDestination,
+        amount: Option<Amount>,
+        comment: Option<String>,
+    ) -> Result<PaymentStarted, EngineError> {
+        destination.check(amount, comment.as_deref())?;
+        let loaded = self.loaded().await?;
+        let wallet = &loaded.wallet;
+        const CONTEXT: &str = "paying over Lightning";
+        let paid = match destination {
+            LightningDestination::Bolt11(invoice) => {
+                let network = self.network_of(wallet).await?;
+                if !invoice_network_matches(invoice, network) {
+                    return Err(EngineError::InvalidRequest(format!(
+                        "the invoice is not for {network}"
+                    )));
+                }
+                bounded(
+                    CONTEXT,
+                    wallet.pay_lightning_invoice(invoice.clone(), amount, false),
+                )
+                .await
+            }
+            LightningDestination::Offer(offer) => {
+                bounded(
+                    CONTEXT,
+                    wallet.pay_lightning_offer(offer.clone(), amount, false),
+                )
+                .await
+            }
+            LightningDestination::Address(address) => {
+                let amount = amount.unwrap_or(Amount::ZERO);
+                bounded(
+                    CONTEXT,
+                    wallet.pay_lightning_address(address, amount, comment, false),
+                )
+                .await
+            }
+            LightningDestination::LnUrl(lnurl) => {
+                let amount = amount.unwrap_or(Amount::ZERO);
+                bounded(CONTEXT, wallet.pay_lnurl(lnurl, amount, comment, false)).await
+            }
+        };
+        let invoice: Invoice = match paid {
+            Ok(invoice) => invoice,
+            Err(err) => {
+                // A step failed after the payment started: it stays pending and bark
+                // retries it; say so rather than "failed".
+                if let LightningDestination::Bolt11(invoice) = destination {
+                    let hash = PaymentHash::from(invoice);
+                    if let Ok(Some(_)) = wallet.lightning_send_checkpoint(hash).await {
+                        tracing::warn!(error = %err, %hash, "a Lightning payment step failed; it stays pending");
+                        return Err(EngineError::Unavailable(format!(
+                            "the payment {hash} started but a step failed; it stays pending \
+                             and berthd retries it"
+                        )));
+                    }
+                }
+                return Err(err);
+            }
+        };
+        let payment_hash = invoice.payment_hash();
+        let state = wallet
+            .lightning_send_state(payment_hash)
+            .await
+            .map_err(EngineError::internal("reading the payment's state"))?;
+        match state {
+            LightningSendState::Paid(paid) => Ok(PaymentStarted {
+                payment_hash,
+                preimage: Some(paid.preimage),
+                state: "paid",
+            }),
+            LightningSendState::InProgress(send) => Ok(PaymentStarted {
+                payment_hash,
+                preimage: None,
+                state: send_phase(&send),
+            }),
+            // bark returns Ok after the server refused the payment and the HTLCs were
+            // revoked: the funds are back, the payment failed.
+            LightningSendState::Unknown => Err(EngineError::WrongState(format!(
+                "the Lightning payment {payment_hash} failed; the funds were returned"
+            ))),
+        }
+    }
+
+    /// A send by payment hash: paid, in progress, or unknown (with the movement of a
+    /// failed payment, when there is one).
+    pub async fn lightning_send(
+        &self,
+        payment_hash: PaymentHash,
+    ) -> Result<SendLookup, EngineError> {
+        let loaded = self.loaded().await?;
+        let state = loaded
+            .wallet
+            .lightning_send_state(payment_hash)
+            .await
+            .map_err(EngineError::internal("reading a Lightning payment"))?;
+        let failed_movement = match state {
+            LightningSendState::Unknown => {
+                let hex = payment_hash.to_string();
+                let sends = bark::subsystem::Subsystem::LIGHTNING_SEND.as_name();
+                loaded
+                    .wallet
+                    .history()
+                    .await
+                    .map_err(EngineError::internal("reading the history"))?
+                    .into_iter()
+                    .find(|m| {
+                        m.subsystem.name == sends
+                            && m.metadata.get("payment_hash").and_then(|v| v.as_str()) == Some(&hex)
+                    })
+            }
+            _ => None,
+        };
+        Ok(SendLookup {
+            payment_hash,
+            state,
+            failed_movement,
+        })
+    }
+
+    /// Pending receives (invoices not yet settled), oldest first.
+    pub async fn lightning_receives(&self) -> Result<Vec<LightningReceive>, EngineError> {
+        let loaded = self.loaded().await?;
+        loaded
+            .wallet
+            .pending_lightning_receives()
+            .await
+            .map_err(EngineError::internal("listing Lightning receives"))
+    }
+
+    /// A receive by payment hash, or by its preimage; `None` when the wallet has no
+    /// pending or settled receive for it.
+    pub async fn lightning_receive(
+        &self,
+        hash_or_preimage: [u8; 32],
+    ) -> Result<Option<LightningReceiveState>, EngineError> {
+        let loaded = self.loaded().await?;
+        let as_hash = PaymentHash::from(hash_or_preimage);
+        let as_preimage = Preimage::from(hash_or_preimage).compute_payment_hash();
+        for hash in [as_hash, as_preimage] {
+            match loaded.wallet.lightning_receive_state(hash).await {
+                Ok(state) => return Ok(Some(state)),
+                Err(e) if format!("{e:#}").contains("no pending lightning receive") => {}
+                Err(e) => return Err(EngineError::internal("reading a Lightning receive")(e)),
+            }
+        }
+        Ok(None)
+    }
+
+    /// Cancel a receive that has not been paid. `Ok(false)`: no such receive.
+    pub async fn cancel_lightning_receive(&self, hash: PaymentHash) -> Result<bool, EngineError> {
+        let loaded = self.loaded().await?;
+        match self.lightning_receive(hash.to_byte_array()).await? {
+            None => return Ok(false),
+            Some(LightningReceiveState::Settled(_)) => {
+                return Err(EngineError::WrongState(
+                    "this receive has settled and cannot be canceled".into(),
+                ));
+            }
+            Some(LightningReceiveState::InProgress(r)) if r.payment_hash != hash => {
+                // Found by its preimage: cancel under its real hash.
+                return Box::pin(self.cancel_lightning_receive(r.payment_hash)).await;
+            }
+            Some(LightningReceiveState::InProgress(_)) => {}
+        }
+        match bounded(
+            "canceling a Lightning receive",
+            loaded.wallet.cancel_lightning_receive(hash),
+        )
+        .await
+        {
+            Ok(()) => Ok(true),
+            Err(EngineError::Internal { source, .. })
+                if format!("{source:#}").contains("cannot cancel") =>
+            {
+                Err(EngineError::WrongState(format!(
+                    "this receive cannot be canceled any more: {}",
+                    source.root_cause()
+                )))
+            }
+            Err(EngineError::Internal { source, .. })
+                if format!("{source:#}").contains("no pending lightning receive") =>
+            {
+                Ok(false)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// A new BOLT11 invoice for `amount`, paid to this wallet.
+    pub async fn create_invoice(
+        &self,
+        amount: Amount,
+        description: Option<String>,
+        token: Option<String>,
+    ) -> Result<Bolt11Invoice, EngineError> {
+        check_invoice_amount(amount)?;
+        let loaded = self.loaded().await?;
+        bounded(
+            "creating an invoice",
+            loaded.wallet.bolt11_invoice(amount, description, token),
+        )
+        .await
+    }
+
+    /// A new BOLT11 invoice for `amount` whose funds go on to the Ark address `claim`.
+    pub async fn create_invoice_for_address(
+        &self,
+        amount: Amount,
+        claim: &ark::Address,
+        description: Option<String>,
+    ) -> Result<Bolt11Invoice, EngineError> {
+        use bark::ArkoorAddressError as E;
+        check_invoice_amount(amount)?;
+        let loaded = self.loaded().await?;
+        match loaded.wallet.validate_arkoor_address(claim).await {
+            Ok(()) => {}
+            Err(E::Other(reason)) => {
+                return Err(EngineError::Unreachable {
+                    what: "the Ark server",
+                    reason,
+                });
+            }
+            Err(e) => return Err(EngineError::InvalidRequest(format!("address: {e}"))),
+        }
+        // bark accepts an address it could never deliver to; refuse it up front.
+        let deliverable = claim
+            .delivery()
+            .iter()
+            .any(|d| matches!(d, ark::address::VtxoDelivery::ServerMailbox { .. }));
+        if !deliverable {
+            return Err(EngineError::InvalidRequest(
+                "address: this Ark address has no mailbox the funds could be delivered to".into(),
+            ));
+        }
+        bounded(
+            "creating an invoice",
+            loaded
+                .wallet
+                .bolt11_invoice_for_address(amount, claim.clone(), description, None),
+        )
+        .await
+    }
+
+    async fn network_of(&self, wallet: &bark::Wallet) -> Result<bitcoin::Network, EngineError> {
+        wallet
+            .network()
+            .await
+            .map_err(EngineError::internal("reading the wallet's network"))
+    }
+}
+
+fn check_invoice_amount(amount: Amount) -> Result<(), EngineError> {
+    if amount == Amount::ZERO {
+        return Err(EngineError::InvalidRequest(
+            "amount_sat must be above zero".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Whether a BOLT11 invoice is for `network` (bark checks too, but only after it has
+/// selected inputs; this answers the client's mistake first).
+fn invoice_network_matches(invoice: &Bolt11Invoice, network: bitcoin::Network) -> bool {
+    use lightning_invoice::Currency as C;
+    matches!(
+        (invoice.currency(), network),
+        (C::Bitcoin, bitcoin::Network::Bitcoin)
+            | (
+                C::BitcoinTestnet,
+                bitcoin::Network::Testnet | bitcoin::Network::Testnet4
+            )
+            | (C::Regtest, bitcoin::Network::Regtest)
+            | (C::Signet, bitcoin::Network::Signet)
+    )
+}
