@@ -27,7 +27,8 @@ pub const LIGHTNING_TIMEOUT: Duration = Duration::from_secs(60);
 #[derive(Debug, Clone)]
 pub enum LightningDestination {
     Bolt11(Bolt11Invoice),
-    Offer(Offer),
+    /// Boxed: an offer is several times the size of the others.
+    Offer(Box<Offer>),
     Address(LightningAddress),
     LnUrl(LnUrl),
 }
@@ -45,7 +46,7 @@ impl LightningDestination {
             return Some(Self::Bolt11(invoice));
         }
         if let Ok(offer) = Offer::from_str(text) {
-            return Some(Self::Offer(offer));
+            return Some(Self::Offer(Box::new(offer)));
         }
         if let Ok(address) = LightningAddress::from_str(text) {
             return Some(Self::Address(address));
@@ -243,7 +244,7 @@ impl Engine {
             LightningDestination::Offer(offer) => {
                 bounded(
                     CONTEXT,
-                    wallet.pay_lightning_offer(offer.clone(), amount, false),
+                    wallet.pay_lightning_offer(offer.as_ref().clone(), amount, false),
                 )
                 .await
             }
