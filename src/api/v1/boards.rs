@@ -9,6 +9,7 @@ use utoipa::ToSchema;
 use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorResponse};
 use crate::api::v1::common::PendingBoardInfo;
+use crate::api::v1::common::amount;
 
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct BoardRequest {
@@ -44,7 +45,7 @@ pub async fn board_amount(
     let Json(req) = body?;
     let board = state
         .engine
-        .board_amount(bitcoin::Amount::from_sat(req.amount_sat))
+        .board_amount(amount("amount_sat", req.amount_sat)?)
         .await?;
     Ok(Json(PendingBoardInfo::from(&board)))
 }

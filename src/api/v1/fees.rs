@@ -9,6 +9,7 @@ use utoipa::ToSchema;
 
 use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorResponse};
+use crate::api::v1::common::amount;
 
 /// A fee rate that grows with how far off a VTXO's expiry is.
 #[derive(Debug, Serialize, ToSchema)]
@@ -158,7 +159,7 @@ pub async fn board_fee(
     let Query(q) = query?;
     let estimate = state
         .engine
-        .board_fee(bitcoin::Amount::from_sat(q.amount_sat))
+        .board_fee(amount("amount_sat", q.amount_sat)?)
         .await?;
     Ok(Json((&estimate).into()))
 }
@@ -231,7 +232,7 @@ pub async fn lightning_pay_fee(
     let Query(q) = query?;
     let estimate = state
         .engine
-        .lightning_send_fee(bitcoin::Amount::from_sat(q.amount_sat))
+        .lightning_send_fee(amount("amount_sat", q.amount_sat)?)
         .await?;
     Ok(Json((&estimate).into()))
 }
@@ -258,7 +259,7 @@ pub async fn lightning_receive_fee(
     let Query(q) = query?;
     let estimate = state
         .engine
-        .lightning_receive_fee(bitcoin::Amount::from_sat(q.amount_sat))
+        .lightning_receive_fee(amount("amount_sat", q.amount_sat)?)
         .await?;
     Ok(Json((&estimate).into()))
 }
@@ -360,7 +361,7 @@ pub async fn send_onchain_fee(
     let Query(q) = query?;
     let estimate = state
         .engine
-        .send_onchain_fee(&q.address, bitcoin::Amount::from_sat(q.amount_sat))
+        .send_onchain_fee(&q.address, amount("amount_sat", q.amount_sat)?)
         .await?;
     Ok(Json((&estimate).into()))
 }

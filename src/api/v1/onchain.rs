@@ -8,6 +8,7 @@ use utoipa::ToSchema;
 
 use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorResponse};
+use crate::api::v1::common::amount;
 
 /// An on-chain address.
 #[derive(Debug, Serialize, ToSchema)]
@@ -143,7 +144,7 @@ pub async fn onchain_send(
     let Json(req) = body?;
     let txid = state
         .engine
-        .onchain_send(&[(req.destination, bitcoin::Amount::from_sat(req.amount_sat))])
+        .onchain_send(&[(req.destination, amount("amount_sat", req.amount_sat)?)])
         .await?;
     Ok(Json(Send {
         txid: txid.to_string(),
@@ -162,13 +163,16 @@ pub struct OnchainSendManyRequest {
 /// `address:amount`, the amount in sats or with a unit.
 fn parse_destination(text: &str) -> Result<(String, bitcoin::Amount), ApiError> {
     let bad = || ApiError::BadRequest(format!("{text:?} is not address:amount"));
-    let (address, amount) = text.rsplit_once(':').ok_or_else(bad)?;
-    let amount = amount.trim();
-    let amount = match amount.parse::<u64>() {
-        Ok(sats) => bitcoin::Amount::from_sat(sats),
-        Err(_) => amount.parse::<bitcoin::Amount>().map_err(|_| bad())?,
+    let (address, amount_text) = text.rsplit_once(':').ok_or_else(bad)?;
+    let text_amount = amount_text.trim();
+    let sats = match text_amount.parse::<u64>() {
+        Ok(sats) => sats,
+        Err(_) => text_amount
+            .parse::<bitcoin::Amount>()
+            .map_err(|_| bad())?
+            .to_sat(),
     };
-    Ok((address.trim().to_string(), amount))
+    Ok((address.trim().to_string(), amount("amount", sats)?))
 }
 
 /// `POST /api/v1/onchain/send-many`

@@ -8,6 +8,7 @@ use utoipa::ToSchema;
 
 use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorResponse, NotFoundResponse};
+use crate::api::v1::common::amount;
 use crate::api::v1::common::{Movement, WalletVtxoInfo, parse_vtxo_id, parse_vtxo_ids};
 use crate::engine::{BitcoindAuth, ChainSource, CreateWallet, WalletConfig};
 
@@ -561,12 +562,12 @@ pub async fn send(
     let destination = req.destination.trim();
     if let Ok(address) = destination.parse::<ark::Address>() {
         let amount = match req.amount_sat {
-            Some(0) | None => {
+            None => {
                 return Err(ApiError::BadRequest(
-                    "amount_sat (above zero) is required to pay an Ark address".into(),
+                    "amount_sat is required to pay an Ark address".into(),
                 ));
             }
-            Some(sats) => bitcoin::Amount::from_sat(sats),
+            Some(sats) => amount("amount_sat", sats)?,
         };
         if req.comment.is_some() {
             return Err(ApiError::BadRequest(
@@ -947,7 +948,7 @@ pub async fn send_onchain(
     let Json(req) = body?;
     let result = state
         .engine
-        .send_onchain_from_ark(&req.destination, bitcoin::Amount::from_sat(req.amount_sat))
+        .send_onchain_from_ark(&req.destination, amount("amount_sat", req.amount_sat)?)
         .await?;
     Ok(Json(result.into()))
 }
@@ -1342,8 +1343,8 @@ pub async fn bip321_uri(
             "cannot upper-case the URI: its label or message would change".into(),
         ));
     }
-    if req.amount_sat == Some(0) {
-        return Err(ApiError::BadRequest("amount_sat must be above zero".into()));
+    if let Some(sats) = req.amount_sat {
+        amount("amount_sat", sats)?;
     }
     let uri = state
         .engine
