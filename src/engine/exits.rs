@@ -137,8 +137,8 @@ impl Engine {
         ids: Option<&[VtxoId]>,
         fee_rate: Option<bitcoin::FeeRate>,
     ) -> Result<bitcoin::Txid, EngineError> {
+        let address = self.address(destination).await?;
         let loaded = self.loaded().await?;
-        let address = super::parse_address(destination, loaded.wallet.chain().network())?;
         let _exclusive = self.exit_lock.lock().await;
         let mgr = loaded.wallet.exit_mgr();
         let claimable = mgr.list_claimable().await;

@@ -77,8 +77,8 @@ impl Engine {
         ids: &[ark::VtxoId],
     ) -> Result<bark::FeeEstimate, EngineError> {
         let vtxos = self.vtxos_by_id(ids).await?;
+        let address = self.address(address).await?;
         let loaded = self.loaded().await?;
-        let address = super::parse_address(address, loaded.wallet.chain().network())?;
         let bare: Vec<_> = vtxos.into_iter().map(|v| v.vtxo).collect();
         loaded
             .wallet
@@ -88,8 +88,8 @@ impl Engine {
     }
 
     pub async fn offboard_all_fee(&self, address: &str) -> Result<bark::FeeEstimate, EngineError> {
+        let address = self.address(address).await?;
         let loaded = self.loaded().await?;
-        let address = super::parse_address(address, loaded.wallet.chain().network())?;
         loaded
             .wallet
             .estimate_offboard_all(&address)
@@ -102,8 +102,8 @@ impl Engine {
         address: &str,
         amount: Amount,
     ) -> Result<bark::FeeEstimate, EngineError> {
+        let address = self.address(address).await?;
         let loaded = self.loaded().await?;
-        let address = super::parse_address(address, loaded.wallet.chain().network())?;
         loaded
             .wallet
             .estimate_send_onchain(&address, amount)
@@ -119,11 +119,11 @@ impl Engine {
         fee_rate: Option<bitcoin::FeeRate>,
         destination: Option<&str>,
     ) -> Result<(bark::exit::ExitFeeEstimate, bool), EngineError> {
+        let destination = match destination {
+            Some(d) => Some(self.address(d).await?),
+            None => None,
+        };
         let loaded = self.loaded().await?;
-        let network = loaded.wallet.chain().network();
-        let destination = destination
-            .map(|d| super::parse_address(d, network))
-            .transpose()?;
         let ids = match ids {
             Some(ids) => {
                 self.vtxos_by_id(ids).await?;

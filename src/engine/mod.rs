@@ -236,6 +236,19 @@ impl Engine {
         Err(EngineError::NotLoaded)
     }
 
+    /// A bitcoin address, which must be for the wallet's network. Needs the wallet but
+    /// not its chain source: a client's mistake is a 400 even while the wallet waits to
+    /// load.
+    pub async fn address(&self, text: &str) -> Result<bitcoin::Address, EngineError> {
+        let props = self
+            .store
+            .read_properties()
+            .await
+            .map_err(EngineError::internal("reading the wallet"))?
+            .ok_or(EngineError::NoWallet)?;
+        parse_address(text, props.network)
+    }
+
     /// Whether the loaded wallet currently has a connection to its Ark server.
     pub async fn connected(&self) -> Result<bool, EngineError> {
         match self.loaded().await {

@@ -62,17 +62,16 @@ impl Engine {
         &self,
         destinations: &[(String, bitcoin::Amount)],
     ) -> Result<bitcoin::Txid, EngineError> {
-        let loaded = self.loaded().await?;
-        let network = loaded.wallet.chain().network();
         if destinations.is_empty() {
             return Err(EngineError::InvalidRequest(
                 "at least one destination is needed".into(),
             ));
         }
-        let outputs = destinations
-            .iter()
-            .map(|(address, amount)| Ok((super::parse_address(address, network)?, *amount)))
-            .collect::<Result<Vec<_>, EngineError>>()?;
+        let mut outputs = Vec::with_capacity(destinations.len());
+        for (address, amount) in destinations {
+            outputs.push((self.address(address).await?, *amount));
+        }
+        let loaded = self.loaded().await?;
         let fee_rate = regular_fee_rate(&loaded).await;
         let chain = loaded.wallet.chain().clone();
         let mut onchain = loaded.onchain.write().await;
@@ -84,8 +83,8 @@ impl Engine {
 
     /// Send every on-chain coin to `destination`, less the fee.
     pub async fn onchain_drain(&self, destination: &str) -> Result<bitcoin::Txid, EngineError> {
+        let address = self.address(destination).await?;
         let loaded = self.loaded().await?;
-        let address = super::parse_address(destination, loaded.wallet.chain().network())?;
         let fee_rate = regular_fee_rate(&loaded).await;
         let chain = loaded.wallet.chain().clone();
         let mut onchain = loaded.onchain.write().await;

@@ -115,9 +115,8 @@ impl Engine {
 
     /// A bitcoin address of the wallet's network, or a fresh one of the on-chain wallet.
     async fn payout_address(&self, address: Option<&str>) -> Result<bitcoin::Address, EngineError> {
-        let loaded = self.loaded().await?;
         match address {
-            Some(text) => super::parse_address(text, loaded.wallet.chain().network()),
+            Some(text) => self.address(text).await,
             None => self.onchain_next_address().await,
         }
     }
@@ -127,8 +126,8 @@ impl Engine {
         &self,
         address: Option<&str>,
     ) -> Result<bark::OffboardResult, EngineError> {
-        let loaded = self.loaded().await?;
         let address = self.payout_address(address).await?;
+        let loaded = self.loaded().await?;
         let spendable = loaded
             .wallet
             .spendable_vtxos()
@@ -169,8 +168,8 @@ impl Engine {
         destination: &str,
         amount: bitcoin::Amount,
     ) -> Result<bark::OffboardResult, EngineError> {
+        let address = self.address(destination).await?;
         let loaded = self.loaded().await?;
-        let address = super::parse_address(destination, loaded.wallet.chain().network())?;
         if amount < address.script_pubkey().minimal_non_dust() {
             return Err(EngineError::InvalidRequest(format!(
                 "amount_sat {} is below the dust limit of the destination",
