@@ -34,7 +34,7 @@ use futures_util::StreamExt as _;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 
-use harness::{Bitcoind, Daemon, json_of, request, token, wait_until};
+use harness::{Bitcoind, Daemon, json_of, request, token};
 
 fn env_or(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -209,18 +209,7 @@ fn main() {
     let daemon = Daemon::start(&datadir, &["-q"]);
     let bearer = format!("Bearer {}", token(&datadir));
     let auth = [("Authorization", bearer.as_str())];
-    let create = serde_json::json!({
-        "network": "regtest",
-        "ark_server": format!("http://127.0.0.1:{}", harness::free_port()),
-        "chain_source": { "bitcoind": {
-            "bitcoind": bitcoind.url(),
-            "bitcoind_auth": { "cookie": { "cookie": bitcoind.cookie().display().to_string() } },
-        } },
-        "force": true,
-    })
-    .to_string();
-    let (status, raw) = daemon.post("/api/v1/wallet/create", &auth, &create);
-    assert_eq!(status, 200, "{raw}");
+    harness::create_wallet_without_server(&daemon, &datadir, &bitcoind);
     daemon.terminate();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -247,9 +236,7 @@ fn main() {
     let daemon = Daemon::start(&datadir, &["-q"]);
     let port = daemon.port;
     let pid = daemon.child.id();
-    wait_until("the wallet to load", 60, || {
-        json_of(&daemon.get("/api/v1/wallet", &auth).1)["loaded"] == serde_json::Value::Bool(true)
-    });
+    harness::wait_loaded(&daemon, &datadir);
     let cursor =
         json_of(&daemon.get("/api/v1/notifications/wait?timeout=0", &auth).1)["last_event_id"]
             .as_u64()

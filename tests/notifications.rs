@@ -429,20 +429,7 @@ fn live_events_reach_every_transport_without_gap_or_repeat() {
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     let (_tmp, datadir) = new_datadir();
     let daemon = Daemon::start(&datadir, &[]);
-    let client = Client::new(&daemon, &datadir);
-    let auth = [("Authorization", client.bearer.as_str())];
-    let create = serde_json::json!({
-        "network": "regtest",
-        "ark_server": format!("http://127.0.0.1:{}", free_port()),
-        "chain_source": { "bitcoind": {
-            "bitcoind": bitcoind.url(),
-            "bitcoind_auth": { "cookie": { "cookie": bitcoind.cookie().display().to_string() } },
-        } },
-        "force": true,
-    })
-    .to_string();
-    let (status, raw) = daemon.post("/api/v1/wallet/create", &auth, &create);
-    assert_eq!(status, 200, "{raw}");
+    create_wallet_without_server(&daemon, &datadir, &bitcoind);
     let (status, _) = daemon.terminate();
     assert_eq!(status.code(), Some(0));
     // One movement to annotate (nothing else makes one without an Ark server).
@@ -466,8 +453,7 @@ fn live_events_reach_every_transport_without_gap_or_repeat() {
     });
     let daemon = Daemon::start(&datadir, &[]);
     let client = Client::new(&daemon, &datadir);
-    let loaded = || json_of(&client.get("/api/v1/wallet").1)["loaded"] == Value::Bool(true);
-    wait_until("the wallet to load", 60, loaded);
+    wait_loaded(&daemon, &datadir);
     let start = client.wait("timeout=0")["last_event_id"]
         .as_u64()
         .unwrap_or(0);

@@ -89,7 +89,10 @@ pub fn router(state: AppState, options: ApiOptions) -> Router {
             CorsLayer::new()
                 .allow_origin(AllowOrigin::list(options.allowed_origins))
                 .allow_methods([Method::GET, Method::POST, Method::DELETE])
-                .allow_headers([header::AUTHORIZATION, header::CONTENT_TYPE]),
+                .allow_headers([header::AUTHORIZATION, header::CONTENT_TYPE])
+                .expose_headers([header::HeaderName::from_static(
+                    crate::api::v1::common::NEXT_CURSOR,
+                )]),
         );
     }
     app

@@ -112,6 +112,17 @@ impl Engine {
         }
     }
 
+    /// A page of the history: up to `limit` movements with ids below `before`, newest
+    /// id first.
+    pub async fn history_page(
+        &self,
+        before: Option<u32>,
+        limit: usize,
+    ) -> Result<Vec<bark::movement::Movement>, EngineError> {
+        self.loaded().await?;
+        Ok(self.store.movements_before(before, limit).await?)
+    }
+
     /// The wallet's movements, newest first; only those paying or paid by `method`
     /// when given.
     pub async fn history(

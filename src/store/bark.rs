@@ -1296,6 +1296,29 @@ impl Store {
         .await
     }
 
+    /// Up to `limit` movements with ids below `before` (all when `None`), newest id
+    /// first: a page of the history that reads only what it returns.
+    pub async fn movements_before(
+        &self,
+        before: Option<u32>,
+        limit: usize,
+    ) -> Result<Vec<Movement>, StoreError> {
+        const CTX: &str = "listing a page of movements";
+        self.read(CTX, move |tx| {
+            let table = tx.open_table(MOVEMENTS).ctx(CTX)?;
+            let range = match before {
+                Some(before) => table.range(..before).ctx(CTX)?,
+                None => table.range::<u32>(..).ctx(CTX)?,
+            };
+            let mut out = Vec::with_capacity(limit.min(1024));
+            for entry in range.rev().take(limit) {
+                out.push(entry.ctx(CTX)?.1.value().decode()?);
+            }
+            Ok(out)
+        })
+        .await
+    }
+
     /// The newest movement id handed out (0: none yet).
     pub async fn last_movement_id(&self) -> Result<u32, StoreError> {
         const CTX: &str = "reading the movement counter";

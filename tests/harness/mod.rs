@@ -339,3 +339,39 @@ pub fn invoice_hash(seed: u8) -> String {
     use bitcoin::hashes::{Hash, sha256};
     sha256::Hash::hash(&[seed, 0x42]).to_string()
 }
+
+/// Create a regtest wallet on `daemon` whose chain source is `bitcoind` and whose Ark
+/// server is a dead port: it loads (bark needs only its chain source for that) and
+/// can do everything that does not need the server.
+pub fn create_wallet_without_server(daemon: &Daemon, datadir: &Path, bitcoind: &Bitcoind) {
+    let bearer = format!("Bearer {}", token(datadir));
+    let create = serde_json::json!({
+        "network": "regtest",
+        "ark_server": format!("http://127.0.0.1:{}", free_port()),
+        "chain_source": { "bitcoind": {
+            "bitcoind": bitcoind.url(),
+            "bitcoind_auth": { "cookie": { "cookie": bitcoind.cookie().display().to_string() } },
+        } },
+        "force": true,
+    })
+    .to_string();
+    let (status, raw) = daemon.post(
+        "/api/v1/wallet/create",
+        &[("Authorization", &bearer)],
+        &create,
+    );
+    assert_eq!(status, 200, "{raw}");
+}
+
+/// Wait until the daemon's wallet is loaded.
+pub fn wait_loaded(daemon: &Daemon, datadir: &Path) {
+    let bearer = format!("Bearer {}", token(datadir));
+    wait_until("the wallet to load", 60, || {
+        json_of(
+            &daemon
+                .get("/api/v1/wallet", &[("Authorization", &bearer)])
+                .1,
+        )["loaded"]
+            == serde_json::Value::Bool(true)
+    });
+}

@@ -29,6 +29,84 @@ pub fn amount(field: &str, sats: u64) -> Result<bitcoin::Amount, ApiError> {
     Ok(bitcoin::Amount::from_sat(sats))
 }
 
+/// Berth extension on list endpoints: pages. Without `limit` the whole list comes
+/// back, as barkd sends it; with it, at most `limit` items and, when more follow, a
+/// `Next-Cursor` response header to pass as `cursor` for the next page.
+#[derive(Debug, Default, serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct PageQuery {
+    /// Berth extension: at most this many items (1 to 1,000).
+    pub limit: Option<u32>,
+    /// Berth extension: continue after the item this names (the previous page's
+    /// `Next-Cursor` response header).
+    pub cursor: Option<String>,
+}
+
+/// Most items a page may ask for.
+pub const MAX_PAGE: u32 = 1000;
+
+/// The response header that names the next page.
+pub const NEXT_CURSOR: &str = "next-cursor";
+
+impl PageQuery {
+    /// The page size asked for, checked; `None` for the whole list.
+    pub fn limit(&self) -> Result<Option<usize>, ApiError> {
+        match self.limit {
+            None if self.cursor.is_some() => Ok(Some(MAX_PAGE as usize)),
+            None => Ok(None),
+            Some(n) if (1..=MAX_PAGE).contains(&n) => Ok(Some(n as usize)),
+            Some(_) => Err(ApiError::BadRequest(format!(
+                "limit must be 1 to {MAX_PAGE}"
+            ))),
+        }
+    }
+
+    /// Cut `items` (in their list order) to the page asked for; `key` is what a cursor
+    /// names an item by.
+    pub fn apply<T>(&self, items: Vec<T>, key: impl Fn(&T) -> String) -> Result<Page<T>, ApiError> {
+        let Some(limit) = self.limit()? else {
+            return Ok(Page { items, next: None });
+        };
+        let start = match &self.cursor {
+            None => 0,
+            Some(cursor) => {
+                items
+                    .iter()
+                    .position(|item| key(item) == *cursor)
+                    .ok_or_else(|| {
+                        ApiError::BadRequest(
+                            "cursor: no such item in the list (it may have gone)".into(),
+                        )
+                    })?
+                    + 1
+            }
+        };
+        let more = items.len() > start + limit;
+        let items: Vec<T> = items.into_iter().skip(start).take(limit).collect();
+        let next = if more { items.last().map(&key) } else { None };
+        Ok(Page { items, next })
+    }
+}
+
+/// One page of a list, and the cursor of the next one if there is more.
+#[derive(Debug)]
+pub struct Page<T> {
+    pub items: Vec<T>,
+    pub next: Option<String>,
+}
+
+impl<T: Serialize> axum::response::IntoResponse for Page<T> {
+    fn into_response(self) -> axum::response::Response {
+        let mut response = axum::Json(self.items).into_response();
+        if let Some(next) = self.next
+            && let Ok(value) = axum::http::HeaderValue::from_str(&next)
+        {
+            response.headers_mut().insert(NEXT_CURSOR, value);
+        }
+        response
+    }
+}
+
 /// [`parse_vtxo_id`] for each.
 pub fn parse_vtxo_ids(ids: &[String]) -> Result<Vec<ark::VtxoId>, ApiError> {
     ids.iter().map(|id| parse_vtxo_id(id)).collect()

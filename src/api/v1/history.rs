@@ -7,7 +7,7 @@ use serde::Deserialize;
 
 use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorResponse, NotFoundResponse};
-use crate::api::v1::common::Movement;
+use crate::api::v1::common::{Movement, Page, PageQuery};
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
@@ -29,9 +29,10 @@ pub struct HistoryQuery {
     summary = "Wallet history",
     description = "Every movement of funds in, out of or within the wallet, newest first; with \
         `type` and `value`, only those paying or paid by that payment method.",
-    params(HistoryQuery),
+    params(HistoryQuery, PageQuery),
     responses(
-        (status = 200, description = "Movements, newest first", body = Vec<Movement>),
+        (status = 200, description = "Movements, newest first (pages: by id, newest first)", body = Vec<Movement>,
+            headers(("Next-Cursor" = String, description = "With `limit`, when more follow: the `cursor` of the next page"))),
         (status = 400, description = "Malformed filter", body = ErrorResponse),
         (status = 422, description = "No wallet", body = ErrorResponse),
         (status = 503, description = "The wallet is not loaded yet", body = ErrorResponse),
@@ -41,8 +42,10 @@ pub struct HistoryQuery {
 pub async fn list(
     State(state): State<AppState>,
     query: Result<Query<HistoryQuery>, QueryRejection>,
-) -> Result<Json<Vec<Movement>>, ApiError> {
+    page: Result<Query<PageQuery>, QueryRejection>,
+) -> Result<Page<Movement>, ApiError> {
     let Query(query) = query?;
+    let Query(page) = page?;
     let method = match (query.kind, query.value) {
         (None, None) => None,
         (Some(kind), Some(value)) => Some(
@@ -56,8 +59,44 @@ pub async fn list(
             ));
         }
     };
-    let movements = state.engine.history(method.as_ref()).await?;
-    Ok(Json(movements.iter().map(Movement::from).collect()))
+    history_page(&state, method.as_ref(), &page).await
+}
+
+/// The history, whole or one page. A page of the unfiltered history is read from the
+/// store directly (its cost does not grow with the history), newest id first; the
+/// cursor is the last movement's id.
+pub(crate) async fn history_page(
+    state: &AppState,
+    method: Option<&bark::movement::PaymentMethod>,
+    page: &PageQuery,
+) -> Result<Page<Movement>, ApiError> {
+    let key = |m: &Movement| m.id.to_string();
+    match (method, page.limit()?) {
+        (None, Some(limit)) => {
+            let before = match &page.cursor {
+                None => None,
+                Some(cursor) => Some(cursor.parse::<u32>().map_err(|_| {
+                    ApiError::BadRequest("cursor: not a cursor of this list".into())
+                })?),
+            };
+            // One more than asked tells whether another page follows.
+            let mut movements = state.engine.history_page(before, limit + 1).await?;
+            let more = movements.len() > limit;
+            movements.truncate(limit);
+            let items: Vec<Movement> = movements.iter().map(Movement::from).collect();
+            let next = if more { items.last().map(key) } else { None };
+            Ok(Page { items, next })
+        }
+        _ => {
+            let mut movements = state.engine.history(method).await?;
+            if page.limit()?.is_some() {
+                // Pages go by id, like the unfiltered ones.
+                movements.sort_by_key(|m| std::cmp::Reverse(m.id.0));
+            }
+            let items = movements.iter().map(Movement::from).collect();
+            page.apply(items, key)
+        }
+    }
 }
 
 /// `POST /api/v1/history/{id}/metadata`

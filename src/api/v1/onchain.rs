@@ -1,14 +1,14 @@
 //! The `onchain` group: the wallet's own on-chain (BDK) funds.
 
 use axum::Json;
-use axum::extract::State;
-use axum::extract::rejection::JsonRejection;
+use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::extract::{Query, State};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorResponse};
-use crate::api::v1::common::amount;
+use crate::api::v1::common::{Page, PageQuery, amount};
 
 /// An on-chain address.
 #[derive(Debug, Serialize, ToSchema)]
@@ -265,8 +265,11 @@ pub struct WalletTxInfo {
     tag = "onchain",
     summary = "On-chain transactions",
     description = "The on-chain wallet's transactions, oldest first; unconfirmed ones last.",
+    params(PageQuery),
     responses(
-        (status = 200, description = "The transactions", body = Vec<WalletTxInfo>),
+        (status = 200, description = "The transactions", body = Vec<WalletTxInfo>,
+            headers(("Next-Cursor" = String, description = "With `limit`, when more follow: the `cursor` of the next page"))),
+        (status = 400, description = "Malformed limit or cursor", body = ErrorResponse),
         (status = 422, description = "No wallet", body = ErrorResponse),
         (status = 503, description = "The wallet is not loaded yet", body = ErrorResponse),
         (status = 500, description = "Internal error", body = ErrorResponse),
@@ -274,9 +277,12 @@ pub struct WalletTxInfo {
 )]
 pub async fn onchain_transactions(
     State(state): State<AppState>,
-) -> Result<Json<Vec<WalletTxInfo>>, ApiError> {
+    page: Result<Query<PageQuery>, QueryRejection>,
+) -> Result<Page<WalletTxInfo>, ApiError> {
+    let Query(page) = page?;
+    page.limit()?;
     let txs = state.engine.onchain_transactions().await?;
-    Ok(Json(
+    page.apply(
         txs.iter()
             .map(|t| WalletTxInfo {
                 txid: t.txid.to_string(),
@@ -287,7 +293,8 @@ pub async fn onchain_transactions(
                 is_cpfp: t.is_cpfp,
             })
             .collect(),
-    ))
+        |t| t.txid.clone(),
+    )
 }
 
 /// An unspent output of the on-chain wallet.

@@ -8,8 +8,9 @@ use utoipa::ToSchema;
 
 use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorResponse, NotFoundResponse};
-use crate::api::v1::common::amount;
-use crate::api::v1::common::{Movement, WalletVtxoInfo, parse_vtxo_id, parse_vtxo_ids};
+use crate::api::v1::common::{
+    Movement, Page, PageQuery, WalletVtxoInfo, amount, parse_vtxo_id, parse_vtxo_ids,
+};
 use crate::engine::{BitcoindAuth, ChainSource, CreateWallet, WalletConfig};
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -376,9 +377,10 @@ pub struct VtxosQuery {
     path = "/wallet/vtxos",
     tag = "wallet",
     summary = "List VTXOs",
-    params(VtxosQuery),
+    params(VtxosQuery, PageQuery),
     responses(
-        (status = 200, description = "The VTXOs", body = Vec<WalletVtxoInfo>),
+        (status = 200, description = "The VTXOs", body = Vec<WalletVtxoInfo>,
+            headers(("Next-Cursor" = String, description = "With `limit`, when more follow: the `cursor` of the next page"))),
         (status = 400, description = "Malformed query", body = ErrorResponse),
         (status = 422, description = "No wallet", body = ErrorResponse),
         (status = 503, description = "The wallet is not loaded yet", body = ErrorResponse),
@@ -388,10 +390,15 @@ pub struct VtxosQuery {
 pub async fn vtxos(
     State(state): State<AppState>,
     query: Result<Query<VtxosQuery>, QueryRejection>,
-) -> Result<Json<Vec<WalletVtxoInfo>>, ApiError> {
+    page: Result<Query<PageQuery>, QueryRejection>,
+) -> Result<Page<WalletVtxoInfo>, ApiError> {
     let Query(query) = query?;
+    let Query(page) = page?;
+    page.limit()?;
     let vtxos = state.engine.vtxos(query.all.unwrap_or(false)).await?;
-    Ok(Json(vtxos.iter().map(WalletVtxoInfo::from).collect()))
+    page.apply(vtxos.iter().map(WalletVtxoInfo::from).collect(), |v| {
+        v.id.clone()
+    })
 }
 
 fn vtxo_id(raw: Result<Path<String>, PathRejection>) -> Result<ark::VtxoId, ApiError> {
@@ -615,17 +622,23 @@ pub async fn send(
     tag = "wallet",
     summary = "History (deprecated)",
     description = "The same as `GET /api/v1/history` without a filter.",
+    params(PageQuery),
     responses(
-        (status = 200, description = "Movements, newest first", body = Vec<Movement>),
+        (status = 200, description = "Movements, newest first", body = Vec<Movement>,
+            headers(("Next-Cursor" = String, description = "With `limit`, when more follow: the `cursor` of the next page"))),
+        (status = 400, description = "Malformed limit or cursor", body = ErrorResponse),
         (status = 422, description = "No wallet", body = ErrorResponse),
         (status = 503, description = "The wallet is not loaded yet", body = ErrorResponse),
         (status = 500, description = "Internal error", body = ErrorResponse),
     )
 )]
 #[deprecated]
-pub async fn movements(State(state): State<AppState>) -> Result<Json<Vec<Movement>>, ApiError> {
-    let movements = state.engine.history(None).await?;
-    Ok(Json(movements.iter().map(Movement::from).collect()))
+pub async fn movements(
+    State(state): State<AppState>,
+    page: Result<Query<PageQuery>, QueryRejection>,
+) -> Result<Page<Movement>, ApiError> {
+    let Query(page) = page?;
+    crate::api::v1::history::history_page(&state, None, &page).await
 }
 
 /// `GET /api/v1/wallet/history` (deprecated: `GET /api/v1/history`)
@@ -635,17 +648,23 @@ pub async fn movements(State(state): State<AppState>) -> Result<Json<Vec<Movemen
     tag = "wallet",
     summary = "History (deprecated)",
     description = "The same as `GET /api/v1/history` without a filter.",
+    params(PageQuery),
     responses(
-        (status = 200, description = "Movements, newest first", body = Vec<Movement>),
+        (status = 200, description = "Movements, newest first", body = Vec<Movement>,
+            headers(("Next-Cursor" = String, description = "With `limit`, when more follow: the `cursor` of the next page"))),
+        (status = 400, description = "Malformed limit or cursor", body = ErrorResponse),
         (status = 422, description = "No wallet", body = ErrorResponse),
         (status = 503, description = "The wallet is not loaded yet", body = ErrorResponse),
         (status = 500, description = "Internal error", body = ErrorResponse),
     )
 )]
 #[deprecated]
-pub async fn history(State(state): State<AppState>) -> Result<Json<Vec<Movement>>, ApiError> {
-    let movements = state.engine.history(None).await?;
-    Ok(Json(movements.iter().map(Movement::from).collect()))
+pub async fn history(
+    State(state): State<AppState>,
+    page: Result<Query<PageQuery>, QueryRejection>,
+) -> Result<Page<Movement>, ApiError> {
+    let Query(page) = page?;
+    crate::api::v1::history::history_page(&state, None, &page).await
 }
 
 #[derive(Debug, Deserialize, ToSchema)]

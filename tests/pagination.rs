@@ -1,0 +1,148 @@
+//! Pages of the history and of the VTXO list through the real `berthd` (the `limit`
+//! and `cursor` extension): every item exactly once, in order, with a `Next-Cursor`
+//! header while more follow, and the whole list unchanged without parameters.
+//!
+//! The wallet must be loaded, so this needs `BITCOIND_EXEC` (its chain source); the
+//! movements and VTXOs are put in its store through the store API while it is stopped.
+
+mod harness;
+
+use ark::test_util::VTXO_VECTORS;
+use bark::movement::{MovementStatus, MovementSubsystem};
+use bark::persist::BarkPersister;
+use bark::vtxo::VtxoState;
+use berth::store::{Store, StoreConfig};
+use serde_json::Value;
+
+use harness::*;
+
+fn next_cursor(raw: &str) -> Option<String> {
+    raw.split("\r\n\r\n")
+        .next()
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| {
+            let (name, value) = l.split_once(':')?;
+            name.eq_ignore_ascii_case("next-cursor")
+                .then(|| value.trim().to_string())
+        })
+}
+
+/// Follow `path` page by page (`limit` each); every page's items by `key`.
+fn pages(daemon: &Daemon, bearer: &str, path: &str, limit: u32, key: &str) -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let sep = if path.contains('?') { '&' } else { '?' };
+        let url = match &cursor {
+            None => format!("{path}{sep}limit={limit}"),
+            Some(c) => format!("{path}{sep}limit={limit}&cursor={c}"),
+        };
+        let (status, raw) = daemon.get(&url, &[("Authorization", bearer)]);
+        assert_eq!(status, 200, "{url}: {raw}");
+        let items: Vec<String> = json_of(&raw)
+            .as_array()
+            .expect("array")
+            .iter()
+            .map(|i| match &i[key] {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            })
+            .collect();
+        out.push(items);
+        cursor = next_cursor(&raw);
+        if cursor.is_none() {
+            return out;
+        }
+        assert!(out.len() < 100, "pages never end");
+    }
+}
+
+#[test]
+fn history_and_vtxos_come_in_pages_without_gaps_or_repeats() {
+    let Some(bitcoind) = Bitcoind::start_or_skip("history_and_vtxos_come_in_pages") else {
+        return;
+    };
+    let (_tmp, datadir) = new_datadir();
+    let daemon = Daemon::start(&datadir, &[]);
+    create_wallet_without_server(&daemon, &datadir, &bitcoind);
+    daemon.terminate();
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    rt.block_on(async {
+        let (store, _) = Store::open_async(&datadir.join("berth.redb"), &StoreConfig::default())
+            .await
+            .expect("store");
+        let subsystem = MovementSubsystem {
+            name: "berth-test".into(),
+            kind: "page".into(),
+        };
+        for _ in 0..25 {
+            store
+                .create_new_movement(
+                    MovementStatus::Successful,
+                    &subsystem,
+                    chrono::Local::now(),
+                    None,
+                )
+                .await
+                .expect("movement");
+        }
+        let v = &VTXO_VECTORS;
+        store
+            .store_vtxos(&[
+                (&v.board_vtxo, &VtxoState::Spendable),
+                (&v.round1_vtxo, &VtxoState::Spendable),
+                (&v.round2_vtxo, &VtxoState::Spendable),
+            ])
+            .await
+            .expect("vtxos");
+    });
+    let daemon = Daemon::start(&datadir, &[]);
+    wait_loaded(&daemon, &datadir);
+    let bearer = format!("Bearer {}", token(&datadir));
+    let auth = [("Authorization", bearer.as_str())];
+
+    for path in [
+        "/api/v1/history",
+        "/api/v1/wallet/movements",
+        "/api/v1/wallet/history",
+    ] {
+        let got = pages(&daemon, &bearer, path, 10, "id");
+        let expected: Vec<Vec<String>> = [(16, 25), (6, 15), (1, 5)]
+            .into_iter()
+            .map(|(low, high)| (low..=high).rev().map(|i: u32| i.to_string()).collect())
+            .collect();
+        assert_eq!(got, expected, "{path}: three pages, newest first");
+        let (_, raw) = daemon.get(path, &auth);
+        assert!(next_cursor(&raw).is_none(), "no pages without limit");
+        assert_eq!(
+            json_of(&raw).as_array().map(Vec::len),
+            Some(25),
+            "the whole list"
+        );
+    }
+
+    let all_vtxos: Vec<String> = json_of(&daemon.get("/api/v1/wallet/vtxos", &auth).1)
+        .as_array()
+        .expect("array")
+        .iter()
+        .map(|v| v["id"].as_str().expect("id").to_string())
+        .collect();
+    assert_eq!(all_vtxos.len(), 3);
+    let paged: Vec<String> = pages(&daemon, &bearer, "/api/v1/wallet/vtxos", 2, "id")
+        .into_iter()
+        .flatten()
+        .collect();
+    assert_eq!(paged, all_vtxos, "the same VTXOs in the same order");
+
+    for bad in [
+        "/api/v1/history?limit=0",
+        "/api/v1/history?limit=1001",
+        "/api/v1/history?limit=5&cursor=zz",
+        "/api/v1/wallet/vtxos?limit=2&cursor=nosuch",
+        "/api/v1/onchain/transactions?limit=-1",
+    ] {
+        let (status, raw) = daemon.get(bad, &auth);
+        assert_eq!(status, 400, "{bad}: {raw}");
+    }
+}
