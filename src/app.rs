@@ -152,6 +152,13 @@ async fn daemon(cli: Cli, datadir: PathBuf) -> anyhow::Result<()> {
     if !report.integrity_ok {
         tracing::warn!("the wallet database was repaired after an unclean shutdown");
     }
+    let interrupted = store.interrupt_idempotency_keys().await?;
+    if interrupted > 0 {
+        tracing::warn!(
+            interrupted,
+            "fund-moving requests were running when berthd last stopped; their outcome is unknown"
+        );
+    }
     let events = EventHub::open(store.clone(), settings.event_retention()).await?;
     let pruner = events.spawn_pruner();
     let engine = Engine::new(store.clone(), datadir.clone(), Arc::clone(&events));

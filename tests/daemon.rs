@@ -465,3 +465,40 @@ fn lightning_input_is_checked_before_anything_else() {
         assert_eq!(status, 400, "{path} {body}: {raw}");
     }
 }
+
+#[test]
+fn idempotency_keys_are_checked_and_a_failure_frees_the_key() {
+    let (_tmp, datadir) = new_datadir();
+    let daemon = Daemon::start(&datadir, &[]);
+    let bearer = format!("Bearer {}", token(&datadir));
+    let send = |key: &str, body: &str| {
+        daemon.post(
+            "/api/v1/boards/board-amount",
+            &[("Authorization", &bearer), ("Idempotency-Key", key)],
+            body,
+        )
+    };
+    let body = r#"{"amount_sat": 100000}"#;
+    for bad in ["", &"k".repeat(256), "has space"] {
+        let (status, raw) = send(bad, body);
+        assert_eq!(status, 400, "key {bad:?}: {raw}");
+    }
+    // No wallet: a 422, which frees the key; the same key then runs again (and is
+    // not answered from a replay).
+    for _ in 0..2 {
+        let (status, raw) = send("retry-1", body);
+        assert_eq!(status, 422, "{raw}");
+        assert!(
+            !raw.to_ascii_lowercase().contains("idempotent-replayed"),
+            "{raw}"
+        );
+    }
+    let (status, raw) = send("retry-1", r#"{"amount_sat": 5}"#);
+    assert_eq!(status, 422, "a freed key takes another request too: {raw}");
+    assert!(
+        json_of(&raw)["message"]
+            .as_str()
+            .is_some_and(|m| !m.contains("Idempotency")),
+        "{raw}"
+    );
+}

@@ -218,3 +218,18 @@ fn daemon_serves_the_document_without_a_credential() {
     let expected: Value = serde_json::from_str(&generated()).expect("JSON");
     assert_eq!(served, expected, "the served document is the generated one");
 }
+
+#[test]
+fn every_fund_moving_operation_documents_the_idempotency_key() {
+    let ours: Value = serde_json::from_str(&generated()).expect("JSON");
+    for path in berth::api::idempotency::FUND_MOVING {
+        let op = &ours["paths"][format!("/api/v1{path}")]["post"];
+        assert!(op.is_object(), "{path} is a documented POST");
+        let documented = op["parameters"].as_array().is_some_and(|ps| {
+            ps.iter()
+                .any(|p| p["name"] == "Idempotency-Key" && p["in"] == "header")
+        });
+        assert!(documented, "{path} documents Idempotency-Key");
+        assert!(op["responses"]["409"].is_object(), "{path} documents 409");
+    }
+}

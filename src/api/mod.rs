@@ -3,11 +3,12 @@
 //! Layers, outermost first: CORS (deny unless `--allowed-origins`), bearer-token auth
 //! (everything except `/ping`, the public OpenAPI document and the notifications
 //! websocket, which checks its own single-use ticket), then the routes. Unknown paths
-//! answer 404 JSON.
+//! answer 404 JSON. Fund-moving POSTs take an `Idempotency-Key` (`idempotency`).
 //! Handlers are thin: parse, one engine call, map to the response type.
 
 pub mod auth;
 pub mod error;
+pub mod idempotency;
 pub mod openapi;
 pub mod tickets;
 pub mod v1;
@@ -50,10 +51,12 @@ pub struct ApiOptions {
 
 /// Berth's OpenAPI document, as served at `/api-docs/openapi.json`.
 pub fn openapi() -> utoipa::openapi::OpenApi {
-    OpenApiRouter::<AppState>::with_openapi(openapi::ApiDoc::openapi())
+    let mut document = OpenApiRouter::<AppState>::with_openapi(openapi::ApiDoc::openapi())
         .routes(routes!(ping))
         .nest("/api/v1", v1::router().merge(v1::ticket_router()))
-        .into_openapi()
+        .into_openapi();
+    openapi::finish(&mut document);
+    document
 }
 
 pub fn router(state: AppState, options: ApiOptions) -> Router {
@@ -71,6 +74,11 @@ pub fn router(state: AppState, options: ApiOptions) -> Router {
     let protected = Router::new()
         .nest("/api/v1", v1_routes)
         .fallback(|| async { ApiError::not_found("no such endpoint") })
+        // Inner to auth: only an authenticated request claims an idempotency key.
+        .layer(axum::middleware::from_fn_with_state(
+            state.engine.store().clone(),
+            idempotency::layer,
+        ))
         .layer(axum::middleware::from_fn_with_state(
             options.auth,
             auth::require_token,

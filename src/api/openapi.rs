@@ -24,7 +24,6 @@ internal failure.";
 #[openapi(
     info(title = "berthd REST API", description = DESCRIPTION),
     security(("bearer" = [])),
-    modifiers(&BearerAuth),
     components(schemas(
         crate::api::error::ErrorResponse,
         crate::api::error::NotFoundResponse
@@ -42,6 +41,13 @@ internal failure.";
     )
 )]
 pub struct ApiDoc;
+
+/// What is added once every route is in the document (a modifier on `ApiDoc` itself
+/// would run before the routes are merged in, and see no operations).
+pub fn finish(openapi: &mut utoipa::openapi::OpenApi) {
+    BearerAuth.modify(openapi);
+    IdempotencyKeys.modify(openapi);
+}
 
 /// Declares the bearer scheme and adds the 401 every protected operation can answer,
 /// so handlers do not each repeat it.
@@ -94,6 +100,70 @@ impl Modify for BearerAuth {
                     .entry("401".to_string())
                     .or_insert_with(|| RefOr::T(unauthorized.clone()));
             }
+        }
+    }
+}
+
+/// Documents `Idempotency-Key` on the fund-moving operations
+/// (`crate::api::idempotency::FUND_MOVING`).
+struct IdempotencyKeys;
+
+impl Modify for IdempotencyKeys {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::path::{ParameterBuilder, ParameterIn};
+        let parameter = ParameterBuilder::new()
+            .name("Idempotency-Key")
+            .parameter_in(ParameterIn::Header)
+            .required(utoipa::openapi::Required::False)
+            .description(Some(
+                "Berth extension: 1 to 255 visible ASCII characters. A success is replayed for \
+                 24 hours to a request with the same key and body (with `Idempotent-Replayed: \
+                 true`), without running it again; a failure frees the key.",
+            ))
+            .schema(Some(
+                utoipa::openapi::ObjectBuilder::new()
+                    .schema_type(utoipa::openapi::schema::Type::String),
+            ))
+            .build();
+        let error = |description: &str| {
+            ResponseBuilder::new()
+                .description(description)
+                .content(
+                    "application/json",
+                    utoipa::openapi::ContentBuilder::new()
+                        .schema(Some(RefOr::Ref(utoipa::openapi::Ref::from_schema_name(
+                            "ErrorResponse",
+                        ))))
+                        .build(),
+                )
+                .build()
+        };
+        for path in crate::api::idempotency::FUND_MOVING {
+            let Some(op) = openapi
+                .paths
+                .paths
+                .get_mut(&format!("/api/v1{path}"))
+                .and_then(|item| item.post.as_mut())
+            else {
+                continue;
+            };
+            op.parameters
+                .get_or_insert_with(Vec::new)
+                .push(parameter.clone());
+            op.responses.responses.insert(
+                "409".into(),
+                RefOr::T(error(
+                    "A request with this Idempotency-Key is still running, or was cut short by a restart",
+                )),
+            );
+            op.responses
+                .responses
+                .entry("422".into())
+                .or_insert_with(|| {
+                    RefOr::T(error(
+                        "This Idempotency-Key was used for a different request",
+                    ))
+                });
         }
     }
 }

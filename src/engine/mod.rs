@@ -209,6 +209,11 @@ impl Engine {
         })
     }
 
+    /// The wallet database.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
     /// The wallet's fingerprint, or `None` when no wallet exists.
     pub async fn wallet_fingerprint(&self) -> Result<Option<Fingerprint>, EngineError> {
         let props = self

@@ -238,6 +238,34 @@ json_record!(
     EventRecord, StoredEvent, "berth.event"
 );
 
+/// A claimed idempotency key: which request claimed it, when, and how it went.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct IdempotencyEntry {
+    /// Microseconds since the Unix epoch.
+    pub at_us: u64,
+    /// SHA-256 of the request (method, path, body).
+    pub request: [u8; 32],
+    pub state: IdempotencyState,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case", tag = "state")]
+pub enum IdempotencyState {
+    InFlight,
+    /// berthd stopped while the request ran.
+    Interrupted,
+    /// It succeeded with this answer (a JSON body).
+    Done {
+        status: u16,
+        body: Vec<u8>,
+    },
+}
+
+json_record!(
+    /// [`IdempotencyEntry`] as JSON.
+    IdempotencyRecord, IdempotencyEntry, "berth.idempotency_key"
+);
+
 /// A round state. bark's `RoundState` has no serde of its own; its persistence model
 /// `SerdeRoundState` does, and is what every bark backend stores.
 pub enum RoundStateRecord {}

@@ -11,19 +11,21 @@ use crate::store::schema::{self, META, SCHEMA_VERSION, meta_keys};
 type Migration = fn(&redb::WriteTransaction) -> Result<(), StoreError>;
 
 /// `MIGRATIONS[i]` migrates version `i` to `i + 1`. Version 0 is an empty file.
-const MIGRATIONS: [Migration; SCHEMA_VERSION as usize] = [create_v1, add_event_log];
+const MIGRATIONS: [Migration; SCHEMA_VERSION as usize] = [create_v1, add_berth_tables];
 
 fn create_v1(tx: &redb::WriteTransaction) -> Result<(), StoreError> {
     schema::create_all(tx).map_err(|e| from_redb("creating the schema", e))
 }
 
-/// Version 2: the durable event log. Additive: its tables start empty.
-fn add_event_log(tx: &redb::WriteTransaction) -> Result<(), StoreError> {
-    const CTX: &str = "adding the event log";
-    tx.open_table(schema::EVENTS)
-        .map_err(|e| from_redb(CTX, e))?;
-    tx.open_table(schema::EVENTS_BY_TIME)
-        .map_err(|e| from_redb(CTX, e))?;
+/// Version 2: Berth's own tables, the durable event log and the idempotency keys.
+/// Additive: they start empty.
+fn add_berth_tables(tx: &redb::WriteTransaction) -> Result<(), StoreError> {
+    const CTX: &str = "adding the event log and idempotency keys";
+    let e = |e| from_redb(CTX, e);
+    tx.open_table(schema::EVENTS).map_err(e)?;
+    tx.open_table(schema::EVENTS_BY_TIME).map_err(e)?;
+    tx.open_table(schema::IDEMPOTENCY_KEYS).map_err(e)?;
+    tx.open_table(schema::IDEMPOTENCY_KEYS_BY_TIME).map_err(e)?;
     Ok(())
 }
 

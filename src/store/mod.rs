@@ -20,6 +20,7 @@ mod bark;
 pub mod codec;
 pub mod error;
 mod events;
+pub mod idempotency;
 pub mod migrations;
 pub mod schema;
 

@@ -14,8 +14,8 @@ use redb::TableDefinition;
 
 use crate::store::codec::{
     ActionCheckpointRecord, BdkChangeSetRecord, EventRecord, ExitChildTxRecord, ExitRecord,
-    FullVtxoRecord, MovementRecord, PaidInvoiceRecord, PropertiesRecord, RoundStateRecord,
-    SettledReceiveRecord, Stored, VtxoRowRecord, VtxoStateRecord,
+    FullVtxoRecord, IdempotencyRecord, MovementRecord, PaidInvoiceRecord, PropertiesRecord,
+    RoundStateRecord, SettledReceiveRecord, Stored, VtxoRowRecord, VtxoStateRecord,
 };
 
 /// The schema version this code writes. Bump it together with a migration in
@@ -161,6 +161,17 @@ pub const EVENTS: TableDefinition<u64, Stored<EventRecord>> = TableDefinition::n
 // <u64 timestamp µs, u64 event id>
 pub const EVENTS_BY_TIME: TableDefinition<u64, u64> = TableDefinition::new("events_by_time");
 
+/// Idempotency keys of fund-moving requests, by SHA-256 of the key (since schema
+/// version 2).
+// <[u8; 32] key hash, Stored<IdempotencyRecord>>
+pub const IDEMPOTENCY_KEYS: TableDefinition<[u8; 32], Stored<IdempotencyRecord>> =
+    TableDefinition::new("idempotency_keys");
+
+/// Index: idempotency keys by when they were claimed, for expiry.
+// <(u64 claimed at µs, [u8; 32] key hash), ()>
+pub const IDEMPOTENCY_KEYS_BY_TIME: TableDefinition<(u64, [u8; 32]), ()> =
+    TableDefinition::new("idempotency_keys_by_time");
+
 // --- retired tables (do not reuse these names) -------------------------------------
 //
 // (none yet)
@@ -188,5 +199,7 @@ pub fn create_all(tx: &redb::WriteTransaction) -> Result<(), redb::TableError> {
     tx.open_table(EXIT_CHILD_TXS)?;
     tx.open_table(EVENTS)?;
     tx.open_table(EVENTS_BY_TIME)?;
+    tx.open_table(IDEMPOTENCY_KEYS)?;
+    tx.open_table(IDEMPOTENCY_KEYS_BY_TIME)?;
     Ok(())
 }

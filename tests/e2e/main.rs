@@ -171,11 +171,42 @@ fn boards_become_spendable() {
     let (status, body) = alice.post("/api/v1/boards/board-amount", json!({"amount_sat": 1000}));
     assert_eq!(status, 400, "below the server's minimum board: {body}");
 
-    let first = alice.post_ok(
+    // With an Idempotency-Key, as a client retrying after a lost answer would send it.
+    let key = [("Idempotency-Key", "board-1")];
+    let board = json!({"amount_sat": 300_000});
+    let (status, _, first) = alice.call_with(
+        "POST",
         "/api/v1/boards/board-amount",
-        json!({"amount_sat": 300_000}),
+        Some(board.clone()),
+        &key,
     );
+    assert_eq!(status, 200, "{first}");
     assert_eq!(first["amount_sat"], 300_000, "{first}");
+    let (status, raw, again) =
+        alice.call_with("POST", "/api/v1/boards/board-amount", Some(board), &key);
+    assert_eq!(
+        (status, &again),
+        (200, &first),
+        "the retry gets the first answer"
+    );
+    assert!(
+        raw.to_ascii_lowercase()
+            .contains("idempotent-replayed: true"),
+        "{raw}"
+    );
+    let (status, _, other) = alice.call_with(
+        "POST",
+        "/api/v1/boards/board-amount",
+        Some(json!({"amount_sat": 250_000})),
+        &key,
+    );
+    assert_eq!(status, 422, "the key belongs to another request: {other}");
+    let pending = alice.get_ok("/api/v1/boards/pending");
+    assert_eq!(
+        pending.as_array().map(Vec::len),
+        Some(1),
+        "one board, not two: {pending}"
+    );
     let first_vtxo = first["vtxos"][0].as_str().expect("vtxo id").to_string();
     // The funding transaction must reach the on-chain wallet before its change can
     // be boarded again.

@@ -669,21 +669,30 @@ impl Berthd {
     }
 
     fn call(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+        let (status, _, value) = self.call_with(method, path, body, &[]);
+        (status, value)
+    }
+
+    /// A call with extra headers; the status, the raw response and the JSON body.
+    pub fn call_with(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<Value>,
+        extra: &[(&str, &str)],
+    ) -> (u16, String, Value) {
         let auth = format!("Bearer {}", self.token);
         let body = body.map(|b| b.to_string());
-        let (status, raw) = harness::request(
-            self.daemon().port,
-            method,
-            path,
-            &[("Authorization", &auth)],
-            body.as_deref(),
-        );
+        let mut headers = vec![("Authorization", auth.as_str())];
+        headers.extend_from_slice(extra);
+        let (status, raw) =
+            harness::request(self.daemon().port, method, path, &headers, body.as_deref());
         let value = if harness::body_of(&raw).is_empty() {
             Value::Null
         } else {
             json_of(&raw)
         };
-        (status, value)
+        (status, raw, value)
     }
 
     pub fn get(&self, path: &str) -> (u16, Value) {

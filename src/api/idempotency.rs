@@ -1,0 +1,198 @@
+//! `Idempotency-Key` (Berth extension): a client that retries a fund-moving POST after
+//! a timeout or a dropped connection, with the same key, moves funds once.
+//!
+//! - The key (1 to 255 visible ASCII characters) is claimed in the store before the
+//!   request runs, with a hash of the request (method, path, body).
+//! - A success (2xx) is kept for 24 hours: the same key and request get the same
+//!   answer again, with `Idempotent-Replayed: true`, and nothing runs twice.
+//! - A failure gives the key back, so the client may retry with it.
+//! - The same key with a different request is a 422; while the first request runs,
+//!   409. A request cut short by a restart leaves its key "interrupted" (409): its
+//!   outcome is unknown, and the client should look at the history before trying
+//!   again with a new key.
+//!
+//! Requests without the header, and other routes, pass through untouched.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use bitcoin::hashes::{Hash, HashEngine, sha256};
+
+use crate::api::error::ApiError;
+use crate::store::Store;
+use crate::store::idempotency::Claim;
+
+pub const HEADER: &str = "idempotency-key";
+/// Set on a replayed answer.
+pub const REPLAYED: &str = "idempotent-replayed";
+/// How long a success is replayed.
+pub const TTL: Duration = Duration::from_secs(24 * 3600);
+/// Largest request body hashed (these requests are small JSON objects).
+const MAX_REQUEST: usize = 64 * 1024;
+/// Largest answer kept for replay.
+const MAX_ANSWER: usize = 1024 * 1024;
+
+/// The operations that move funds (paths under `/api/v1`, all POST): those that take
+/// an `Idempotency-Key`.
+pub const FUND_MOVING: &[&str] = &[
+    "/boards/board-all",
+    "/boards/board-amount",
+    "/exits/claim/all",
+    "/exits/claim/vtxos",
+    "/exits/start/all",
+    "/exits/start/vtxos",
+    "/lightning/pay",
+    "/onchain/drain",
+    "/onchain/send",
+    "/onchain/send-many",
+    "/wallet/offboard/all",
+    "/wallet/offboard/vtxos",
+    "/wallet/refresh/all",
+    "/wallet/refresh/counterparty",
+    "/wallet/refresh/delegated/vtxos",
+    "/wallet/refresh/vtxos",
+    "/wallet/send",
+    "/wallet/send-onchain",
+];
+
+fn fund_moving(path: &str) -> bool {
+    path.strip_prefix("/api/v1")
+        .is_some_and(|p| FUND_MOVING.contains(&p))
+}
+
+fn now_us() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
+fn hash(parts: &[&[u8]]) -> [u8; 32] {
+    let mut engine = sha256::Hash::engine();
+    for part in parts {
+        engine.input(&(part.len() as u64).to_be_bytes());
+        engine.input(part);
+    }
+    sha256::Hash::from_engine(engine).to_byte_array()
+}
+
+fn conflict(message: &str) -> Response {
+    let body = serde_json::json!({"message": message, "code": "conflict"});
+    (StatusCode::CONFLICT, axum::Json(body)).into_response()
+}
+
+pub async fn layer(State(store): State<Store>, request: Request, next: Next) -> Response {
+    let Some(key) = request.headers().get(HEADER).cloned() else {
+        return next.run(request).await;
+    };
+    if request.method() != Method::POST || !fund_moving(request.uri().path()) {
+        return next.run(request).await;
+    }
+    let key = match key.to_str() {
+        Ok(k) if (1..=255).contains(&k.len()) && k.bytes().all(|b| b.is_ascii_graphic()) => {
+            k.to_string()
+        }
+        _ => {
+            return ApiError::BadRequest(
+                "Idempotency-Key must be 1 to 255 visible ASCII characters".into(),
+            )
+            .into_response();
+        }
+    };
+    let (parts, body) = request.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, MAX_REQUEST).await else {
+        return ApiError::BadRequest("the request body is too large".into()).into_response();
+    };
+    let key_hash = hash(&[key.as_bytes()]);
+    let request_hash = hash(&[
+        parts.method.as_str().as_bytes(),
+        parts.uri.path().as_bytes(),
+        &bytes,
+    ]);
+    let ttl = u64::try_from(TTL.as_micros()).unwrap_or(u64::MAX);
+    let claim = match store
+        .claim_idempotency_key(key_hash, request_hash, now_us(), ttl)
+        .await
+    {
+        Ok(claim) => claim,
+        Err(e) => return ApiError::internal("claiming an idempotency key", e).into_response(),
+    };
+    match claim {
+        Claim::Claimed => {}
+        Claim::Replay { status, body } => {
+            let mut response = Response::new(Body::from(body));
+            *response.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
+            let headers = response.headers_mut();
+            headers.insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            );
+            headers.insert(REPLAYED, HeaderValue::from_static("true"));
+            return response;
+        }
+        Claim::Mismatch => {
+            return ApiError::WrongState(
+                "this Idempotency-Key was used for a different request".into(),
+            )
+            .into_response();
+        }
+        Claim::InFlight => {
+            return conflict("a request with this Idempotency-Key is still running");
+        }
+        Claim::Interrupted => {
+            return conflict(
+                "a request with this Idempotency-Key was cut short by a restart, so its outcome \
+                 is unknown: check the history, then retry with a new key",
+            );
+        }
+    }
+    let response = next
+        .run(Request::from_parts(parts, Body::from(bytes)))
+        .await;
+    let status = response.status();
+    if !status.is_success() {
+        if let Err(e) = store.finish_idempotency_key(key_hash, None).await {
+            tracing::error!(error = %e, "cannot release an idempotency key");
+        }
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let body = match axum::body::to_bytes(body, MAX_ANSWER).await {
+        Ok(body) => body,
+        Err(e) => {
+            // Cannot happen for our JSON answers; the request ran, so keep the key
+            // claimed (a retry is refused rather than run twice).
+            tracing::error!(error = %e, "cannot keep an idempotent answer");
+            return ApiError::Internal.into_response();
+        }
+    };
+    if let Err(e) = store
+        .finish_idempotency_key(key_hash, Some((status.as_u16(), body.to_vec())))
+        .await
+    {
+        tracing::error!(error = %e, "cannot keep an idempotent answer");
+    }
+    Response::from_parts(parts, Body::from(body))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_fund_moving_paths_take_a_key() {
+        assert!(fund_moving("/api/v1/wallet/send"));
+        assert!(fund_moving("/api/v1/boards/board-amount"));
+        assert!(!fund_moving("/api/v1/wallet/sync"));
+        assert!(!fund_moving("/wallet/send"));
+    }
+
+    #[test]
+    fn the_request_hash_separates_its_parts() {
+        assert_ne!(hash(&[b"ab", b"c"]), hash(&[b"a", b"bc"]));
+    }
+}
