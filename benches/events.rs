@@ -29,7 +29,6 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bark::movement::{MovementStatus, MovementSubsystem};
 use bark::persist::BarkPersister;
-use berth::store::{Store, StoreConfig};
 use futures_util::StreamExt as _;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
@@ -47,18 +46,6 @@ fn now_ns() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0)
-}
-
-fn rss_kb(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|v| v.parse().ok())
-        })
         .unwrap_or(0)
 }
 
@@ -203,22 +190,11 @@ fn main() {
     let sockets = env_or("BERTH_BENCH_SOCKETS", 200);
     let rate = env_or("BERTH_BENCH_RATE", 100).max(1);
     let secs = env_or("BERTH_BENCH_SECS", 20);
-    let (_tmp, datadir) = harness::new_datadir();
-
     // A loaded wallet with one movement to annotate.
-    let daemon = Daemon::start(&datadir, &["-q"]);
+    let (_tmp, datadir) = harness::datadir_with_wallet(&bitcoind);
     let bearer = format!("Bearer {}", token(&datadir));
     let auth = [("Authorization", bearer.as_str())];
-    harness::create_wallet_without_server(&daemon, &datadir, &bitcoind);
-    daemon.terminate();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    rt.block_on(async {
-        let (store, _) = Store::open_async(&datadir.join("berth.redb"), &StoreConfig::default())
-            .await
-            .expect("store");
+    harness::with_store(&datadir, async |store| {
         let subsystem = MovementSubsystem {
             name: "berth-bench".into(),
             kind: "events".into(),
@@ -250,8 +226,12 @@ fn main() {
         })
         .collect();
     std::thread::sleep(Duration::from_secs(1));
-    let rss_before = rss_kb(pid);
+    let rss_before = harness::rss_kb(pid);
 
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
     let polled = Arc::new(Sink::default());
     let streamed = Arc::new(Sink::default());
     let stop = Arc::new(AtomicBool::new(false));
@@ -275,7 +255,7 @@ fn main() {
         )));
     }
     std::thread::sleep(Duration::from_secs(3));
-    let rss_connected = rss_kb(pid);
+    let rss_connected = harness::rss_kb(pid);
 
     // The writer: `rate` updates per second for `secs` seconds, on their own thread.
     let peak = Arc::new(AtomicU64::new(rss_connected));
@@ -284,7 +264,7 @@ fn main() {
         let (peak, sampling) = (Arc::clone(&peak), Arc::clone(&sampling));
         std::thread::spawn(move || {
             while sampling.load(Ordering::Relaxed) {
-                peak.fetch_max(rss_kb(pid), Ordering::Relaxed);
+                peak.fetch_max(harness::rss_kb(pid), Ordering::Relaxed);
                 std::thread::sleep(Duration::from_millis(200));
             }
         })
@@ -324,7 +304,7 @@ fn main() {
         }
     });
     std::thread::sleep(Duration::from_secs(2));
-    let rss_after = rss_kb(pid);
+    let rss_after = harness::rss_kb(pid);
 
     request_us.sort_unstable();
     println!(

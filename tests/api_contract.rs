@@ -469,14 +469,7 @@ fn every_operation_keeps_its_contract_without_a_wallet_and_with_an_offline_one()
 
     let (status, _) = daemon.terminate();
     assert_eq!(status.code(), Some(0));
-    let rt = tokio::runtime::Runtime::new().expect("runtime");
-    rt.block_on(async {
-        let (store, _) = berth::store::Store::open_async(
-            &datadir.join("berth.redb"),
-            &berth::store::StoreConfig::default(),
-        )
-        .await
-        .expect("store");
+    with_store(&datadir, async |store| {
         let report = store.verify_invariants().await.expect("invariants hold");
         assert_eq!(
             (

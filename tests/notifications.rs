@@ -426,17 +426,9 @@ fn live_events_reach_every_transport_without_gap_or_repeat() {
     let Some(bitcoind) = Bitcoind::start_or_skip("live_events_reach_every_transport") else {
         return;
     };
-    let rt = tokio::runtime::Runtime::new().expect("runtime");
-    let (_tmp, datadir) = new_datadir();
-    let daemon = Daemon::start(&datadir, &[]);
-    create_wallet_without_server(&daemon, &datadir, &bitcoind);
-    let (status, _) = daemon.terminate();
-    assert_eq!(status.code(), Some(0));
+    let (_tmp, datadir) = datadir_with_wallet(&bitcoind);
     // One movement to annotate (nothing else makes one without an Ark server).
-    rt.block_on(async {
-        let (store, _) = Store::open_async(&datadir.join("berth.redb"), &StoreConfig::default())
-            .await
-            .expect("store");
+    with_store(&datadir, async |store| {
         let subsystem = MovementSubsystem {
             name: "berth-test".into(),
             kind: "live".into(),
@@ -473,6 +465,7 @@ fn live_events_reach_every_transport_without_gap_or_repeat() {
             assert_eq!(status, 200, "{raw}");
         }
     });
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
     rt.block_on(async {
         // Connect while updates are being appended: the replay from `start` turns into
         // live delivery somewhere in the middle.

@@ -11,7 +11,6 @@ use ark::test_util::VTXO_VECTORS;
 use bark::movement::{MovementStatus, MovementSubsystem};
 use bark::persist::BarkPersister;
 use bark::vtxo::VtxoState;
-use berth::store::{Store, StoreConfig};
 use serde_json::Value;
 
 use harness::*;
@@ -63,15 +62,8 @@ fn history_and_vtxos_come_in_pages_without_gaps_or_repeats() {
     let Some(bitcoind) = Bitcoind::start_or_skip("history_and_vtxos_come_in_pages") else {
         return;
     };
-    let (_tmp, datadir) = new_datadir();
-    let daemon = Daemon::start(&datadir, &[]);
-    create_wallet_without_server(&daemon, &datadir, &bitcoind);
-    daemon.terminate();
-    let rt = tokio::runtime::Runtime::new().expect("runtime");
-    rt.block_on(async {
-        let (store, _) = Store::open_async(&datadir.join("berth.redb"), &StoreConfig::default())
-            .await
-            .expect("store");
+    let (_tmp, datadir) = datadir_with_wallet(&bitcoind);
+    with_store(&datadir, async |store| {
         let subsystem = MovementSubsystem {
             name: "berth-test".into(),
             kind: "page".into(),

@@ -375,3 +375,41 @@ pub fn wait_loaded(daemon: &Daemon, datadir: &Path) {
             == serde_json::Value::Bool(true)
     });
 }
+
+/// A datadir holding a wallet made by [`create_wallet_without_server`], with berthd
+/// stopped again (so its store can be filled through the store API).
+pub fn datadir_with_wallet(bitcoind: &Bitcoind) -> (tempfile::TempDir, PathBuf) {
+    let (tmp, datadir) = new_datadir();
+    let daemon = Daemon::start(&datadir, &["-q"]);
+    create_wallet_without_server(&daemon, &datadir, bitcoind);
+    let (status, _) = daemon.terminate();
+    assert_eq!(status.code(), Some(0), "berthd stopped cleanly");
+    (tmp, datadir)
+}
+
+/// Run `f` on the datadir's store (berthd must be stopped), on a runtime of its own.
+pub fn with_store<T>(datadir: &Path, f: impl AsyncFnOnce(&berth::store::Store) -> T) -> T {
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    rt.block_on(async {
+        let (store, _) = berth::store::Store::open_async(
+            &datadir.join("berth.redb"),
+            &berth::store::StoreConfig::default(),
+        )
+        .await
+        .expect("open the store");
+        f(&store).await
+    })
+}
+
+/// VmRSS of a process, kB (0 when it cannot be read).
+pub fn rss_kb(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse().ok())
+        })
+        .unwrap_or(0)
+}
