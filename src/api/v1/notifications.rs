@@ -48,6 +48,9 @@ const PING_INTERVAL: Duration = Duration::from_secs(30);
 const SEND_TIMEOUT: Duration = Duration::from_secs(30);
 /// Largest message a client may send on the websocket (it has nothing to say).
 const MAX_CLIENT_MESSAGE: usize = 4096;
+/// Most notification websockets open at once (they outlive the HTTP connection cap,
+/// which counts a connection only until it upgrades).
+pub const MAX_SOCKETS: usize = 1024;
 /// A websocket's read buffer.
 const SOCKET_BUFFER: usize = 4096;
 /// Most unsent bytes a websocket may hold before its writes fail (a client that does
@@ -327,6 +330,7 @@ pub struct SocketQuery {
         (status = 101, description = "Switching to the websocket protocol"),
         (status = 400, description = "Not a websocket request, or malformed parameters", body = ErrorResponse),
         (status = 401, description = "Unknown, used or expired ticket", body = ErrorResponse),
+        (status = 503, description = "Too many notification websockets open", body = ErrorResponse),
     )
 )]
 pub async fn notifications_socket(
@@ -342,9 +346,13 @@ pub async fn notifications_socket(
             "invalid, used or expired websocket ticket",
         ));
     }
+    let Some(guard) = state.sockets.open() else {
+        return Err(ApiError::Unavailable(format!(
+            "{MAX_SOCKETS} notification websockets are open already; close one or use the long-poll"
+        )));
+    };
     let hub = Arc::clone(&state.events);
     let cursor = query.after.unwrap_or_else(|| hub.latest_id());
-    let guard = state.sockets.open();
     // tungstenite's buffers default to 128 KiB each way; a socket here carries small
     // frames, and hundreds of them are open at once.
     Ok(upgrade
@@ -546,9 +554,16 @@ impl Drop for SocketGuard {
 }
 
 impl SocketCount {
-    fn open(self: &Arc<Self>) -> SocketGuard {
-        self.0.send_modify(|n| *n += 1);
-        SocketGuard(Arc::clone(self))
+    /// Count one more open socket; `None` at the cap.
+    fn open(self: &Arc<Self>) -> Option<SocketGuard> {
+        let mut opened = false;
+        self.0.send_modify(|n| {
+            if *n < MAX_SOCKETS {
+                *n += 1;
+                opened = true;
+            }
+        });
+        opened.then(|| SocketGuard(Arc::clone(self)))
     }
 
     /// Wait until every websocket has closed, or `limit` passed.
