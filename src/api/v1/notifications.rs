@@ -341,16 +341,17 @@ pub async fn notifications_socket(
     let Query(query) = query?;
     let types = TypeFilter::parse(query.types.as_deref())?;
     let upgrade = upgrade.map_err(|e| ApiError::BadRequest(e.body_text()))?;
-    if !state.tickets.redeem(&query.ticket) {
-        return Err(ApiError::Unauthorized(
-            "invalid, used or expired websocket ticket",
-        ));
-    }
+    // A place first, so a refused connection does not spend its ticket.
     let Some(guard) = state.sockets.open() else {
         return Err(ApiError::Unavailable(format!(
             "{MAX_SOCKETS} notification websockets are open already; close one or use the long-poll"
         )));
     };
+    if !state.tickets.redeem(&query.ticket) {
+        return Err(ApiError::Unauthorized(
+            "invalid, used or expired websocket ticket",
+        ));
+    }
     let hub = Arc::clone(&state.events);
     let cursor = query.after.unwrap_or_else(|| hub.latest_id());
     // tungstenite's buffers default to 128 KiB each way; a socket here carries small
