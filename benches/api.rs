@@ -3,9 +3,9 @@
 //! from crates.io (`cargo install oha`).
 //!
 //! Figures printed, per endpoint (`GET /api/v1/wallet/balance`, `/wallet/vtxos`,
-//! `/history?limit=100`): requests per second and latency p50/p99 over
-//! `BERTH_BENCH_REQUESTS` requests (default 100,000) from 16 connections, and berthd's
-//! VmRSS before and after each run (memory must stay flat).
+//! `/history?limit=100`): requests per second and latency p50/p99 from one connection
+//! (`BERTH_BENCH_REQUESTS / 10` requests) and from 16 (`BERTH_BENCH_REQUESTS`, default
+//! 100,000), and berthd's VmRSS before and after each run (memory must stay flat).
 //!
 //! The wallet must load, so this needs `BITCOIND_EXEC` (its chain source; the Ark
 //! server is a dead port, which none of these endpoints needs), and `OHA` (or `oha` on
@@ -98,32 +98,38 @@ fn main() {
         "/api/v1/wallet/vtxos",
         "/api/v1/history?limit=100",
     ] {
-        let before = harness::rss_kb(pid);
-        let url = format!("http://127.0.0.1:{}{path}", daemon.port);
-        let out = Command::new(&oha)
-            .args(["--no-tui", "--output-format", "json", "-c", "16", "-n"])
-            .arg(requests.to_string())
-            .args(["-H", &bearer])
-            .arg(&url)
-            .output()
-            .unwrap_or_else(|e| panic!("cannot run {oha} (cargo install oha): {e}"));
-        assert!(
-            out.status.success(),
-            "oha failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let report: serde_json::Value =
-            serde_json::from_slice(&out.stdout).expect("oha's JSON report");
-        let summary = &report["summary"];
-        let pct = |p: &str| report["latencyPercentiles"][p].as_f64().unwrap_or(f64::NAN) * 1000.0;
-        let codes = &report["statusCodeDistribution"];
-        println!(
-            "{path}: {:.0} req/s, p50 {:.2} ms, p99 {:.2} ms, success {:.3}, status codes {codes}; VmRSS {before} kB -> {} kB",
-            summary["requestsPerSec"].as_f64().unwrap_or(f64::NAN),
-            pct("p50"),
-            pct("p99"),
-            summary["successRate"].as_f64().unwrap_or(f64::NAN),
-            harness::rss_kb(pid),
-        );
+        // One client, for latency; sixteen, for throughput (and queueing).
+        for (connections, n) in [(1, requests / 10), (16, requests)] {
+            let before = harness::rss_kb(pid);
+            let url = format!("http://127.0.0.1:{}{path}", daemon.port);
+            let out = Command::new(&oha)
+                .args(["--no-tui", "--output-format", "json", "-c"])
+                .arg(connections.to_string())
+                .arg("-n")
+                .arg(n.max(1).to_string())
+                .args(["-H", &bearer])
+                .arg(&url)
+                .output()
+                .unwrap_or_else(|e| panic!("cannot run {oha} (cargo install oha): {e}"));
+            assert!(
+                out.status.success(),
+                "oha failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let report: serde_json::Value =
+                serde_json::from_slice(&out.stdout).expect("oha's JSON report");
+            let pct =
+                |p: &str| report["latencyPercentiles"][p].as_f64().unwrap_or(f64::NAN) * 1000.0;
+            println!(
+                "{path}, {connections} connection(s), {n} requests: {:.0} req/s, p50 {:.2} ms, p99 {:.2} ms, status codes {}; VmRSS {before} kB -> {} kB",
+                report["summary"]["requestsPerSec"]
+                    .as_f64()
+                    .unwrap_or(f64::NAN),
+                pct("p50"),
+                pct("p99"),
+                report["statusCodeDistribution"],
+                harness::rss_kb(pid),
+            );
+        }
     }
 }

@@ -633,9 +633,15 @@ impl BarkPersister for Store {
 
     async fn get_wallet_vtxo(&self, id: VtxoId) -> anyhow::Result<Option<WalletVtxo>> {
         const CTX: &str = "reading a vtxo";
+        let store = self.clone();
         let row = self
             .read(CTX, move |tx| {
-                get_decoded(&tx.open_table(VTXOS).ctx(CTX)?, id.to_bytes(), CTX)
+                let table = tx.open_table(VTXOS).ctx(CTX)?;
+                let key = id.to_bytes();
+                let stored = table.get(key).ctx(CTX)?;
+                stored
+                    .map(|v| store.decode_vtxo_row(key, &v.value()))
+                    .transpose()
             })
             .await?;
         Ok(row.map(|r| r.to_wallet_vtxo()))
@@ -644,14 +650,20 @@ impl BarkPersister for Store {
     async fn get_wallet_vtxos(&self, ids: &[VtxoId]) -> anyhow::Result<Vec<WalletVtxo>> {
         const CTX: &str = "reading vtxos";
         let ids = ids.to_vec();
+        let store = self.clone();
         Ok(self
             .read(CTX, move |tx| {
                 let table = tx.open_table(VTXOS).ctx(CTX)?;
                 ids.iter()
                     .map(|id| {
-                        get_decoded(&table, id.to_bytes(), CTX)?
-                            .map(|r| r.to_wallet_vtxo())
-                            .ok_or_else(|| vtxo_not_found(*id))
+                        let key = id.to_bytes();
+                        let stored = table
+                            .get(key)
+                            .ctx(CTX)?
+                            .ok_or_else(|| vtxo_not_found(*id))?;
+                        Ok(store
+                            .decode_vtxo_row(key, &stored.value())?
+                            .to_wallet_vtxo())
                     })
                     .collect()
             })
@@ -661,12 +673,14 @@ impl BarkPersister for Store {
     /// Ordered by state, then expiry ascending, then amount descending, then id.
     async fn get_all_vtxos(&self) -> anyhow::Result<Vec<WalletVtxo>> {
         const CTX: &str = "listing vtxos";
+        let store = self.clone();
         Ok(self
-            .read(CTX, |tx| {
+            .read(CTX, move |tx| {
                 let table = tx.open_table(VTXOS).ctx(CTX)?;
                 let mut rows = Vec::new();
                 for entry in table.iter().ctx(CTX)? {
-                    let row = entry.ctx(CTX)?.1.value().decode()?;
+                    let (key, value) = entry.ctx(CTX)?;
+                    let row = store.decode_vtxo_row(key.value(), &value.value())?;
                     rows.push((vtxo_state_index_key(&row.bare, row.state.kind()), row));
                 }
                 rows.sort_unstable_by_key(|(key, _)| *key);
@@ -678,6 +692,7 @@ impl BarkPersister for Store {
     async fn get_vtxos_by_state(&self, state: &[VtxoStateKind]) -> anyhow::Result<Vec<WalletVtxo>> {
         const CTX: &str = "listing vtxos by state";
         let states = state.to_vec();
+        let store = self.clone();
         let mut out: Vec<WalletVtxo> = self
             .read(CTX, move |tx| {
                 let index = tx.open_table(VTXOS_BY_STATE).ctx(CTX)?;
@@ -692,10 +707,10 @@ impl BarkPersister for Store {
                         let key = entry.ctx(CTX)?.0.value();
                         let mut id = [0u8; 36];
                         id.copy_from_slice(&key[13..]);
-                        let row = get_decoded(&rows, id, CTX)?.ok_or_else(|| {
+                        let stored = rows.get(id).ctx(CTX)?.ok_or_else(|| {
                             StoreError::Invariant("state index names a missing vtxo".into())
                         })?;
-                        out.push(row.to_wallet_vtxo());
+                        out.push(store.decode_vtxo_row(id, &stored.value())?.to_wallet_vtxo());
                     }
                 }
                 Ok(out)

@@ -61,6 +61,11 @@ impl<R: Record> Envelope<'static, R> {
 }
 
 impl<R: Record> Envelope<'_, R> {
+    /// The stored bytes (version byte and payload).
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
     /// Decode the value, whatever version of ours wrote it.
     pub fn decode(&self) -> Result<R::Value, StoreError> {
         let Some((&version, payload)) = self.bytes.split_first() else {
