@@ -87,9 +87,10 @@ struct Inner {
 /// used only while the stored bytes are the same, so it can never be stale and needs
 /// no invalidation. Decoding a VTXO parses several compressed public keys (a square
 /// root each), which made a 2,000-VTXO balance cost ~25 ms of CPU.
-struct VtxoRowMemo(
-    std::sync::Mutex<std::collections::HashMap<VtxoKey, (Box<[u8]>, codec::VtxoRow)>>,
-);
+struct VtxoRowMemo(std::sync::Mutex<std::collections::HashMap<VtxoKey, MemoisedRow>>);
+
+/// A decoded row and the stored bytes it was decoded from.
+type MemoisedRow = (Box<[u8]>, codec::VtxoRow);
 
 /// Most rows kept (a few hundred bytes each).
 const VTXO_ROW_MEMO_CAPACITY: usize = 8192;
