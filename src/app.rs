@@ -196,10 +196,10 @@ async fn daemon(cli: Cli, datadir: PathBuf) -> anyhow::Result<()> {
     });
     let mut stop = stop_rx.clone();
     let stopping = Arc::clone(&events);
-    crate::server::serve(
+    crate::net::listener::serve(
         listener,
         app,
-        crate::server::ServerLimits::default(),
+        crate::net::listener::ServerLimits::default(),
         async move {
             tokio::select! {
                 _ = crate::shutdown::signal() => {}

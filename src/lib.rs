@@ -19,7 +19,7 @@ pub mod config;
 pub mod datadir;
 pub mod engine;
 pub mod events;
-pub mod server;
+pub mod net;
 pub mod shutdown;
 pub mod store;
 pub mod telemetry;

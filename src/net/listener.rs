@@ -1,4 +1,4 @@
-//! The HTTP server: our own accept loop over hyper's HTTP/1.1 connections.
+//! The listener: our own accept loop over hyper's HTTP/1.1 connections.
 //!
 //! Why not `axum::serve`: it serves every connection through hyper-util's HTTP/1-or-2
 //! auto-detection, which cost about 57 KB per open connection here (measured with 1,000
@@ -6,6 +6,7 @@
 //! sends nothing holds it forever) and no connection cap. This loop serves HTTP/1.1
 //! with websocket upgrades, caps open connections (beyond the cap, new ones wait in the
 //! kernel's backlog), and gives a connection 30 seconds to send its request headers.
+//! TLS (and h2 by ALPN) comes on top of this loop with the LAN-access issue.
 
 use std::future::Future;
 use std::sync::Arc;
