@@ -606,4 +606,24 @@ mod tests {
         assert!(!picked.wants(EventKind::MovementCreated));
         assert!(picked.wants(EventKind::ChannelLagging));
     }
+
+    #[tokio::test]
+    async fn sockets_are_capped_and_a_closed_one_frees_its_place() {
+        let count = Arc::new(SocketCount::default());
+        let mut open: Vec<SocketGuard> = (0..MAX_SOCKETS)
+            .map(|_| count.open().expect("a place"))
+            .collect();
+        assert!(count.open().is_none(), "no place beyond the cap");
+        drop(open.pop());
+        let last = count.open();
+        assert!(last.is_some(), "a closed socket frees its place");
+        drop(last);
+        tokio::time::timeout(Duration::from_secs(1), count.closed(Duration::from_secs(5)))
+            .await
+            .expect_err("sockets are still open, so closed() waits");
+        drop(open);
+        tokio::time::timeout(Duration::from_secs(1), count.closed(Duration::from_secs(5)))
+            .await
+            .expect("all closed: closed() returns");
+    }
 }
