@@ -368,22 +368,22 @@ impl Engine {
         Ok(None)
     }
 
-    /// Cancel a receive that has not been paid. `Ok(false)`: no such receive.
-    pub async fn cancel_lightning_receive(&self, hash: PaymentHash) -> Result<bool, EngineError> {
+    /// Cancel a receive that has not been paid, named by its payment hash or preimage
+    /// (as [`Engine::lightning_receive`]). `Ok(false)`: no such receive.
+    pub async fn cancel_lightning_receive(
+        &self,
+        hash_or_preimage: [u8; 32],
+    ) -> Result<bool, EngineError> {
         let loaded = self.loaded().await?;
-        match self.lightning_receive(hash.to_byte_array()).await? {
+        let hash = match self.lightning_receive(hash_or_preimage).await? {
             None => return Ok(false),
             Some(LightningReceiveState::Settled(_)) => {
                 return Err(EngineError::WrongState(
                     "this receive has settled and cannot be canceled".into(),
                 ));
             }
-            Some(LightningReceiveState::InProgress(r)) if r.payment_hash != hash => {
-                // Found by its preimage: cancel under its real hash.
-                return Box::pin(self.cancel_lightning_receive(r.payment_hash)).await;
-            }
-            Some(LightningReceiveState::InProgress(_)) => {}
-        }
+            Some(LightningReceiveState::InProgress(r)) => r.payment_hash,
+        };
         match bounded(
             "canceling a Lightning receive",
             loaded.wallet.cancel_lightning_receive(hash),

@@ -46,25 +46,6 @@ pub struct LightningPayResponse {
     pub preimage: Option<String>,
 }
 
-/// Parse and check a payment destination and its amount and comment (shared with
-/// `POST /wallet/send`).
-pub(crate) fn lightning_payment(
-    destination: &str,
-    amount_sat: Option<u64>,
-    comment: Option<&str>,
-) -> Result<(LightningDestination, Option<bitcoin::Amount>), ApiError> {
-    let parsed = LightningDestination::parse(destination).ok_or_else(|| {
-        ApiError::BadRequest(
-            "destination is not a BOLT11 invoice, BOLT12 offer, Lightning address or LNURL".into(),
-        )
-    })?;
-    let amount = amount_sat
-        .map(|sats| amount("amount_sat", sats))
-        .transpose()?;
-    parsed.check(amount, comment)?;
-    Ok((parsed, amount))
-}
-
 /// `POST /api/v1/lightning/pay`
 #[utoipa::path(
     post,
@@ -91,8 +72,16 @@ pub async fn pay(
     body: Result<Json<LightningPayRequest>, JsonRejection>,
 ) -> Result<Json<LightningPayResponse>, ApiError> {
     let Json(req) = body?;
-    let (destination, amount) =
-        lightning_payment(&req.destination, req.amount_sat, req.comment.as_deref())?;
+    let destination = LightningDestination::parse(&req.destination).ok_or_else(|| {
+        ApiError::BadRequest(
+            "destination is not a BOLT11 invoice, BOLT12 offer, Lightning address or LNURL".into(),
+        )
+    })?;
+    // The engine checks the amount and comment rules before anything else.
+    let amount = req
+        .amount_sat
+        .map(|sats| amount("amount_sat", sats))
+        .transpose()?;
     let started = state
         .engine
         .pay_lightning(&destination, amount, req.comment)
@@ -312,11 +301,7 @@ pub async fn cancel_receive(
 ) -> Result<(), ApiError> {
     let Path(identifier) = identifier?;
     let bytes = identifier_bytes(&identifier)?;
-    if state
-        .engine
-        .cancel_lightning_receive(ark::lightning::PaymentHash::from(bytes))
-        .await?
-    {
+    if state.engine.cancel_lightning_receive(bytes).await? {
         Ok(())
     } else {
         Err(receive_not_found(identifier))

@@ -593,12 +593,11 @@ pub async fn send(
             "this is a bitcoin address: pay it with POST /api/v1/wallet/send-onchain".into(),
         ));
     }
-    if crate::engine::lightning::LightningDestination::parse(destination).is_some() {
-        let (destination, amount) = crate::api::v1::lightning::lightning_payment(
-            destination,
-            req.amount_sat,
-            req.comment.as_deref(),
-        )?;
+    if let Some(destination) = crate::engine::lightning::LightningDestination::parse(destination) {
+        let amount = req
+            .amount_sat
+            .map(|sats| amount("amount_sat", sats))
+            .transpose()?;
         let started = state
             .engine
             .pay_lightning(&destination, amount, req.comment)
