@@ -87,8 +87,6 @@ fn render(event: &Event) -> &RawValue {
     })
 }
 
-const LAGGING_JSON: &str = r#"{"type":"channel-lagging"}"#;
-
 /// A notification as delivered: an event of the log, or the "you missed some" marker.
 #[derive(Debug)]
 pub enum Delivered {
@@ -96,9 +94,20 @@ pub enum Delivered {
     Lagging,
 }
 
+impl Delivered {
+    /// The notification's JSON, as every transport sends it.
+    fn json(&self) -> &str {
+        match self {
+            Delivered::Event(event) => render(event).get(),
+            Delivered::Lagging => r#"{"type":"channel-lagging"}"#,
+        }
+    }
+}
+
 impl Serialize for Delivered {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         match self {
+            // Rendered once: embedded as is.
             Delivered::Event(event) => render(event).serialize(s),
             Delivered::Lagging => WalletNotification::ChannelLagging.serialize(s),
         }
@@ -412,11 +421,8 @@ async fn serve_socket(socket: WebSocket, hub: Arc<EventHub>, mut cursor: u64, ty
                     }
                     Woken::Events => {
                         for delivered in types.deliver(page.missed, &page.events) {
-                            let text = match &delivered {
-                                Delivered::Event(e) => render(e).get().to_owned(),
-                                Delivered::Lagging => LAGGING_JSON.to_owned(),
-                            };
-                            let sent = tokio::time::timeout(SEND_TIMEOUT, tx.send(Message::Text(text.into()))).await;
+                            let frame = Message::Text(delivered.json().into());
+                            let sent = tokio::time::timeout(SEND_TIMEOUT, tx.send(frame)).await;
                             if !matches!(sent, Ok(Ok(()))) {
                                 return;
                             }
@@ -523,12 +529,13 @@ fn sse_stream(
                 return None;
             }
             for delivered in st.types.deliver(page.missed, &page.events) {
-                st.ready.push_back(match &delivered {
-                    Delivered::Event(e) => sse::Event::default()
-                        .id(e.id.to_string())
-                        .data(render(e).get()),
-                    Delivered::Lagging => sse::Event::default().data(LAGGING_JSON),
-                });
+                // axum writes fields in call order; `id:` goes before `data:`, so the
+                // id belongs to this event for every reader.
+                let event = match &delivered {
+                    Delivered::Event(e) => sse::Event::default().id(e.id.to_string()),
+                    Delivered::Lagging => sse::Event::default(),
+                };
+                st.ready.push_back(event.data(delivered.json()));
             }
             st.cursor = page.next_cursor(st.cursor);
         }
@@ -602,6 +609,11 @@ mod tests {
         for (kind, _, standard) in TYPES {
             assert_eq!(default.wants(kind), standard, "{kind:?}");
         }
+        assert_eq!(
+            serde_json::to_string(&Delivered::Lagging).expect("json"),
+            Delivered::Lagging.json(),
+            "the streams' lagging frame is what the long-poll sends"
+        );
         let picked = TypeFilter::parse(Some("movement-updated, channel-lagging")).expect("parse");
         assert!(!picked.wants(EventKind::MovementCreated));
         assert!(picked.wants(EventKind::ChannelLagging));
