@@ -502,3 +502,55 @@ fn idempotency_keys_are_checked_and_a_failure_frees_the_key() {
         "{raw}"
     );
 }
+
+#[test]
+fn a_request_cut_short_by_a_restart_is_never_run_again_under_its_key() {
+    use berth::api::idempotency::{TTL, key_hash, request_hash};
+    let (_tmp, datadir) = new_datadir();
+    // Start once so the datadir exists, then leave a claimed, unfinished key behind,
+    // as a crash in the middle of a payment would.
+    let (status, _) = Daemon::start(&datadir, &[]).terminate();
+    assert_eq!(status.code(), Some(0));
+    let path = "/api/v1/onchain/send";
+    let body = r#"{"destination":"bcrt1qexample","amount_sat":1000}"#;
+    with_store(&datadir, async |store| {
+        let now = u64::try_from(chrono::Utc::now().timestamp_micros()).expect("time");
+        let ttl = u64::try_from(TTL.as_micros()).expect("ttl");
+        let claim = store
+            .claim_idempotency_key(
+                key_hash("pay-1"),
+                request_hash("POST", path, body.as_bytes()),
+                now,
+                ttl,
+            )
+            .await
+            .expect("claim");
+        assert_eq!(claim, berth::store::idempotency::Claim::Claimed);
+    });
+
+    let daemon = Daemon::start(&datadir, &[]);
+    let bearer = format!("Bearer {}", token(&datadir));
+    let send = |body: &str| {
+        daemon.post(
+            path,
+            &[("Authorization", &bearer), ("Idempotency-Key", "pay-1")],
+            body,
+        )
+    };
+    let (status, raw) = send(body);
+    assert_eq!(status, 409, "outcome unknown: not run again: {raw}");
+    let message = json_of(&raw)["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(message.contains("restart"), "{message}");
+    assert_eq!(json_of(&raw)["code"], "conflict", "{raw}");
+    let (status, raw) = send(r#"{"destination":"bcrt1qother","amount_sat":1000}"#);
+    assert_eq!(status, 422, "another request under the same key: {raw}");
+    assert!(
+        json_of(&raw)["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("different request")),
+        "{raw}"
+    );
+}

@@ -26,6 +26,10 @@ pub enum ApiError {
     /// Well-formed, but the wallet's state forbids it (e.g. no wallet). 422.
     #[error("{0}")]
     WrongState(String),
+    /// The request collides with one that is running or whose outcome is unknown
+    /// (an idempotency key). 409.
+    #[error("{0}")]
+    Conflict(&'static str),
     /// Something the request needs (Ark server, chain source) cannot be reached. 503.
     #[error("{0}")]
     Unavailable(String),
@@ -59,6 +63,7 @@ impl ApiError {
             ApiError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
             ApiError::NotFound { .. } => (StatusCode::NOT_FOUND, "not_found"),
             ApiError::WrongState(_) => (StatusCode::UNPROCESSABLE_ENTITY, "wrong_state"),
+            ApiError::Conflict(_) => (StatusCode::CONFLICT, "conflict"),
             ApiError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
             ApiError::Internal => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         }

@@ -80,9 +80,14 @@ fn hash(parts: &[&[u8]]) -> [u8; 32] {
     sha256::Hash::from_engine(engine).to_byte_array()
 }
 
-fn conflict(message: &str) -> Response {
-    let body = serde_json::json!({"message": message, "code": "conflict"});
-    (StatusCode::CONFLICT, axum::Json(body)).into_response()
+/// What the store keeps of a key (never the key itself).
+pub fn key_hash(key: &str) -> [u8; 32] {
+    hash(&[key.as_bytes()])
+}
+
+/// What identifies a request under a key: its method, path and body.
+pub fn request_hash(method: &str, path: &str, body: &[u8]) -> [u8; 32] {
+    hash(&[method.as_bytes(), path.as_bytes(), body])
 }
 
 pub async fn layer(State(store): State<Store>, request: Request, next: Next) -> Response {
@@ -107,12 +112,8 @@ pub async fn layer(State(store): State<Store>, request: Request, next: Next) -> 
     let Ok(bytes) = axum::body::to_bytes(body, MAX_REQUEST).await else {
         return ApiError::BadRequest("the request body is too large".into()).into_response();
     };
-    let key_hash = hash(&[key.as_bytes()]);
-    let request_hash = hash(&[
-        parts.method.as_str().as_bytes(),
-        parts.uri.path().as_bytes(),
-        &bytes,
-    ]);
+    let key_hash = key_hash(&key);
+    let request_hash = request_hash(parts.method.as_str(), parts.uri.path(), &bytes);
     let ttl = u64::try_from(TTL.as_micros()).unwrap_or(u64::MAX);
     let claim = match store
         .claim_idempotency_key(key_hash, request_hash, now_us(), ttl)
@@ -141,13 +142,15 @@ pub async fn layer(State(store): State<Store>, request: Request, next: Next) -> 
             .into_response();
         }
         Claim::InFlight => {
-            return conflict("a request with this Idempotency-Key is still running");
+            return ApiError::Conflict("a request with this Idempotency-Key is still running")
+                .into_response();
         }
         Claim::Interrupted => {
-            return conflict(
+            return ApiError::Conflict(
                 "a request with this Idempotency-Key was cut short by a restart, so its outcome \
                  is unknown: check the history, then retry with a new key",
-            );
+            )
+            .into_response();
         }
     }
     let response = next

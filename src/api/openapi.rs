@@ -49,6 +49,21 @@ pub fn finish(openapi: &mut utoipa::openapi::OpenApi) {
     IdempotencyKeys.modify(openapi);
 }
 
+/// A documented error answer: `ErrorResponse` as JSON.
+fn error_response(description: &str) -> utoipa::openapi::Response {
+    ResponseBuilder::new()
+        .description(description)
+        .content(
+            "application/json",
+            utoipa::openapi::ContentBuilder::new()
+                .schema(Some(RefOr::Ref(utoipa::openapi::Ref::from_schema_name(
+                    "ErrorResponse",
+                ))))
+                .build(),
+        )
+        .build()
+}
+
 /// Declares the bearer scheme and adds the 401 every protected operation can answer,
 /// so handlers do not each repeat it.
 struct BearerAuth;
@@ -70,17 +85,7 @@ impl Modify for BearerAuth {
                         .build(),
                 ),
             );
-        let unauthorized = ResponseBuilder::new()
-            .description("Missing, duplicated or wrong bearer token")
-            .content(
-                "application/json",
-                utoipa::openapi::ContentBuilder::new()
-                    .schema(Some(RefOr::Ref(utoipa::openapi::Ref::from_schema_name(
-                        "ErrorResponse",
-                    ))))
-                    .build(),
-            )
-            .build();
+        let unauthorized = error_response("Missing, duplicated or wrong bearer token");
         for (path, item) in openapi.paths.paths.iter_mut() {
             if !path.starts_with("/api/") {
                 continue;
@@ -125,19 +130,6 @@ impl Modify for IdempotencyKeys {
                     .schema_type(utoipa::openapi::schema::Type::String),
             ))
             .build();
-        let error = |description: &str| {
-            ResponseBuilder::new()
-                .description(description)
-                .content(
-                    "application/json",
-                    utoipa::openapi::ContentBuilder::new()
-                        .schema(Some(RefOr::Ref(utoipa::openapi::Ref::from_schema_name(
-                            "ErrorResponse",
-                        ))))
-                        .build(),
-                )
-                .build()
-        };
         for path in crate::api::idempotency::FUND_MOVING {
             let Some(op) = openapi
                 .paths
@@ -152,7 +144,7 @@ impl Modify for IdempotencyKeys {
                 .push(parameter.clone());
             op.responses.responses.insert(
                 "409".into(),
-                RefOr::T(error(
+                RefOr::T(error_response(
                     "A request with this Idempotency-Key is still running, or was cut short by a restart",
                 )),
             );
@@ -160,7 +152,7 @@ impl Modify for IdempotencyKeys {
                 .responses
                 .entry("422".into())
                 .or_insert_with(|| {
-                    RefOr::T(error(
+                    RefOr::T(error_response(
                         "This Idempotency-Key was used for a different request",
                     ))
                 });
