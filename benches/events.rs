@@ -27,8 +27,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use bark::movement::{MovementStatus, MovementSubsystem};
-use bark::persist::BarkPersister;
 use futures_util::StreamExt as _;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
@@ -195,19 +193,7 @@ fn main() {
     let bearer = format!("Bearer {}", token(&datadir));
     let auth = [("Authorization", bearer.as_str())];
     harness::with_store(&datadir, async |store| {
-        let subsystem = MovementSubsystem {
-            name: "berth-bench".into(),
-            kind: "events".into(),
-        };
-        store
-            .create_new_movement(
-                MovementStatus::Pending,
-                &subsystem,
-                chrono::Local::now(),
-                None,
-            )
-            .await
-            .expect("movement");
+        harness::new_movement(store, "events").await
     });
     let daemon = Daemon::start(&datadir, &["-q"]);
     let port = daemon.port;

@@ -9,7 +9,6 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use bark::movement::{MovementStatus, MovementSubsystem};
 use bark::persist::BarkPersister;
 use berth::events::EventKind;
 use berth::store::{EventRetention, Store, StoreConfig};
@@ -28,21 +27,9 @@ async fn seed(datadir: &Path, n: usize) -> Vec<(u64, u64)> {
     let (store, _) = Store::open_async(&datadir.join("berth.redb"), &StoreConfig::default())
         .await
         .expect("open store");
-    let subsystem = MovementSubsystem {
-        name: "berth-test".into(),
-        kind: "seed".into(),
-    };
     let mut out = Vec::new();
     for _ in 0..n {
-        let id = store
-            .create_new_movement(
-                MovementStatus::Pending,
-                &subsystem,
-                chrono::Local::now(),
-                None,
-            )
-            .await
-            .expect("movement");
+        let id = new_movement(&store, "seed").await;
         let movement = store.get_movement_by_id(id).await.expect("read movement");
         let now_us = u64::try_from(chrono::Utc::now().timestamp_micros()).expect("after 1970");
         let (event_id, event) = store
@@ -428,21 +415,7 @@ fn live_events_reach_every_transport_without_gap_or_repeat() {
     };
     let (_tmp, datadir) = datadir_with_wallet(&bitcoind);
     // One movement to annotate (nothing else makes one without an Ark server).
-    with_store(&datadir, async |store| {
-        let subsystem = MovementSubsystem {
-            name: "berth-test".into(),
-            kind: "live".into(),
-        };
-        store
-            .create_new_movement(
-                MovementStatus::Pending,
-                &subsystem,
-                chrono::Local::now(),
-                None,
-            )
-            .await
-            .expect("movement");
-    });
+    with_store(&datadir, async |store| new_movement(store, "live").await);
     let daemon = Daemon::start(&datadir, &[]);
     let client = Client::new(&daemon, &datadir);
     wait_loaded(&daemon, &datadir);

@@ -8,7 +8,6 @@
 mod harness;
 
 use ark::test_util::VTXO_VECTORS;
-use bark::movement::{MovementStatus, MovementSubsystem};
 use bark::persist::BarkPersister;
 use bark::vtxo::VtxoState;
 use serde_json::Value;
@@ -64,20 +63,8 @@ fn history_and_vtxos_come_in_pages_without_gaps_or_repeats() {
     };
     let (_tmp, datadir) = datadir_with_wallet(&bitcoind);
     with_store(&datadir, async |store| {
-        let subsystem = MovementSubsystem {
-            name: "berth-test".into(),
-            kind: "page".into(),
-        };
         for _ in 0..25 {
-            store
-                .create_new_movement(
-                    MovementStatus::Successful,
-                    &subsystem,
-                    chrono::Local::now(),
-                    None,
-                )
-                .await
-                .expect("movement");
+            new_movement(store, "page").await;
         }
         let v = &VTXO_VECTORS;
         store

@@ -245,13 +245,18 @@ impl Engine {
     /// not its chain source: a client's mistake is a 400 even while the wallet waits to
     /// load.
     pub async fn address(&self, text: &str) -> Result<bitcoin::Address, EngineError> {
+        parse_address(text, self.network().await?)
+    }
+
+    /// The wallet's network, from the store (no need for the wallet to be loaded).
+    pub async fn network(&self) -> Result<Network, EngineError> {
         let props = self
             .store
             .read_properties()
             .await
             .map_err(EngineError::internal("reading the wallet"))?
             .ok_or(EngineError::NoWallet)?;
-        parse_address(text, props.network)
+        Ok(props.network)
     }
 
     /// Whether the loaded wallet currently has a connection to its Ark server.

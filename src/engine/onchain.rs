@@ -67,10 +67,11 @@ impl Engine {
                 "at least one destination is needed".into(),
             ));
         }
-        let mut outputs = Vec::with_capacity(destinations.len());
-        for (address, amount) in destinations {
-            outputs.push((self.address(address).await?, *amount));
-        }
+        let network = self.network().await?;
+        let outputs = destinations
+            .iter()
+            .map(|(address, amount)| Ok((super::parse_address(address, network)?, *amount)))
+            .collect::<Result<Vec<_>, EngineError>>()?;
         let loaded = self.loaded().await?;
         let fee_rate = regular_fee_rate(&loaded).await;
         let chain = loaded.wallet.chain().clone();

@@ -85,10 +85,13 @@ fn prune(
     let mut last_pruned = None;
     let mut removed = 0;
     loop {
-        let Some((id, at_us)) = (match events.first().ctx(ctx)? {
-            Some((id, record)) => Some((id.value(), record.value().decode()?.at_us)),
-            None => None,
-        }) else {
+        // Times grow with ids, so the time index's first entry is the oldest event;
+        // reading it there spares decoding the event.
+        let Some((at_us, id)) = by_time
+            .first()
+            .ctx(ctx)?
+            .map(|(at, id)| (at.value(), id.value()))
+        else {
             break;
         };
         if len <= keep && at_us >= cutoff_us {

@@ -413,3 +413,22 @@ pub fn rss_kb(pid: u32) -> u64 {
         })
         .unwrap_or(0)
 }
+
+/// A new pending movement in `store` (subsystem `berth-test`, this `kind`), as bark
+/// would record one; its id.
+pub async fn new_movement(store: &berth::store::Store, kind: &str) -> bark::movement::MovementId {
+    use bark::persist::BarkPersister;
+    let subsystem = bark::movement::MovementSubsystem {
+        name: "berth-test".into(),
+        kind: kind.into(),
+    };
+    store
+        .create_new_movement(
+            bark::movement::MovementStatus::Pending,
+            &subsystem,
+            chrono::Local::now(),
+            None,
+        )
+        .await
+        .expect("a new movement")
+}
