@@ -1,4 +1,6 @@
-//! Networking around the API: the listener (connection cap, timeouts). Later issues
-//! add TLS, certificates, pairing and mDNS here (ARCHITECTURE.md, layout).
+//! Networking around the API: the listener (TLS, connection cap, timeouts), the
+//! certificates it serves, and the DNS-SD announcement (ARCHITECTURE.md, layout).
 
+pub mod certs;
 pub mod listener;
+pub mod mdns;

@@ -23,6 +23,7 @@ mod events;
 pub mod idempotency;
 pub mod migrations;
 pub mod schema;
+pub mod tokens;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -1,0 +1,1 @@
+//! Certificates for the LAN listener (being written).

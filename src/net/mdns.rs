@@ -1,0 +1,1 @@
+//! DNS-SD announcement (being written).

@@ -1,0 +1,1 @@
+//! Paired devices and their token hashes (being written).
