@@ -77,8 +77,8 @@ async fn check_store(path: &Path) -> anyhow::Result<()> {
     );
     let r = store.verify_invariants().await?;
     println!(
-        "invariants: ok ({} vtxos, {} movements, {} round states)",
-        r.vtxos, r.movements, r.round_states
+        "invariants: ok ({} vtxos, {} movements, {} round states, {} devices)",
+        r.vtxos, r.movements, r.round_states, r.devices
     );
     Ok(())
 }

@@ -1,9 +1,10 @@
-//! Schema versions on disk: a committed database written at the current schema version
-//! opens and reads back what it holds; one claiming a higher version is refused with a
-//! clear error and left untouched.
+//! Schema versions on disk: committed databases written by earlier schema versions
+//! open, migrate to the current version and read back what they hold; one claiming a
+//! higher version is refused with a clear error and left untouched.
 //!
-//! The fixtures are committed files under `tests/fixtures/`. Regenerate them (only when
-//! the schema version changes — old fixtures stay, new ones are added) with:
+//! The fixtures are committed files under `tests/fixtures/`, `store-v<N>.redb` written
+//! by the code of schema version N. Before bumping the schema version, write the
+//! current version's fixture (old fixtures stay, new ones are added) with:
 //! `cargo test --test store_migration -- --ignored write_fixtures`
 
 mod common;
@@ -14,8 +15,10 @@ use ark::test_util::VTXO_VECTORS;
 use bark::movement::MovementStatus;
 use bark::persist::BarkPersister;
 use bark::vtxo::{VtxoState, VtxoStateKind};
+use berth::store::codec::EventKind;
+use berth::store::idempotency::Claim;
 use berth::store::schema::{META, SCHEMA_VERSION, meta_keys};
-use berth::store::{Store, StoreConfig, StoreError};
+use berth::store::{DeviceRecord, EventRetention, Store, StoreConfig, StoreError};
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -31,19 +34,24 @@ fn copy_of(name: &str) -> (tempfile::TempDir, PathBuf) {
     (dir, path)
 }
 
-#[tokio::test]
-async fn current_version_fixture_opens_and_reads_back() {
-    let (_dir, path) = copy_of("store-v1.redb");
+/// Open a copy of the fixture written at schema version `found`: it migrates to the
+/// current version and passes the integrity and invariant checks.
+async fn open_migrated(found: u64) -> (tempfile::TempDir, Store) {
+    let (dir, path) = copy_of(&format!("store-v{found}.redb"));
     let (db, report) = Store::open_async(&path, &StoreConfig::default())
         .await
-        .expect("open v1");
+        .expect("open");
     assert_eq!(
         (report.schema_found, report.schema_now),
-        (1, SCHEMA_VERSION)
+        (found, SCHEMA_VERSION)
     );
     assert!(report.integrity_ok);
     db.verify_invariants().await.expect("invariants");
+    (dir, db)
+}
 
+/// The bark wallet state every fixture holds (see `write_fixtures`).
+async fn assert_wallet_state(db: &Store) {
     assert_eq!(
         db.read_properties().await.expect("props"),
         Some(common::properties())
@@ -76,6 +84,59 @@ async fn current_version_fixture_opens_and_reads_back() {
     );
 }
 
+/// The device the tests pair on a migrated file (there were no device tables before
+/// version 3); `write_fixtures` pairs it too, from version 3 on.
+fn fixture_device() -> DeviceRecord {
+    DeviceRecord {
+        id: "00112233445566ff".into(),
+        name: "fixture phone".into(),
+        scopes: 0b11,
+        token_hash: [0x3f; 32],
+        created_at_us: FIXTURE_AT_US,
+    }
+}
+
+async fn pair_after_migration(db: &Store) {
+    assert_eq!(db.devices().await.expect("devices"), vec![]);
+    db.add_device(fixture_device(), 8).await.expect("pair");
+    assert_eq!(db.devices().await.expect("devices"), vec![fixture_device()]);
+    db.verify_invariants().await.expect("invariants");
+}
+
+#[tokio::test]
+async fn version_1_fixture_migrates_and_reads_back() {
+    let (_dir, db) = open_migrated(1).await;
+    assert_wallet_state(&db).await;
+    pair_after_migration(&db).await;
+}
+
+/// Version 2 added the event log and the idempotency keys; migrating to version 3
+/// (the device tables) keeps them.
+#[tokio::test]
+async fn version_2_fixture_migrates_and_keeps_berth_tables() {
+    let (_dir, db) = open_migrated(2).await;
+    assert_wallet_state(&db).await;
+    let page = db.events_after(0, 10).await.expect("events");
+    assert_eq!(
+        page.events
+            .iter()
+            .map(|(id, e)| (*id, e.kind, e.at_us))
+            .collect::<Vec<_>>(),
+        vec![(1, EventKind::ChannelLagging, FIXTURE_AT_US)]
+    );
+    let (key, request) = FIXTURE_KEY;
+    assert_eq!(
+        db.claim_idempotency_key(key, request, FIXTURE_AT_US + 1, 3_600_000_000)
+            .await
+            .expect("claim"),
+        Claim::Replay {
+            status: 200,
+            body: b"{}".to_vec()
+        }
+    );
+    pair_after_migration(&db).await;
+}
+
 #[tokio::test]
 async fn newer_version_fixture_is_refused_and_left_alone() {
     let (_dir, path) = copy_of("store-v999.redb");
@@ -103,12 +164,19 @@ async fn newer_version_fixture_is_refused_and_left_alone() {
     assert_eq!(version.map(|v| v.value()), Some(999));
 }
 
-/// Writes the fixtures. Ignored: run by hand when adding a schema version.
+/// When the fixtures' event and idempotency key were written (µs since the epoch).
+const FIXTURE_AT_US: u64 = 1_700_000_000_000_000;
+/// The fixtures' idempotency key and request hashes.
+const FIXTURE_KEY: ([u8; 32], [u8; 32]) = ([0x1d; 32], [0x2e; 32]);
+
+/// Writes `store-v<SCHEMA_VERSION>.redb` (the current version's fixture; older ones
+/// stay as they are) and `store-v999.redb`. Ignored: run by hand before bumping the
+/// schema version, so the version being left has a fixture written by its own code.
 #[tokio::test]
 #[ignore = "writes tests/fixtures; run by hand when the schema version changes"]
 async fn write_fixtures() {
     let v = &VTXO_VECTORS;
-    let path = fixture("store-v1.redb");
+    let path = fixture(&format!("store-v{SCHEMA_VERSION}.redb"));
     let _ = std::fs::remove_file(&path);
     {
         let (db, _) = Store::open_async(&path, &StoreConfig::default())
@@ -141,6 +209,24 @@ async fn write_fixtures() {
         db.store_round_state(&common::round_state(false))
             .await
             .expect("round");
+        // Berth's own tables (since version 2).
+        db.append_event(
+            EventKind::ChannelLagging,
+            None,
+            FIXTURE_AT_US,
+            EventRetention::default(),
+        )
+        .await
+        .expect("event");
+        let (key, request) = FIXTURE_KEY;
+        db.claim_idempotency_key(key, request, FIXTURE_AT_US, u64::MAX)
+            .await
+            .expect("claim");
+        db.finish_idempotency_key(key, Some((200, b"{}".to_vec())))
+            .await
+            .expect("finish");
+        // Paired devices (since version 3).
+        db.add_device(fixture_device(), 8).await.expect("device");
     }
     let newer = fixture("store-v999.redb");
     std::fs::copy(&path, &newer).expect("copy");

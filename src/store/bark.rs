@@ -1251,8 +1251,9 @@ impl Store {
 impl Store {
     /// Remove the wallet: every bark table emptied in one transaction, the mailbox
     /// checkpoint reset, and the event log (which describes that wallet) cleared. Id
-    /// counters are kept, so ids are never reused; Berth's other tables (later: tokens,
-    /// devices) are untouched.
+    /// counters are kept, so ids are never reused. Berth's other tables are untouched:
+    /// idempotency keys, and paired devices with their tokens (access to the appliance,
+    /// not wallet state).
     pub async fn wipe_wallet(&self) -> Result<(), StoreError> {
         const CTX: &str = "deleting the wallet";
         self.write(CTX, |tx| {

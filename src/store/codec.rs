@@ -271,6 +271,12 @@ json_record!(
     IdempotencyRecord, IdempotencyEntry, "berth.idempotency_key"
 );
 
+json_record!(
+    /// [`DeviceRecord`](crate::store::tokens::DeviceRecord) as JSON. (The value type
+    /// already has the plain name, so the kind is `...Kind`.)
+    DeviceRecordKind, crate::store::tokens::DeviceRecord, "berth.device"
+);
+
 /// A round state. bark's `RoundState` has no serde of its own; its persistence model
 /// `SerdeRoundState` does, and is what every bark backend stores.
 pub enum RoundStateRecord {}

@@ -54,6 +54,18 @@ pub enum StoreError {
     #[error("{0}")]
     Rejected(String),
 
+    /// A device with this id is already paired; nothing was written.
+    #[error("device {0} is already paired")]
+    DeviceExists(String),
+
+    /// Another paired device already has this token hash; nothing was written.
+    #[error("another paired device already has this token hash")]
+    TokenHashTaken,
+
+    /// As many devices as allowed are paired; nothing was written.
+    #[error("{max} devices are paired, the most allowed; remove one first")]
+    TooManyDevices { max: usize },
+
     /// A consistency invariant between tables does not hold (see `verify_invariants`).
     #[error("store invariant violated: {0}")]
     Invariant(String),

@@ -11,7 +11,8 @@ use crate::store::schema::{self, META, SCHEMA_VERSION, meta_keys};
 type Migration = fn(&redb::WriteTransaction) -> Result<(), StoreError>;
 
 /// `MIGRATIONS[i]` migrates version `i` to `i + 1`. Version 0 is an empty file.
-const MIGRATIONS: [Migration; SCHEMA_VERSION as usize] = [create_v1, add_berth_tables];
+const MIGRATIONS: [Migration; SCHEMA_VERSION as usize] =
+    [create_v1, add_berth_tables, add_device_tables];
 
 fn create_v1(tx: &redb::WriteTransaction) -> Result<(), StoreError> {
     schema::create_all(tx).map_err(|e| from_redb("creating the schema", e))
@@ -26,6 +27,15 @@ fn add_berth_tables(tx: &redb::WriteTransaction) -> Result<(), StoreError> {
     tx.open_table(schema::EVENTS_BY_TIME).map_err(e)?;
     tx.open_table(schema::IDEMPOTENCY_KEYS).map_err(e)?;
     tx.open_table(schema::IDEMPOTENCY_KEYS_BY_TIME).map_err(e)?;
+    Ok(())
+}
+
+/// Version 3: paired devices and their token hashes. Additive: they start empty.
+fn add_device_tables(tx: &redb::WriteTransaction) -> Result<(), StoreError> {
+    const CTX: &str = "adding the device tables";
+    let e = |e| from_redb(CTX, e);
+    tx.open_table(schema::DEVICES).map_err(e)?;
+    tx.open_table(schema::TOKENS).map_err(e)?;
     Ok(())
 }
 

@@ -5,6 +5,7 @@
 //! - [`bark`](self::bark): `bark::persist::BarkPersister` implemented directly on those
 //!   tables, one write transaction per trait method.
 //! - [`migrations`]: schema version check and migrations, in one transaction at open.
+//! - [`idempotency`], [`tokens`] (paired devices), `events`: Berth's own tables.
 //!
 //! Threading: redb calls block (page I/O, fsync), so every transaction runs on tokio's
 //! blocking pool. Write transactions are also serialised by a FIFO async mutex, so
@@ -35,6 +36,7 @@ pub use self::error::StoreError;
 use self::error::{RedbResultExt, from_redb};
 pub use self::events::{EventBounds, EventPage, EventRetention};
 use self::schema::*;
+pub use self::tokens::DeviceRecord;
 
 /// Default redb page cache: enough for a wallet's working set on a small board
 /// (redb's own default is 1 GiB).
@@ -244,7 +246,8 @@ impl Store {
     /// every VTXO has exactly one state-index entry matching its one current state, a
     /// full record and a history ending in that state; no lock is held by a movement
     /// that does not exist; movement and round ids never exceed their counters; every
-    /// index entry points at a live record that still carries it.
+    /// index entry points at a live record that still carries it; every paired device
+    /// has its token row and every token row names a device carrying that hash.
     pub async fn verify_invariants(&self) -> Result<InvariantReport, StoreError> {
         self.read("verifying store invariants", invariants::verify)
             .await
@@ -340,6 +343,7 @@ pub struct InvariantReport {
     pub movements: u64,
     pub round_states: u64,
     pub events: u64,
+    pub devices: u64,
 }
 
 mod invariants {
@@ -500,6 +504,8 @@ mod invariants {
         if by_time.len().ctx(CTX)? != report.events {
             return Err(bad("the event time index has stale entries".into()));
         }
+
+        report.devices = crate::store::tokens::verify(tx, CTX)?;
         Ok(report)
     }
 }

@@ -13,14 +13,15 @@
 use redb::TableDefinition;
 
 use crate::store::codec::{
-    ActionCheckpointRecord, BdkChangeSetRecord, EventRecord, ExitChildTxRecord, ExitRecord,
-    FullVtxoRecord, IdempotencyRecord, MovementRecord, PaidInvoiceRecord, PropertiesRecord,
-    RoundStateRecord, SettledReceiveRecord, Stored, VtxoRowRecord, VtxoStateRecord,
+    ActionCheckpointRecord, BdkChangeSetRecord, DeviceRecordKind, EventRecord, ExitChildTxRecord,
+    ExitRecord, FullVtxoRecord, IdempotencyRecord, MovementRecord, PaidInvoiceRecord,
+    PropertiesRecord, RoundStateRecord, SettledReceiveRecord, Stored, VtxoRowRecord,
+    VtxoStateRecord,
 };
 
 /// The schema version this code writes. Bump it together with a migration in
 /// `migrations.rs`; a database with a higher version is refused.
-pub const SCHEMA_VERSION: u64 = 2;
+pub const SCHEMA_VERSION: u64 = 3;
 
 /// A VTXO id as `VtxoId::to_bytes`: txid (32 bytes) + output index (u32 little-endian,
 /// ark's encoding). Not ordered by output index; nothing relies on that.
@@ -149,8 +150,7 @@ pub const EXIT_CHILD_TXS: TableDefinition<[u8; 32], Stored<ExitChildTxRecord>> =
 // --- Berth's own tables ------------------------------------------------------------
 //
 // Berth's own data lives here, in the same file, so that a wallet change and its
-// effect on them can share one transaction. Reserved for later issues: "tokens",
-// "devices", "webhooks", "idempotency_keys".
+// effect on them can share one transaction. Reserved for a later issue: "webhooks".
 
 /// The event log: every wallet notification, by event id (since schema version 2).
 /// Ids and timestamps both strictly increase, so id order is time order.
@@ -171,6 +171,18 @@ pub const IDEMPOTENCY_KEYS: TableDefinition<[u8; 32], Stored<IdempotencyRecord>>
 // <(u64 claimed at µs, [u8; 32] key hash), ()>
 pub const IDEMPOTENCY_KEYS_BY_TIME: TableDefinition<(u64, [u8; 32]), ()> =
     TableDefinition::new("idempotency_keys_by_time");
+
+/// Paired devices by device id (16 lowercase hex characters), since schema version 3.
+/// Always changed in the same transaction as [`TOKENS`]; not wallet state, so deleting
+/// the wallet keeps them.
+// <&str device id, Stored<DeviceRecordKind>>
+pub const DEVICES: TableDefinition<&str, Stored<DeviceRecordKind>> =
+    TableDefinition::new("devices");
+
+/// Index: the device a bearer token belongs to, by SHA-256 of the token (since schema
+/// version 3). Exactly one row per [`DEVICES`] row, naming it.
+// <[u8; 32] token hash, &str device id>
+pub const TOKENS: TableDefinition<[u8; 32], &str> = TableDefinition::new("tokens");
 
 // --- retired tables (do not reuse these names) -------------------------------------
 //
@@ -201,5 +213,7 @@ pub fn create_all(tx: &redb::WriteTransaction) -> Result<(), redb::TableError> {
     tx.open_table(EVENTS_BY_TIME)?;
     tx.open_table(IDEMPOTENCY_KEYS)?;
     tx.open_table(IDEMPOTENCY_KEYS_BY_TIME)?;
+    tx.open_table(DEVICES)?;
+    tx.open_table(TOKENS)?;
     Ok(())
 }
