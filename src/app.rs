@@ -9,13 +9,18 @@ use std::sync::Arc;
 use anyhow::Context;
 
 use crate::api::auth::AuthPolicy;
+use crate::api::backoff::AuthFailures;
+use crate::api::control::{ControlState, PairingTarget};
 use crate::api::tickets::TicketBook;
 use crate::api::v1::notifications::SocketCount;
 use crate::api::{ApiOptions, AppState};
-use crate::cli::{Cli, Command, SecretCommand, StoreCommand};
+use crate::cli::{Cli, Command, SecretCommand, StoreCommand, TlsCommand};
 use crate::datadir;
 use crate::engine::Engine;
 use crate::events::EventHub;
+use crate::net::certs::{ServerIdentity, TlsSource};
+use crate::net::listener::{TlsConfigSource, Transport};
+use crate::net::pairing::{Devices, PairingCodes};
 use crate::store::{Store, StoreConfig};
 
 /// Run `berthd` as the command line says; the exit code to end the process with.
@@ -30,6 +35,12 @@ pub fn main(cli: Cli) -> ExitCode {
                 .clone()
                 .unwrap_or_else(|| datadir.join(datadir::DB_FILE));
             runtime().and_then(|rt| rt.block_on(check_store(&path)))
+        }
+        Some(Command::Tls {
+            command: TlsCommand::Show,
+        }) => tls_show(&datadir),
+        Some(Command::Pair { scopes, name }) => {
+            runtime().and_then(|rt| rt.block_on(pair(&datadir, scopes, name.as_deref())))
         }
         None => runtime().and_then(|rt| rt.block_on(daemon(cli, datadir))),
     };
@@ -83,6 +94,136 @@ async fn check_store(path: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Where the listener's certificate comes from: the user's files, or the datadir's
+/// generated local CA.
+fn tls_source(datadir: &Path, settings: &crate::config::BerthToml) -> TlsSource {
+    match (&settings.tls.cert_file, &settings.tls.key_file) {
+        (Some(cert_chain), Some(key)) => TlsSource::UserSupplied {
+            cert_chain: cert_chain.clone(),
+            key: key.clone(),
+        },
+        _ => TlsSource::Generated {
+            dir: datadir.join("tls"),
+            leaf_validity_days: settings.tls.leaf_validity_days as u32,
+        },
+    }
+}
+
+fn tls_show(datadir: &Path) -> anyhow::Result<()> {
+    datadir::ensure(datadir)?;
+    let settings = crate::config::BerthToml::load(datadir)?;
+    let source = tls_source(datadir, &settings);
+    let identity = ServerIdentity::open(source.clone())?;
+    println!("pin: {}", identity.ca_pin());
+    let summary = crate::net::certs::describe(&source)?;
+    println!("CA valid until: {}", summary.ca_not_after.to_rfc3339());
+    if let Some(leaf) = summary.leaf {
+        println!(
+            "leaf valid from {} until {}",
+            leaf.not_before.to_rfc3339(),
+            leaf.not_after.to_rfc3339()
+        );
+        println!("leaf names: {}", leaf.names.join(", "));
+    }
+    Ok(())
+}
+
+/// Open a pairing window on the running daemon and show the QR code.
+async fn pair(datadir: &Path, scopes: &[String], name: Option<&str>) -> anyhow::Result<()> {
+    let request = crate::api::control::OpenWindowRequest {
+        scopes: scopes.to_vec(),
+        name: name.map(String::from),
+    };
+    let body = serde_json::to_vec(&request).context("encoding the request")?;
+    let (status, answer) = crate::net::control::post(datadir, "/pairing", body).await?;
+    if !status.is_success() {
+        let message = serde_json::from_slice::<serde_json::Value>(&answer)
+            .ok()
+            .and_then(|v| v.get("message").and_then(|m| m.as_str()).map(String::from))
+            .unwrap_or_else(|| String::from_utf8_lossy(&answer).into_owned());
+        anyhow::bail!("berthd refused to open a pairing window ({status}): {message}");
+    }
+    let window: crate::api::control::OpenWindowResponse =
+        serde_json::from_slice(&answer).context("reading berthd's answer")?;
+    let qr = qrcode::QrCode::new(window.uri.as_bytes())
+        .context("the pairing URI does not fit in a QR code")?
+        .render::<qrcode::render::unicode::Dense1x2>()
+        .quiet_zone(true)
+        .build();
+    println!("{qr}");
+    println!(
+        "Scan this with the phone, or enter the link by hand:\n{}",
+        window.uri
+    );
+    println!(
+        "Scopes: {}. The code works once, until {} (10 minutes).",
+        window.scopes.join(", "),
+        chrono::DateTime::from_timestamp(window.expires_at as i64, 0)
+            .map(|t| t.to_rfc3339())
+            .unwrap_or_else(|| window.expires_at.to_string())
+    );
+    Ok(())
+}
+
+/// Whether to serve TLS. It is on for every non-loopback address; plain HTTP there
+/// needs a flag that says so, and barkd's `--dangerously-allow-remote-no-auth` keeps
+/// its meaning (something in front of berthd protects the port, so it serves plain
+/// HTTP as barkd does).
+fn use_tls(cli: &Cli) -> anyhow::Result<bool> {
+    if cli.dangerously_allow_remote_no_auth {
+        return Ok(false);
+    }
+    if cli.no_tls {
+        if !cli.host.is_loopback() && !cli.dangerously_allow_plaintext_lan {
+            anyhow::bail!(
+                "refusing to start: --no-tls on {} would send tokens and payments across the \
+                 network unencrypted; bind a loopback address, or add \
+                 --dangerously-allow-plaintext-lan",
+                cli.host
+            );
+        }
+        return Ok(false);
+    }
+    Ok(cli.tls || !cli.host.is_loopback())
+}
+
+/// Keep the served certificate current: check every minute (a new LAN address, a leaf
+/// near expiry) and on SIGHUP (which also re-reads user-supplied files).
+fn spawn_tls_renewer(identity: Arc<ServerIdentity>) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut hangup = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        {
+            Ok(s) => Some(s),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot listen for SIGHUP");
+                None
+            }
+        };
+        let mut tick = tokio::time::interval(std::time::Duration::from_secs(60));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tick.tick().await;
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {}
+                Some(()) = async { match hangup.as_mut() { Some(h) => h.recv().await, None => std::future::pending().await } } => {
+                    tracing::info!("SIGHUP received, checking the TLS certificate");
+                }
+            }
+            let identity = Arc::clone(&identity);
+            match tokio::task::spawn_blocking(move || identity.refresh()).await {
+                Ok(Ok(Some(renewal))) => {
+                    tracing::info!(reason = %renewal, "TLS certificate renewed")
+                }
+                Ok(Ok(None)) => {}
+                Ok(Err(e)) => {
+                    tracing::warn!(error = %e, "cannot renew the TLS certificate; serving the current one")
+                }
+                Err(e) => tracing::warn!(error = %e, "the TLS renewal task failed"),
+            }
+        }
+    })
+}
+
 /// Refuse to serve an unauthenticated API where other machines can reach it, unless
 /// the operator said something else protects the port.
 fn check_no_auth(cli: &Cli) -> anyhow::Result<()> {
@@ -125,6 +266,7 @@ fn parse_origins(origins: &[String]) -> anyhow::Result<Vec<axum::http::HeaderVal
 async fn daemon(cli: Cli, datadir: PathBuf) -> anyhow::Result<()> {
     // Refusals first, before touching anything.
     check_no_auth(&cli)?;
+    let tls = use_tls(&cli)?;
     let origins = parse_origins(&cli.allowed_origins)?;
     datadir::ensure(&datadir)?;
     let _instance = datadir::lock(&datadir)?;
@@ -163,6 +305,18 @@ async fn daemon(cli: Cli, datadir: PathBuf) -> anyhow::Result<()> {
     let pruner = events.spawn_pruner();
     let engine = Engine::new(store.clone(), datadir.clone(), Arc::clone(&events));
     engine.start().await?;
+    let devices = Arc::new(Devices::load(store.clone()).await?);
+    let pairing = Arc::new(PairingCodes::default());
+    let identity = if tls {
+        let source = tls_source(&datadir, &settings);
+        Some(
+            tokio::task::spawn_blocking(move || ServerIdentity::open(source))
+                .await
+                .context("preparing the TLS certificate")??,
+        )
+    } else {
+        None
+    };
     let sockets = Arc::new(SocketCount::default());
     let state = AppState {
         engine: Arc::clone(&engine),
@@ -170,12 +324,16 @@ async fn daemon(cli: Cli, datadir: PathBuf) -> anyhow::Result<()> {
         tickets: Arc::new(TicketBook::default()),
         sockets: Arc::clone(&sockets),
         expose_mnemonic: cli.expose_mnemonic,
+        devices,
+        pairing: Arc::clone(&pairing),
+        failures: Arc::new(AuthFailures::default()),
     };
     let app = crate::api::router(
         state,
         ApiOptions {
             auth,
             allowed_origins: origins,
+            limits: settings.request_limits(),
         },
     );
 
@@ -183,10 +341,57 @@ async fn daemon(cli: Cli, datadir: PathBuf) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("cannot listen on {addr}"))?;
-    tracing::info!(
-        "Server starting on http://{}",
-        listener.local_addr().unwrap_or(addr)
-    );
+    let bound = listener.local_addr().unwrap_or(addr);
+    let transport = match &identity {
+        Some(identity) => Transport::Tls(Arc::clone(identity) as Arc<dyn TlsConfigSource>),
+        None => Transport::Plain,
+    };
+    tracing::info!("Server starting on {}://{bound}", transport.scheme());
+    let pin = identity.as_ref().map(|i| i.ca_pin());
+    if let Some(pin) = &pin {
+        tracing::info!(%pin, "clients pin the TLS CA by this key");
+    }
+    let renewer = identity.clone().map(spawn_tls_renewer);
+    let hostname = crate::net::certs::hostname();
+    let announcement = match (settings.discovery.mdns, &pin) {
+        (true, Some(pin)) => {
+            let announcement = crate::net::mdns::Announcement {
+                hostname: hostname.clone(),
+                port: bound.port(),
+                pin: pin.clone(),
+            };
+            match crate::net::mdns::announce(&announcement) {
+                Ok(handle) => Some(handle),
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot announce the API by DNS-SD");
+                    None
+                }
+            }
+        }
+        (true, None) => {
+            tracing::warn!("DNS-SD announcement is on, but only a TLS listener is announced");
+            None
+        }
+        (false, _) => None,
+    };
+    let (control_done, control_stop) = tokio::sync::watch::channel(false);
+    let control = crate::net::control::bind(&datadir)?;
+    let control_app = crate::api::control::router(ControlState {
+        pairing,
+        target: PairingTarget {
+            bind: bound,
+            hostname,
+            pin,
+        },
+    });
+    let control_task = tokio::spawn(crate::net::listener::serve_unix(
+        control,
+        control_app,
+        async move {
+            let mut stop = control_stop;
+            let _ = stop.wait_for(|done| *done).await;
+        },
+    ));
 
     let fatal = store.clone();
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(None::<String>);
@@ -198,8 +403,9 @@ async fn daemon(cli: Cli, datadir: PathBuf) -> anyhow::Result<()> {
     let stopping = Arc::clone(&events);
     crate::net::listener::serve(
         listener,
+        transport,
         app,
-        crate::net::listener::ServerLimits::default(),
+        settings.server_limits(),
         async move {
             tokio::select! {
                 _ = crate::shutdown::signal() => {}
@@ -212,6 +418,15 @@ async fn daemon(cli: Cli, datadir: PathBuf) -> anyhow::Result<()> {
     )
     .await;
     sockets.closed(std::time::Duration::from_secs(2)).await;
+    control_done.send_replace(true);
+    let _ = control_task.await;
+    let _ = std::fs::remove_file(crate::net::control::socket_path(&datadir));
+    if let Some(announcement) = announcement {
+        announcement.stop();
+    }
+    if let Some(renewer) = renewer {
+        renewer.abort();
+    }
     stop_on_fatal.abort();
     pruner.abort();
     engine.unload().await;

@@ -1,8 +1,8 @@
 //! The `berthd` command line: barkd's flags and environment variables, so scripts
 //! written for barkd work unchanged, plus Berth's own subcommands.
 //!
-//! The auth-disabling flags deliberately have no environment variable: an inherited
-//! environment must never turn authentication off.
+//! The auth- and TLS-disabling flags deliberately have no environment variable: an
+//! inherited environment must never turn authentication or encryption off.
 
 use std::path::PathBuf;
 
@@ -50,6 +50,20 @@ pub struct Cli {
     #[arg(long)]
     pub dangerously_allow_remote_no_auth: bool,
 
+    /// Serve TLS even on a loopback address (it is always on for other addresses).
+    #[arg(long, conflicts_with = "no_tls")]
+    pub tls: bool,
+
+    /// Serve plain HTTP. Loopback hosts only, unless
+    /// --dangerously-allow-plaintext-lan is given too.
+    #[arg(long)]
+    pub no_tls: bool,
+
+    /// With --no-tls, serve plain HTTP on a non-loopback host: tokens and payments
+    /// then cross the LAN unencrypted.
+    #[arg(long, requires = "no_tls")]
+    pub dangerously_allow_plaintext_lan: bool,
+
     /// Log file (default: `<datadir>/debug.log`).
     #[arg(long, env = "BARKD_LOGFILE")]
     pub logfile: Option<PathBuf>,
@@ -74,6 +88,29 @@ pub enum Command {
         #[command(subcommand)]
         command: StoreCommand,
     },
+    /// The TLS certificates of the LAN listener.
+    Tls {
+        #[command(subcommand)]
+        command: TlsCommand,
+    },
+    /// Pair a phone: open a pairing window on the running daemon (through its local
+    /// control socket) and show the QR code to scan.
+    Pair {
+        /// Comma-separated scopes for the device: read, receive, send, admin
+        /// (default: read,receive,send).
+        #[arg(long, value_delimiter = ',')]
+        scopes: Vec<String>,
+        /// The device's name (default: the name the device sends).
+        #[arg(long)]
+        name: Option<String>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TlsCommand {
+    /// Print the CA pin clients check (`sha256/...`) and the certificates' details,
+    /// creating them if they do not exist yet.
+    Show,
 }
 
 #[derive(Debug, Subcommand)]

@@ -47,6 +47,8 @@ const KNOWN_FILES: &[&str] = &[
     LOCK_FILE,
     LOG_FILE,
     crate::config::BERTH_TOML,
+    crate::net::certs::TLS_DIR,
+    crate::net::control::CONTROL_SOCKET,
 ];
 
 /// The datadir's entries berthd does not know, sorted. Logs (`*.log`) and the

@@ -16,6 +16,16 @@ pub enum ApiError {
     /// Missing or invalid credential. 401.
     #[error("{0}")]
     Unauthorized(&'static str),
+    /// A valid credential without the scope the route needs. 403.
+    #[error("{0}")]
+    Forbidden(&'static str),
+    /// Too many failed authentications from this address; try again after the given
+    /// number of seconds (also sent as `Retry-After`). 429.
+    #[error("too many failed authentication attempts; retry in {0} s")]
+    TooManyRequests(u64),
+    /// The request body is larger than the limit (`[server] max_body_kib`). 413.
+    #[error("the request body is too large")]
+    PayloadTooLarge,
     /// Unknown id or path, or a disabled endpoint. 404. `resources` names the ids
     /// that were not found (empty for a path).
     #[error("{message}")]
@@ -61,6 +71,9 @@ impl ApiError {
         match self {
             ApiError::BadRequest(_) => (StatusCode::BAD_REQUEST, "bad_request"),
             ApiError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
+            ApiError::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
+            ApiError::PayloadTooLarge => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
+            ApiError::TooManyRequests(_) => (StatusCode::TOO_MANY_REQUESTS, "too_many_requests"),
             ApiError::NotFound { .. } => (StatusCode::NOT_FOUND, "not_found"),
             ApiError::WrongState(_) => (StatusCode::UNPROCESSABLE_ENTITY, "wrong_state"),
             ApiError::Conflict(_) => (StatusCode::CONFLICT, "conflict"),
@@ -98,9 +111,13 @@ impl From<axum::extract::rejection::PathRejection> for ApiError {
     }
 }
 
-/// Any JSON body problem (syntax, missing field, wrong type) is the client's: 400.
+/// Any JSON body problem (syntax, missing field, wrong type) is the client's: 400;
+/// a body over the size limit is 413.
 impl From<axum::extract::rejection::JsonRejection> for ApiError {
     fn from(rejection: axum::extract::rejection::JsonRejection) -> Self {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            return ApiError::PayloadTooLarge;
+        }
         ApiError::BadRequest(rejection.body_text())
     }
 }
@@ -119,6 +136,12 @@ impl IntoResponse for ApiError {
                 };
                 (status, Json(body)).into_response()
             }
+            ApiError::TooManyRequests(secs) => (
+                status,
+                [(axum::http::header::RETRY_AFTER, secs.to_string())],
+                Json(ErrorResponse { message, code }),
+            )
+                .into_response(),
             _ => (status, Json(ErrorResponse { message, code })).into_response(),
         }
     }

@@ -1,15 +1,22 @@
 //! The HTTP API: barkd's REST contract (`../shared/api/`), served by axum.
 //!
-//! Layers, outermost first: CORS (deny unless `--allowed-origins`), bearer-token auth
-//! (everything except `/ping`, the public OpenAPI document and the notifications
-//! websocket, which checks its own single-use ticket), then the routes. Unknown paths
-//! answer 404 JSON. Fund-moving POSTs take an `Idempotency-Key` (`idempotency`).
-//! Handlers are thin: parse, one engine call, map to the response type.
+//! Layers, outermost first: CORS (deny unless `--allowed-origins`), the request time
+//! and body size limits, bearer-token auth with the per-address failure backoff
+//! (everything except `/ping`, the public OpenAPI document, pairing and the
+//! notifications websocket, which checks its own single-use ticket), then after
+//! routing the scope check (`scopes`). Unknown paths answer 404 JSON. Fund-moving
+//! POSTs take an `Idempotency-Key` (`idempotency`). Handlers are thin: parse, one
+//! engine call, map to the response type. `control` is the separate router of the
+//! local control socket.
 
 pub mod auth;
+pub mod backoff;
+pub mod control;
 pub mod error;
 pub mod idempotency;
+pub mod limits;
 pub mod openapi;
+pub mod scopes;
 pub mod tickets;
 pub mod v1;
 
@@ -23,12 +30,14 @@ use utoipa::OpenApi as _;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::api::auth::AuthPolicy;
+use crate::api::auth::Access;
+use crate::api::backoff::AuthFailures;
 use crate::api::error::ApiError;
 use crate::api::tickets::TicketBook;
 use crate::api::v1::notifications::SocketCount;
 use crate::engine::Engine;
 use crate::events::EventHub;
+use crate::net::pairing::{Devices, PairingCodes};
 
 /// What handlers share.
 #[derive(Clone)]
@@ -39,21 +48,28 @@ pub struct AppState {
     /// Open notification websockets (shutdown waits for their goodbyes).
     pub sockets: Arc<SocketCount>,
     pub expose_mnemonic: bool,
+    /// Paired devices and their tokens.
+    pub devices: Arc<Devices>,
+    /// Open pairing codes (opened through the control socket).
+    pub pairing: Arc<PairingCodes>,
+    /// Failed authentications by address (bearer tokens and pairing codes).
+    pub failures: Arc<AuthFailures>,
 }
 
 /// How the router is put together.
 #[derive(Debug, Clone)]
 pub struct ApiOptions {
-    pub auth: AuthPolicy,
+    pub auth: crate::api::auth::AuthPolicy,
     /// Origins allowed by CORS; empty denies every cross-origin request.
     pub allowed_origins: Vec<HeaderValue>,
+    pub limits: limits::RequestLimits,
 }
 
 /// Berth's OpenAPI document, as served at `/api-docs/openapi.json`.
 pub fn openapi() -> utoipa::openapi::OpenApi {
     let mut document = OpenApiRouter::<AppState>::with_openapi(openapi::ApiDoc::openapi())
         .routes(routes!(ping))
-        .nest("/api/v1", v1::router().merge(v1::ticket_router()))
+        .nest("/api/v1", v1::router().merge(v1::public_router()))
         .into_openapi();
     openapi::finish(&mut document);
     document
@@ -61,7 +77,7 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
 
 pub fn router(state: AppState, options: ApiOptions) -> Router {
     let (v1_routes, _) = v1::router().split_for_parts();
-    let (ticket_routes, _) = v1::ticket_router().split_for_parts();
+    let (public_routes, _) = v1::public_router().split_for_parts();
     // Serialised once: the document is fixed for the life of the process. It is plain
     // data, so serialising it cannot fail in practice; if it ever did, say so.
     let document = match openapi().to_pretty_json() {
@@ -71,8 +87,15 @@ pub fn router(state: AppState, options: ApiOptions) -> Router {
             axum::body::Bytes::from_static(br#"{"message":"the OpenAPI document is unavailable"}"#)
         }
     };
+    let access = Access {
+        policy: options.auth,
+        devices: Arc::clone(&state.devices),
+        failures: Arc::clone(&state.failures),
+    };
     let protected = Router::new()
         .nest("/api/v1", v1_routes)
+        // After routing, so the matched path names the route.
+        .route_layer(axum::middleware::from_fn(scopes::require_scope))
         .fallback(|| async { ApiError::not_found("no such endpoint") })
         // Inner to auth: only an authenticated request claims an idempotency key.
         .layer(axum::middleware::from_fn_with_state(
@@ -80,7 +103,7 @@ pub fn router(state: AppState, options: ApiOptions) -> Router {
             idempotency::layer,
         ))
         .layer(axum::middleware::from_fn_with_state(
-            options.auth,
+            access,
             auth::require_token,
         ));
     let mut app = Router::new()
@@ -89,9 +112,10 @@ pub fn router(state: AppState, options: ApiOptions) -> Router {
             "/api-docs/openapi.json",
             get(move || async move { ([(header::CONTENT_TYPE, "application/json")], document) }),
         )
-        .nest("/api/v1", ticket_routes)
+        .nest("/api/v1", public_routes)
         .merge(protected)
         .with_state(state);
+    app = limits::apply(app, options.limits);
     if !options.allowed_origins.is_empty() {
         app = app.layer(
             CorsLayer::new()

@@ -14,11 +14,14 @@ const DESCRIPTION: &str = "\
 berthd: a self-custodial bitcoin wallet daemon for a home appliance. It serves the barkd REST API \
 (Ark, Lightning and on-chain payments) so clients written for barkd work against it.
 
-All endpoints but `/ping` and this document need `Authorization: Bearer <token>`. All bodies are \
-JSON and amounts are in satoshis. Errors are `{\"message\", \"code\"}`; 400 means malformed input, \
-401 a missing or wrong token, 404 an unknown path or id, 422 a request the wallet's state forbids \
-(for example, before a wallet exists), 503 an unreachable Ark server or chain source, 500 a genuine \
-internal failure.";
+All endpoints but `/ping`, this document, `/api/v1/pair` and the notifications websocket need \
+`Authorization: Bearer <token>`: the datadir's `auth_token` (full access) or a device token from \
+pairing, limited to its scopes (`read`, `receive`, `send`, `admin`). All bodies are JSON and amounts \
+are in satoshis. Errors are `{\"message\", \"code\"}`; 400 means malformed input, 401 a missing or \
+wrong token, 403 a device token without the scope the endpoint needs, 404 an unknown path or id, \
+413 a body over the size limit, 422 a request the wallet's state forbids (for example, before a \
+wallet exists), 429 too many failed authentications from the caller's address (see \
+`Retry-After`), 503 an unreachable Ark server or chain source, 500 a genuine internal failure.";
 
 #[derive(OpenApi)]
 #[openapi(
@@ -38,6 +41,7 @@ internal failure.";
         (name = "exits", description = "Unilateral exits: moving VTXOs on-chain without the server."),
         (name = "bitcoin", description = "Facts about the chain."),
         (name = "notifications", description = "Wallet events as they happen: long-poll, websocket, Server-Sent Events."),
+        (name = "devices", description = "Paired devices and their scoped tokens (Berth extension)."),
     )
 )]
 pub struct ApiDoc;
@@ -64,8 +68,9 @@ fn error_response(description: &str) -> utoipa::openapi::Response {
         .build()
 }
 
-/// Declares the bearer scheme and adds the 401 every protected operation can answer,
-/// so handlers do not each repeat it.
+/// Declares the bearer scheme and adds the 401, 403 and 429 every protected operation
+/// can answer (and the 401 of the ticket- and code-authenticated ones), so handlers do
+/// not each repeat them.
 struct BearerAuth;
 
 impl Modify for BearerAuth {
@@ -85,7 +90,35 @@ impl Modify for BearerAuth {
                         .build(),
                 ),
             );
-        let unauthorized = error_response("Missing, duplicated or wrong bearer token");
+        // Declared once under components/responses and referenced by every operation.
+        let shared = [
+            (
+                "401",
+                "Unauthorized",
+                "Missing, duplicated or wrong bearer token",
+            ),
+            (
+                "403",
+                "Forbidden",
+                "A device token without the scope this operation needs",
+            ),
+            (
+                "429",
+                "TooManyFailures",
+                "Too many failed authentications from this address; retry after `Retry-After` seconds",
+            ),
+        ];
+        let components = openapi.components.get_or_insert_with(Default::default);
+        for (_, name, description) in shared {
+            components
+                .responses
+                .insert(name.to_string(), RefOr::T(error_response(description)));
+        }
+        let reference = |name: &str| {
+            RefOr::Ref(utoipa::openapi::Ref::new(format!(
+                "#/components/responses/{name}"
+            )))
+        };
         for (path, item) in openapi.paths.paths.iter_mut() {
             if !path.starts_with("/api/") {
                 continue;
@@ -100,10 +133,21 @@ impl Modify for BearerAuth {
             .into_iter()
             .flatten()
             {
-                op.responses
-                    .responses
-                    .entry("401".to_string())
-                    .or_insert_with(|| RefOr::T(unauthorized.clone()));
+                // Operations with their own credential (`security(())`) document their
+                // own 401 and have no scope.
+                let public = op.security.as_ref().is_some_and(|s| {
+                    s.iter()
+                        .all(|r| r == &utoipa::openapi::security::SecurityRequirement::default())
+                });
+                for (status, name, _) in shared {
+                    if public && status != "401" {
+                        continue;
+                    }
+                    op.responses
+                        .responses
+                        .entry(status.to_string())
+                        .or_insert_with(|| reference(name));
+                }
             }
         }
     }

@@ -11,6 +11,21 @@
 //! [events]
 //! max_count = 10000     # events kept in the log, newest first
 //! max_age_days = 30     # events older than this are removed
+//!
+//! [server]
+//! max_connections = 4096
+//! tls_handshake_timeout_secs = 10
+//! header_read_timeout_secs = 30
+//! request_timeout_secs = 120
+//! max_body_kib = 1024
+//!
+//! [tls]
+//! leaf_validity_days = 397          # the generated leaf certificate's lifetime
+//! # cert_file = "/etc/berth/tls.crt" # your own certificate chain (PEM) and key,
+//! # key_file = "/etc/berth/tls.key"  # instead of the generated local CA
+//!
+//! [discovery]
+//! mdns = false          # announce _berth._tcp on the LAN (on for the appliance)
 //! ```
 
 use std::path::Path;
@@ -24,6 +39,67 @@ pub const BERTH_TOML: &str = "berth.toml";
 pub struct BerthToml {
     pub store: StoreSection,
     pub events: EventsSection,
+    pub server: ServerSection,
+    pub tls: TlsSection,
+    pub discovery: DiscoverySection,
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerSection {
+    /// Most connections open at once (16 to 65,536).
+    pub max_connections: u64,
+    /// Seconds a connection has to finish its TLS handshake (1 to 300).
+    pub tls_handshake_timeout_secs: u64,
+    /// Seconds a connection has to send a request's headers (1 to 300).
+    pub header_read_timeout_secs: u64,
+    /// Seconds a request may take, from its headers to the response's (5 to 3600).
+    pub request_timeout_secs: u64,
+    /// Largest request body in KiB (1 to 65,536).
+    pub max_body_kib: u64,
+}
+
+impl Default for ServerSection {
+    fn default() -> Self {
+        let listener = crate::net::listener::ServerLimits::default();
+        let requests = crate::net::listener::RequestLimits::default();
+        ServerSection {
+            max_connections: listener.max_connections as u64,
+            tls_handshake_timeout_secs: listener.tls_handshake_timeout.as_secs(),
+            header_read_timeout_secs: listener.header_read_timeout.as_secs(),
+            request_timeout_secs: requests.request_timeout.as_secs(),
+            max_body_kib: (requests.max_body_bytes / 1024) as u64,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct TlsSection {
+    /// Lifetime of the generated leaf certificate, in days (1 to 397, the most
+    /// browsers and phones accept). Below 30 it is re-issued at every check.
+    pub leaf_validity_days: u64,
+    /// Your own certificate chain (PEM), instead of the generated local CA.
+    pub cert_file: Option<std::path::PathBuf>,
+    /// The private key (PEM) of `cert_file`.
+    pub key_file: Option<std::path::PathBuf>,
+}
+
+impl Default for TlsSection {
+    fn default() -> Self {
+        TlsSection {
+            leaf_validity_days: 397,
+            cert_file: None,
+            key_file: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct DiscoverySection {
+    /// Announce the API on the LAN by DNS-SD (`_berth._tcp`).
+    pub mdns: bool,
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
@@ -99,6 +175,37 @@ impl BerthToml {
             ),
             ("events.max_count", parsed.events.max_count, 1, 1_000_000),
             ("events.max_age_days", parsed.events.max_age_days, 1, 3650),
+            (
+                "server.max_connections",
+                parsed.server.max_connections,
+                16,
+                65_536,
+            ),
+            (
+                "server.tls_handshake_timeout_secs",
+                parsed.server.tls_handshake_timeout_secs,
+                1,
+                300,
+            ),
+            (
+                "server.header_read_timeout_secs",
+                parsed.server.header_read_timeout_secs,
+                1,
+                300,
+            ),
+            (
+                "server.request_timeout_secs",
+                parsed.server.request_timeout_secs,
+                5,
+                3600,
+            ),
+            ("server.max_body_kib", parsed.server.max_body_kib, 1, 65_536),
+            (
+                "tls.leaf_validity_days",
+                parsed.tls.leaf_validity_days,
+                1,
+                397,
+            ),
         ];
         for (key, value, min, max) in ranges {
             if !(min..=max).contains(&value) {
@@ -108,7 +215,33 @@ impl BerthToml {
                 });
             }
         }
+        if parsed.tls.cert_file.is_some() != parsed.tls.key_file.is_some() {
+            return Err(ConfigError::Invalid {
+                path: shown,
+                reason: "tls.cert_file and tls.key_file go together: set both or neither".into(),
+            });
+        }
         Ok(parsed)
+    }
+
+    pub fn server_limits(&self) -> crate::net::listener::ServerLimits {
+        crate::net::listener::ServerLimits {
+            max_connections: self.server.max_connections as usize,
+            tls_handshake_timeout: std::time::Duration::from_secs(
+                self.server.tls_handshake_timeout_secs,
+            ),
+            header_read_timeout: std::time::Duration::from_secs(
+                self.server.header_read_timeout_secs,
+            ),
+            ..crate::net::listener::ServerLimits::default()
+        }
+    }
+
+    pub fn request_limits(&self) -> crate::net::listener::RequestLimits {
+        crate::net::listener::RequestLimits {
+            max_body_bytes: (self.server.max_body_kib * 1024) as usize,
+            request_timeout: std::time::Duration::from_secs(self.server.request_timeout_secs),
+        }
     }
 
     pub fn event_retention(&self) -> crate::store::EventRetention {
@@ -162,5 +295,25 @@ mod tests {
         let count = load(Some("[events]\nmax_count = 0\n")).expect_err("zero events");
         assert!(count.to_string().contains("events.max_count"), "{count}");
         assert!(load(Some("[events]\nmax_age_days = 4000\n")).is_err());
+        assert!(load(Some("[server]\nmax_body_kib = 0\n")).is_err());
+        assert!(load(Some("[tls]\nleaf_validity_days = 398\n")).is_err());
+        let half = load(Some("[tls]\ncert_file = \"/x.pem\"\n")).expect_err("cert alone");
+        assert!(half.to_string().contains("key_file"), "{half}");
+    }
+
+    #[test]
+    fn server_tls_and_discovery_sections() {
+        let d = load(None).expect("defaults");
+        assert_eq!(d.server_limits().max_connections, 4096);
+        assert_eq!(d.request_limits().max_body_bytes, 1024 * 1024);
+        assert_eq!(d.tls.leaf_validity_days, 397);
+        assert!(!d.discovery.mdns);
+        let c = load(Some(
+            "[server]\nheader_read_timeout_secs = 2\nmax_body_kib = 8\n[discovery]\nmdns = true\n",
+        ))
+        .expect("custom");
+        assert_eq!(c.server_limits().header_read_timeout.as_secs(), 2);
+        assert_eq!(c.request_limits().max_body_bytes, 8192);
+        assert!(c.discovery.mdns);
     }
 }

@@ -1,20 +1,33 @@
-//! The listener: our own accept loop over hyper's HTTP/1.1 connections.
+//! The listener: our own accept loop, serving the API over TLS (HTTP/1.1 or h2, chosen
+//! by ALPN) or, on loopback, plain HTTP/1.1.
 //!
 //! Why not `axum::serve`: it serves every connection through hyper-util's HTTP/1-or-2
 //! auto-detection, which cost about 57 KB per open connection here (measured with 1,000
 //! idle long-polls), has no header-read timeout (a client that opens a connection and
-//! sends nothing holds it forever) and no connection cap. This loop serves HTTP/1.1
-//! with websocket upgrades, caps open connections (beyond the cap, new ones wait in the
-//! kernel's backlog), and gives a connection 30 seconds to send its request headers.
-//! TLS (and h2 by ALPN) comes on top of this loop with the LAN-access issue.
+//! sends nothing holds it forever), no TLS and no connection cap. This loop:
+//! - caps open connections (beyond the cap, new ones wait in the kernel's backlog);
+//! - gives a connection `tls_handshake_timeout` to finish its TLS handshake, and
+//!   `header_read_timeout` to send each request's headers (HTTP/1.1), so idle or
+//!   slow-dripping clients cannot pin connections;
+//! - bounds h2 connections' concurrent streams and pings idle ones;
+//! - supports websocket upgrades (over HTTP/1.1);
+//! - hands each request the peer's address (`axum::extract::ConnectInfo`), which the
+//!   auth-failure backoff keys on.
+//!
+//! The TLS configuration is read at every accept, so a re-issued certificate is served
+//! without a restart. Body size and request time limits are router layers (`api`).
 
 use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
+use axum::extract::ConnectInfo;
 use hyper::body::Incoming;
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tower::ServiceExt as _;
 
 /// Limits of the listener.
@@ -22,8 +35,12 @@ use tower::ServiceExt as _;
 pub struct ServerLimits {
     /// Most connections open at once.
     pub max_connections: usize,
-    /// Time a connection has to send a request's headers.
+    /// Time a connection has to complete its TLS handshake.
+    pub tls_handshake_timeout: Duration,
+    /// Time a connection has to send a request's headers (HTTP/1.1).
     pub header_read_timeout: Duration,
+    /// Most concurrent requests on one h2 connection.
+    pub max_h2_streams: u32,
     /// Time open connections get to finish when the daemon stops.
     pub drain_timeout: Duration,
 }
@@ -32,8 +49,54 @@ impl Default for ServerLimits {
     fn default() -> Self {
         ServerLimits {
             max_connections: 4096,
+            tls_handshake_timeout: Duration::from_secs(10),
             header_read_timeout: Duration::from_secs(30),
+            max_h2_streams: 64,
             drain_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Limits on one request once it is in, applied by the router (`api::limits`).
+#[derive(Debug, Clone, Copy)]
+pub struct RequestLimits {
+    /// Largest request body, in bytes.
+    pub max_body_bytes: usize,
+    /// Longest time from the request's headers to the response's.
+    pub request_timeout: Duration,
+}
+
+impl Default for RequestLimits {
+    fn default() -> Self {
+        RequestLimits {
+            // The largest bodies are lists of VTXO ids or outputs: kilobytes.
+            max_body_bytes: 1024 * 1024,
+            request_timeout: Duration::from_secs(120),
+        }
+    }
+}
+
+/// Where the TLS configuration comes from: asked at every accept, so the source can
+/// swap in a re-issued certificate at any time.
+pub trait TlsConfigSource: Send + Sync {
+    fn current(&self) -> Arc<rustls::ServerConfig>;
+}
+
+/// How connections are served.
+#[derive(Clone)]
+pub enum Transport {
+    /// Plain HTTP/1.1 (loopback, or behind something that protects the port).
+    Plain,
+    /// TLS; h2 when the client offers it by ALPN, HTTP/1.1 otherwise.
+    Tls(Arc<dyn TlsConfigSource>),
+}
+
+impl Transport {
+    /// The URL scheme it serves.
+    pub fn scheme(&self) -> &'static str {
+        match self {
+            Transport::Plain => "http",
+            Transport::Tls(_) => "https",
         }
     }
 }
@@ -42,6 +105,7 @@ impl Default for ServerLimits {
 /// (up to the drain timeout).
 pub async fn serve(
     listener: tokio::net::TcpListener,
+    transport: Transport,
     app: Router,
     limits: ServerLimits,
     shutdown: impl Future<Output = ()>,
@@ -62,8 +126,8 @@ pub async fn serve(
             accepted = listener.accept() => accepted,
             _ = &mut shutdown => break,
         };
-        let stream = match accepted {
-            Ok((stream, _peer)) => stream,
+        let (stream, peer) = match accepted {
+            Ok(accepted) => accepted,
             Err(e) => {
                 // Out of file descriptors and the like: pause instead of spinning.
                 tracing::warn!(error = %e, "cannot accept a connection");
@@ -73,26 +137,26 @@ pub async fn serve(
         };
         let _ = stream.set_nodelay(true);
         let app = app.clone();
-        let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
-            app.clone().oneshot(request.map(axum::body::Body::new))
-        });
-        let connection = hyper::server::conn::http1::Builder::new()
-            .timer(TokioTimer::new())
-            .header_read_timeout(limits.header_read_timeout)
-            .serve_connection(TokioIo::new(stream), service)
-            .with_upgrades();
-        let mut closing = closing_rx.clone();
+        let closing = closing_rx.clone();
+        let transport = transport.clone();
         tokio::spawn(async move {
-            let mut connection = std::pin::pin!(connection);
-            let ended = tokio::select! {
-                ended = connection.as_mut() => ended,
-                _ = async { closing.wait_for(|c| *c).await.map(|_| ()) } => {
-                    connection.as_mut().graceful_shutdown();
-                    connection.await
+            match transport {
+                Transport::Plain => {
+                    serve_connection(stream, false, Some(peer), app, limits, closing).await;
                 }
-            };
-            if let Err(e) = ended {
-                tracing::debug!(error = %e, "connection ended with an error");
+                Transport::Tls(source) => {
+                    let acceptor = tokio_rustls::TlsAcceptor::from(source.current());
+                    let handshake =
+                        tokio::time::timeout(limits.tls_handshake_timeout, acceptor.accept(stream));
+                    match handshake.await {
+                        Ok(Ok(tls)) => {
+                            let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
+                            serve_connection(tls, h2, Some(peer), app, limits, closing).await;
+                        }
+                        Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed"),
+                        Err(_) => tracing::debug!("TLS handshake timed out"),
+                    }
+                }
             }
             drop(slot);
         });
@@ -109,6 +173,111 @@ pub async fn serve(
     }
 }
 
+/// Serve one connection until it ends, or until `closing` turns true (then finish the
+/// current request and close). `peer` is `None` for the local control socket.
+pub async fn serve_connection<I>(
+    io: I,
+    h2: bool,
+    peer: Option<SocketAddr>,
+    app: Router,
+    limits: ServerLimits,
+    closing: tokio::sync::watch::Receiver<bool>,
+) where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
+        let mut request = request.map(axum::body::Body::new);
+        if let Some(peer) = peer {
+            request.extensions_mut().insert(ConnectInfo(peer));
+        }
+        app.clone().oneshot(request)
+    });
+    let io = TokioIo::new(io);
+    let ended = if h2 {
+        let connection = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+            .timer(TokioTimer::new())
+            .max_concurrent_streams(limits.max_h2_streams)
+            .keep_alive_interval(Duration::from_secs(30))
+            .keep_alive_timeout(Duration::from_secs(20))
+            .serve_connection(io, service);
+        until_closing(connection, closing, |c| c.graceful_shutdown()).await
+    } else {
+        let connection = hyper::server::conn::http1::Builder::new()
+            .timer(TokioTimer::new())
+            .header_read_timeout(limits.header_read_timeout)
+            .serve_connection(io, service)
+            .with_upgrades();
+        until_closing(connection, closing, |c| c.graceful_shutdown()).await
+    };
+    if let Err(e) = ended {
+        tracing::debug!(error = %e, "connection ended with an error");
+    }
+}
+
+/// Drive `connection` to its end; once `closing` turns true, ask it to shut down
+/// gracefully and wait for that.
+async fn until_closing<C>(
+    connection: C,
+    mut closing: tokio::sync::watch::Receiver<bool>,
+    graceful: impl FnOnce(Pin<&mut C>),
+) -> C::Output
+where
+    C: Future,
+{
+    let mut connection = std::pin::pin!(connection);
+    tokio::select! {
+        ended = connection.as_mut() => ended,
+        _ = async { closing.wait_for(|c| *c).await.map(|_| ()) } => {
+            graceful(connection.as_mut());
+            connection.await
+        }
+    }
+}
+
+/// Serve `app` on a Unix socket (the local control socket) until `shutdown`
+/// resolves. Only local users with access to the socket file reach it, so it needs
+/// no connection cap beyond a small one.
+pub async fn serve_unix(
+    listener: tokio::net::UnixListener,
+    app: Router,
+    shutdown: impl Future<Output = ()>,
+) {
+    let limits = ServerLimits {
+        max_connections: 16,
+        ..ServerLimits::default()
+    };
+    let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
+    let (closing, closing_rx) = tokio::sync::watch::channel(false);
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let slot = tokio::select! {
+            slot = Arc::clone(&slots).acquire_owned() => match slot {
+                Ok(slot) => slot,
+                Err(_) => break,
+            },
+            _ = &mut shutdown => break,
+        };
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot accept a control connection");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+            _ = &mut shutdown => break,
+        };
+        let app = app.clone();
+        let closing = closing_rx.clone();
+        tokio::spawn(async move {
+            serve_connection(stream, false, None, app, limits, closing).await;
+            drop(slot);
+        });
+    }
+    closing.send_replace(true);
+}
+
 #[cfg(test)]
 mod tests {
     use std::io::{Read, Write};
@@ -123,7 +292,7 @@ mod tests {
         let port = listener.local_addr().expect("addr").port();
         let app = Router::new().route("/ping", axum::routing::get(|| async { "pong" }));
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        tokio::spawn(serve(listener, app, limits, async move {
+        tokio::spawn(serve(listener, Transport::Plain, app, limits, async move {
             let _ = stopped.await;
         }));
         (port, stop)
@@ -144,6 +313,7 @@ mod tests {
             max_connections: 2,
             header_read_timeout: Duration::from_millis(300),
             drain_timeout: Duration::from_secs(1),
+            ..ServerLimits::default()
         };
         let (port, _stop) = start(limits).await;
         tokio::task::spawn_blocking(move || {

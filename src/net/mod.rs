@@ -1,6 +1,9 @@
 //! Networking around the API: the listener (TLS, connection cap, timeouts), the
-//! certificates it serves, and the DNS-SD announcement (ARCHITECTURE.md, layout).
+//! certificates it serves, the local control socket, pairing and device tokens, and
+//! the DNS-SD announcement (ARCHITECTURE.md, layout).
 
 pub mod certs;
+pub mod control;
 pub mod listener;
 pub mod mdns;
+pub mod pairing;

@@ -3,10 +3,13 @@
 //! sent exactly).
 #![allow(dead_code)]
 
+pub mod tls;
+
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
+use std::net::{IpAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_berthd");
@@ -431,4 +434,100 @@ pub async fn new_movement(store: &berth::store::Store, kind: &str) -> bark::move
         )
         .await
         .expect("a new movement")
+}
+
+// ---- TLS: the daemon's listener as a paired phone sees it (a pinned CA) ----
+
+/// The datadir's CA, once the daemon has written it.
+pub fn ca_pem(datadir: &Path) -> String {
+    let path = datadir.join("tls").join("ca.pem");
+    wait_until("the CA certificate", 20, || path.exists());
+    std::fs::read_to_string(path).expect("ca.pem")
+}
+
+/// A TLS client session to the daemon at `ip`, checking the chain against the pinned
+/// CA and (when `check_name`) that the certificate is valid for `name`.
+pub fn tls_connect(
+    ip: IpAddr,
+    port: u16,
+    config: Arc<rustls::ClientConfig>,
+    name: &str,
+) -> std::io::Result<rustls::StreamOwned<rustls::ClientConnection, TcpStream>> {
+    let tcp = TcpStream::connect((ip, port))?;
+    tcp.set_read_timeout(Some(Duration::from_secs(30)))?;
+    let server_name = rustls::pki_types::ServerName::try_from(name.to_string())
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
+    let connection = rustls::ClientConnection::new(config, server_name)
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
+    let mut stream = rustls::StreamOwned::new(connection, tcp);
+    // Drive the handshake now, so a certificate error shows here.
+    while stream.conn.is_handshaking() {
+        stream
+            .conn
+            .complete_io(&mut stream.sock)
+            .map_err(|e| std::io::Error::other(e.to_string()))?;
+    }
+    Ok(stream)
+}
+
+/// One HTTP/1.1 request over a fresh pinned TLS connection: status and raw response.
+pub fn tls_request(
+    port: u16,
+    config: Arc<rustls::ClientConfig>,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Option<&str>,
+) -> std::io::Result<(u16, String)> {
+    let mut stream = tls_connect("127.0.0.1".parse().expect("ip"), port, config, "localhost")?;
+    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n");
+    for (name, value) in headers {
+        req.push_str(&format!("{name}: {value}\r\n"));
+    }
+    if let Some(body) = body {
+        req.push_str(&format!(
+            "Content-Type: application/json\r\nContent-Length: {}\r\n",
+            body.len()
+        ));
+    }
+    req.push_str("\r\n");
+    req.push_str(body.unwrap_or(""));
+    stream.write_all(req.as_bytes())?;
+    let mut raw = Vec::new();
+    // A peer that closes without close_notify is fine for a Connection: close answer.
+    match stream.read_to_end(&mut raw) {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {}
+        Err(e) => return Err(e),
+    }
+    let raw = String::from_utf8_lossy(&raw).into_owned();
+    let status = raw
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    Ok((status, raw))
+}
+
+/// Start a daemon serving TLS and wait until it answers `/ping` over it.
+pub fn start_tls(datadir: &Path, args: &[&str]) -> (Daemon, Arc<rustls::ClientConfig>, String) {
+    let port = free_port();
+    let mut cmd = Command::new(BIN);
+    cmd.arg("--datadir")
+        .arg(datadir)
+        .args(["--port", &port.to_string()])
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let child = cmd.spawn().expect("spawn berthd");
+    let daemon = Daemon { child, port };
+    let ca = ca_pem(datadir);
+    let config = tls::pinned_client_config(&ca, true);
+    wait_until("/ping over TLS", 20, || {
+        matches!(
+            tls_request(port, Arc::clone(&config), "GET", "/ping", &[], None),
+            Ok((200, _))
+        )
+    });
+    (daemon, config, ca)
 }

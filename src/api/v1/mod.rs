@@ -7,6 +7,7 @@
 pub mod bitcoin;
 pub mod boards;
 pub mod common;
+pub mod devices;
 pub mod exits;
 pub mod fees;
 pub mod history;
@@ -101,10 +102,15 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(notifications::wait_notification))
         .routes(routes!(notifications::websocket_ticket))
         .routes(routes!(notifications::notifications_sse))
+        .routes(routes!(devices::list_devices))
+        .routes(routes!(devices::revoke_device))
 }
 
 /// The `/api/v1` routes authenticated by something other than the bearer token: the
-/// notifications websocket (a single-use ticket; browsers cannot set headers on it).
-pub fn ticket_router() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(notifications::notifications_socket))
+/// notifications websocket (a single-use ticket; browsers cannot set headers on it)
+/// and pairing (a one-time code).
+pub fn public_router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(notifications::notifications_socket))
+        .routes(routes!(devices::pair))
 }

@@ -1,0 +1,200 @@
+//! Paired devices (a Berth extension): `POST /pair` exchanges a one-time pairing code
+//! for a device token; `GET/DELETE /devices` list and revoke devices (admin scope).
+//! Windows are opened by `berthd pair` on the box itself (`api::control`).
+
+use std::time::Instant;
+
+use axum::Json;
+use axum::extract::rejection::{JsonRejection, PathRejection};
+use axum::extract::{Path, Request, State};
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
+
+use crate::api::AppState;
+use crate::api::auth::peer_ip;
+use crate::api::error::{ApiError, ErrorResponse, NotFoundResponse};
+use crate::net::pairing::{Device, DeviceError, Redeem};
+
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PairRequest {
+    /// The one-time code from the pairing QR code (`t=`).
+    pub code: String,
+    /// A name for this device, shown in the device list (1 to 64 bytes).
+    pub name: String,
+}
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct DeviceInfo {
+    /// The device's id, for revoking it.
+    pub id: String,
+    pub name: String,
+    /// What the device may do: `read`, `receive`, `send`, `admin`.
+    pub scopes: Vec<String>,
+    /// When it was paired (RFC 3339).
+    pub created_at: chrono::DateTime<chrono::Utc>,
+}
+
+impl From<Device> for DeviceInfo {
+    fn from(d: Device) -> Self {
+        DeviceInfo {
+            id: d.id,
+            name: d.name,
+            scopes: d.scopes.names().into_iter().map(String::from).collect(),
+            created_at: d.created_at,
+        }
+    }
+}
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct PairResponse {
+    /// The device's bearer token. It is shown only this once; keep it secret.
+    pub token: String,
+    pub device: DeviceInfo,
+}
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct DeviceRevokedResponse {
+    pub message: String,
+}
+
+impl From<DeviceError> for ApiError {
+    fn from(e: DeviceError) -> Self {
+        match e {
+            DeviceError::Invalid(msg) => ApiError::BadRequest(msg.into()),
+            DeviceError::Store(crate::store::StoreError::TooManyDevices { .. }) => {
+                ApiError::WrongState(
+                    "too many devices are paired; revoke one with DELETE /api/v1/devices/{id}"
+                        .into(),
+                )
+            }
+            e => ApiError::internal("pairing a device", e),
+        }
+    }
+}
+
+/// `POST /api/v1/pair`
+#[utoipa::path(
+    post,
+    path = "/pair",
+    tag = "devices",
+    summary = "Pair a device",
+    description = "Exchanges a one-time pairing code (from the QR code `berthd pair` shows on \
+        the box) and a device name for a device token with the scopes chosen when the window \
+        was opened. No bearer token is needed. The code works once, for 10 minutes. Outside a \
+        pairing window this endpoint answers 404. Wrong codes count towards the address's \
+        backoff (429).",
+    security(()),
+    request_body = PairRequest,
+    responses(
+        (status = 200, description = "Paired: the device token (shown once) and the device", body = PairResponse),
+        (status = 400, description = "Malformed body or name", body = ErrorResponse),
+        (status = 401, description = "Not a code of the open window (used, expired or wrong)", body = ErrorResponse),
+        (status = 404, description = "No pairing window is open", body = NotFoundResponse),
+        (status = 422, description = "Too many devices are paired", body = ErrorResponse),
+        (status = 429, description = "Too many failed attempts from this address", body = ErrorResponse),
+        (status = 500, description = "Internal error", body = ErrorResponse),
+    )
+)]
+pub async fn pair(State(state): State<AppState>, request: Request) -> Response {
+    match pair_inner(state, request).await {
+        Ok(answer) => answer.into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn pair_inner(state: AppState, request: Request) -> Result<Json<PairResponse>, ApiError> {
+    let peer = peer_ip(&request);
+    if let Some(ip) = peer
+        && let Err(wait) = state.failures.check(ip, Instant::now())
+    {
+        return Err(ApiError::TooManyRequests(wait));
+    }
+    // Outside a window the endpoint does not exist, as far as clients can tell.
+    if !state.pairing.is_open() {
+        return Err(ApiError::not_found("no such endpoint"));
+    }
+    let body: Result<Json<PairRequest>, JsonRejection> =
+        <Json<PairRequest> as axum::extract::FromRequest<()>>::from_request(request, &()).await;
+    let Json(body) = body?;
+    let name = crate::net::pairing::check_device_name(&body.name)
+        .map_err(|msg| ApiError::BadRequest(msg.into()))?;
+    let grant = match state.pairing.redeem(&body.code) {
+        Ok(grant) => grant,
+        Err(Redeem::Closed) => return Err(ApiError::not_found("no such endpoint")),
+        Err(Redeem::WrongCode) => {
+            if let Some(ip) = peer {
+                state.failures.failed(ip, Instant::now());
+            }
+            return Err(ApiError::Unauthorized(
+                "not a valid pairing code (codes work once, for 10 minutes)",
+            ));
+        }
+    };
+    let name = grant.name.unwrap_or(name);
+    let (token, device) = state.devices.add(&name, grant.scopes).await?;
+    tracing::info!(device = %device.id, name = %device.name, scopes = ?device.scopes, "device paired");
+    Ok(Json(PairResponse {
+        token: token.expose().to_string(),
+        device: device.into(),
+    }))
+}
+
+/// `GET /api/v1/devices`
+#[utoipa::path(
+    get,
+    path = "/devices",
+    tag = "devices",
+    summary = "List paired devices",
+    description = "Every paired device, oldest first (admin scope). Tokens are never shown again.",
+    responses(
+        (status = 200, description = "The paired devices", body = Vec<DeviceInfo>),
+        (status = 500, description = "Internal error", body = ErrorResponse),
+    )
+)]
+pub async fn list_devices(
+    State(state): State<AppState>,
+) -> Result<Json<Vec<DeviceInfo>>, ApiError> {
+    let devices = state
+        .devices
+        .list()
+        .await
+        .map_err(|e| ApiError::internal("listing devices", e))?;
+    Ok(Json(devices.into_iter().map(DeviceInfo::from).collect()))
+}
+
+/// `DELETE /api/v1/devices/{id}`
+#[utoipa::path(
+    delete,
+    path = "/devices/{id}",
+    tag = "devices",
+    summary = "Revoke a device",
+    description = "Revokes a paired device (admin scope): its token stops working at once.",
+    params(("id" = String, Path, description = "The device's id")),
+    responses(
+        (status = 200, description = "Revoked", body = DeviceRevokedResponse),
+        (status = 404, description = "No such device", body = NotFoundResponse),
+        (status = 500, description = "Internal error", body = ErrorResponse),
+    )
+)]
+pub async fn revoke_device(
+    State(state): State<AppState>,
+    id: Result<Path<String>, PathRejection>,
+) -> Result<Json<DeviceRevokedResponse>, ApiError> {
+    let Path(id) = id?;
+    let revoked = state
+        .devices
+        .revoke(&id)
+        .await
+        .map_err(|e| ApiError::internal("revoking a device", e))?;
+    if !revoked {
+        return Err(ApiError::NotFound {
+            message: format!("no device {id}"),
+            resources: vec![id],
+        });
+    }
+    tracing::info!(device = %id, "device revoked");
+    Ok(Json(DeviceRevokedResponse {
+        message: "Device revoked".into(),
+    }))
+}

@@ -1,0 +1,632 @@
+//! LAN access on the real binary: TLS by default off loopback with a pinned local CA,
+//! certificate renewal without a restart, pairing, per-device scopes across the whole
+//! route table, revocation, auth-failure backoff, and the listener's limits (slow
+//! headers, large bodies, idle connections, unfinished handshakes).
+
+use std::io::{Read, Write};
+use std::net::{IpAddr, TcpStream};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use berth::net::pairing::Scopes;
+
+mod harness;
+
+use harness::*;
+
+fn log_of(datadir: &Path) -> String {
+    std::fs::read_to_string(datadir.join("debug.log")).unwrap_or_default()
+}
+
+fn bearer(token: &str) -> String {
+    format!("Bearer {token}")
+}
+
+/// Open a pairing window with `berthd pair`: the URI it printed.
+fn open_window(datadir: &Path, scopes: &str) -> String {
+    let out = berthd(datadir, &["pair", "--scopes", scopes]);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "berthd pair failed: {}{}",
+        stdout,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+        .lines()
+        .find(|l| l.starts_with("berth://pair?"))
+        .unwrap_or_else(|| panic!("no URI in: {stdout}"))
+        .to_string()
+}
+
+fn uri_param<'a>(uri: &'a str, key: &str) -> &'a str {
+    uri.split(['?', '&'])
+        .find_map(|kv| kv.strip_prefix(&format!("{key}=")))
+        .unwrap_or_else(|| panic!("no {key} in {uri}"))
+}
+
+#[test]
+fn plain_http_off_loopback_needs_a_flag_that_says_so() {
+    let (_tmp, datadir) = new_datadir();
+    let out = berthd(&datadir, &["--host", "0.0.0.0", "--no-tls"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--dangerously-allow-plaintext-lan"),
+        "the refusal names the flag: {err}"
+    );
+    // The dangerous flag alone (without --no-tls) is a usage error.
+    let out = berthd(&datadir, &["--dangerously-allow-plaintext-lan"]);
+    assert!(!out.status.success());
+
+    let daemon = Daemon::start(
+        &datadir,
+        &[
+            "--host",
+            "0.0.0.0",
+            "--no-tls",
+            "--dangerously-allow-plaintext-lan",
+        ],
+    );
+    assert_eq!(daemon.get("/ping", &[]).0, 200);
+    let log = log_of(&datadir);
+    assert!(
+        log.contains(&format!(
+            "Server starting on http://0.0.0.0:{}",
+            daemon.port
+        )),
+        "{log}"
+    );
+    drop(daemon);
+
+    // barkd's flag keeps its meaning: something in front protects the port, plain HTTP.
+    let daemon = Daemon::start(
+        &datadir,
+        &["--host", "0.0.0.0", "--dangerously-allow-remote-no-auth"],
+    );
+    assert_eq!(daemon.get("/api/v1/wallet", &[]).0, 200);
+}
+
+#[test]
+fn tls_on_the_lan_with_a_pinned_ca_by_ip_and_by_name() {
+    let (_tmp, datadir) = new_datadir();
+    let (daemon, config, ca) = start_tls(&datadir, &["--host", "0.0.0.0"]);
+    let log = log_of(&datadir);
+    assert!(
+        log.contains(&format!(
+            "Server starting on https://0.0.0.0:{}",
+            daemon.port
+        )),
+        "{log}"
+    );
+
+    // Plain HTTP to a TLS port gets no HTTP answer.
+    assert!(
+        !matches!(
+            try_request(daemon.port, "GET", "/ping", &[], None),
+            Ok((200, _))
+        ),
+        "no plain HTTP on a TLS listener"
+    );
+
+    // By name, checking the name; and by every address, checking the address.
+    let localhost: IpAddr = "127.0.0.1".parse().expect("ip");
+    for name in ["localhost", "127.0.0.1"] {
+        tls_connect(localhost, daemon.port, Arc::clone(&config), name)
+            .unwrap_or_else(|e| panic!("connect as {name}: {e}"));
+    }
+    let lan: Vec<IpAddr> = if_addrs::get_if_addrs()
+        .expect("interfaces")
+        .into_iter()
+        .map(|i| i.ip())
+        .filter(|ip| !ip.is_loopback())
+        .filter(|ip| !matches!(ip, IpAddr::V6(v6) if (v6.segments()[0] & 0xffc0) == 0xfe80))
+        .collect();
+    println!("LAN addresses checked: {lan:?}");
+    for ip in &lan {
+        // Connected over loopback, checking the certificate for the LAN address (the
+        // daemon listens on IPv4 only here, and IPv6 may not be routed).
+        tls_connect(localhost, daemon.port, Arc::clone(&config), &ip.to_string())
+            .unwrap_or_else(|e| panic!("the certificate is not valid for {ip}: {e}"));
+        if ip.is_ipv4() {
+            tls_connect(*ip, daemon.port, Arc::clone(&config), &ip.to_string())
+                .unwrap_or_else(|e| panic!("cannot connect by {ip}: {e}"));
+        }
+    }
+    // A name the certificate does not hold fails with name checks, passes on the pin.
+    assert!(tls_connect(localhost, daemon.port, Arc::clone(&config), "example.com").is_err());
+    let pin_only = harness::tls::pinned_client_config(&ca, false);
+    tls_connect(localhost, daemon.port, pin_only, "example.com").expect("pin only");
+
+    // Another CA is refused.
+    let (_other_tmp, other) = new_datadir();
+    std::fs::create_dir_all(&other).expect("mkdir");
+    assert!(berthd(&other, &["tls", "show"]).status.success());
+    let other_ca = std::fs::read_to_string(other.join("tls/ca.pem")).expect("other ca");
+    let stranger = harness::tls::pinned_client_config(&other_ca, false);
+    assert!(tls_connect(localhost, daemon.port, stranger, "localhost").is_err());
+
+    // h2 when offered by ALPN.
+    let mut h2 = (*harness::tls::pinned_client_config(&ca, true)).clone();
+    h2.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    let stream = tls_connect(localhost, daemon.port, Arc::new(h2), "localhost").expect("h2");
+    assert_eq!(stream.conn.alpn_protocol(), Some(&b"h2"[..]));
+
+    // `berthd tls show` prints the pin the daemon logged, and keys are private.
+    let out = berthd(&datadir, &["tls", "show"]);
+    let shown = String::from_utf8_lossy(&out.stdout).into_owned();
+    let pin = shown
+        .lines()
+        .find_map(|l| l.strip_prefix("pin: "))
+        .unwrap_or_else(|| panic!("no pin in {shown}"))
+        .to_string();
+    assert!(pin.starts_with("sha256/") && pin.len() == 7 + 43, "{pin}");
+    assert!(log_of(&datadir).contains(&pin), "the log names the pin");
+    use std::os::unix::fs::PermissionsExt;
+    for key in ["ca.key", "leaf.key"] {
+        let mode = std::fs::metadata(datadir.join("tls").join(key))
+            .expect("key")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600, "{key}");
+    }
+}
+
+#[test]
+fn a_renewed_leaf_is_served_without_a_restart_and_the_pin_still_holds() {
+    let (_tmp, datadir) = new_datadir();
+    std::fs::create_dir_all(&datadir).expect("mkdir");
+    // Below 30 days of validity a leaf is due for renewal at every check.
+    std::fs::write(
+        datadir.join("berth.toml"),
+        "[tls]\nleaf_validity_days = 20\n",
+    )
+    .expect("berth.toml");
+    let (daemon, config, _ca) = start_tls(&datadir, &["--tls"]);
+    let localhost: IpAddr = "127.0.0.1".parse().expect("ip");
+    let served = |config: &Arc<rustls::ClientConfig>| {
+        let stream =
+            tls_connect(localhost, daemon.port, Arc::clone(config), "localhost").expect("tls");
+        stream
+            .conn
+            .peer_certificates()
+            .and_then(|c| c.first())
+            .map(|c| c.as_ref().to_vec())
+            .expect("leaf")
+    };
+    let before = served(&config);
+    let status = Command::new("kill")
+        .args(["-HUP", &daemon.child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    wait_until("a renewed leaf", 20, || served(&config) != before);
+    // Same pin (same CA), new leaf, same process.
+    assert_eq!(
+        tls_request(daemon.port, Arc::clone(&config), "GET", "/ping", &[], None)
+            .expect("ping")
+            .0,
+        200
+    );
+    assert!(log_of(&datadir).contains("TLS certificate renewed"));
+}
+
+#[test]
+fn pairing_gives_a_scoped_device_token_once_and_revocation_is_immediate() {
+    let (_tmp, datadir) = new_datadir();
+    let (daemon, config, _ca) = start_tls(&datadir, &["--tls"]);
+    let admin = bearer(&token(&datadir));
+    let req = |method: &str, path: &str, auth: Option<&str>, body: Option<&str>| {
+        let headers: Vec<(&str, &str)> = auth.map(|a| ("Authorization", a)).into_iter().collect();
+        tls_request(
+            daemon.port,
+            Arc::clone(&config),
+            method,
+            path,
+            &headers,
+            body,
+        )
+        .expect("request")
+    };
+
+    // No window: the endpoint does not exist.
+    let pair_body = |code: &str| format!(r#"{{"code":"{code}","name":"Test phone"}}"#);
+    assert_eq!(
+        req("POST", "/api/v1/pair", None, Some(&pair_body("x"))).0,
+        404
+    );
+
+    let uri = open_window(&datadir, "read");
+    let shown = String::from_utf8_lossy(&berthd(&datadir, &["tls", "show"]).stdout).into_owned();
+    let pin = uri_param(&uri, "pin");
+    assert!(shown.contains(pin), "the URI carries the CA pin");
+    assert_eq!(uri_param(&uri, "v"), "1");
+    assert!(uri_param(&uri, "a").ends_with(&format!(":{}", daemon.port)));
+    let exp: u64 = uri_param(&uri, "exp").parse().expect("exp");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs();
+    assert!((now + 590..=now + 610).contains(&exp), "10 minutes");
+    let code = uri_param(&uri, "t").to_string();
+
+    // A wrong code while the window is open: 401. The right one: a token, once.
+    assert_eq!(
+        req("POST", "/api/v1/pair", None, Some(&pair_body("wrong"))).0,
+        401
+    );
+    let (status, raw) = req("POST", "/api/v1/pair", None, Some(&pair_body(&code)));
+    assert_eq!(status, 200, "{raw}");
+    let paired = json_of(&raw);
+    let device_token = paired["token"].as_str().expect("token").to_string();
+    let device_id = paired["device"]["id"].as_str().expect("id").to_string();
+    assert_eq!(paired["device"]["scopes"], serde_json::json!(["read"]));
+    assert_eq!(paired["device"]["name"], "Test phone");
+    assert_eq!(
+        req("POST", "/api/v1/pair", None, Some(&pair_body(&code))).0,
+        404
+    );
+
+    // The device reads, but may not receive, and is listed for the admin.
+    let device = bearer(&device_token);
+    assert_eq!(req("GET", "/api/v1/wallet", Some(&device), None).0, 200);
+    let (status, raw) = req("POST", "/api/v1/wallet/addresses/next", Some(&device), None);
+    assert_eq!(status, 403, "{raw}");
+    assert!(raw.contains("receive"), "{raw}");
+    assert_eq!(req("GET", "/api/v1/devices", Some(&device), None).0, 403);
+    let (status, raw) = req("GET", "/api/v1/devices", Some(&admin), None);
+    assert_eq!(status, 200);
+    let list = json_of(&raw);
+    assert_eq!(list[0]["id"], device_id.as_str());
+    assert!(!raw.contains(&device_token), "tokens are never listed");
+
+    // Survives a restart (stored hashed in redb), then revoked: 401 at once.
+    drop(daemon);
+    let (daemon, config, _ca) = start_tls(&datadir, &["--tls"]);
+    let req = |method: &str, path: &str, auth: Option<&str>| {
+        let headers: Vec<(&str, &str)> = auth.map(|a| ("Authorization", a)).into_iter().collect();
+        tls_request(
+            daemon.port,
+            Arc::clone(&config),
+            method,
+            path,
+            &headers,
+            None,
+        )
+        .expect("request")
+    };
+    assert_eq!(req("GET", "/api/v1/wallet", Some(&device)).0, 200);
+    let (status, raw) = req(
+        "DELETE",
+        &format!("/api/v1/devices/{device_id}"),
+        Some(&admin),
+    );
+    assert_eq!(status, 200, "{raw}");
+    assert_eq!(req("GET", "/api/v1/wallet", Some(&device)).0, 401);
+    assert_eq!(
+        req(
+            "DELETE",
+            &format!("/api/v1/devices/{device_id}"),
+            Some(&admin)
+        )
+        .0,
+        404
+    );
+    let db = std::fs::read(datadir.join("berth.redb")).expect("db");
+    assert!(
+        !db.windows(device_token.len())
+            .any(|w| w == device_token.as_bytes()),
+        "the token is not stored"
+    );
+}
+
+/// Send a request and read only the status line (streams never end).
+fn status_only(port: u16, method: &str, path: &str, auth: &str) -> u16 {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .expect("timeout");
+    let body = if method == "GET" || method == "DELETE" {
+        ""
+    } else {
+        "{}"
+    };
+    let req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\nAuthorization: {auth}\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(req.as_bytes()).expect("write");
+    let mut line = Vec::new();
+    let mut byte = [0u8; 1];
+    while !line.ends_with(b"\r\n") {
+        match stream.read(&mut byte) {
+            Ok(1) => line.push(byte[0]),
+            _ => break,
+        }
+    }
+    String::from_utf8_lossy(&line)
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn every_route_enforces_its_scope_for_device_tokens() {
+    let (_tmp, datadir) = new_datadir();
+    // Plain loopback HTTP: scopes do not depend on the transport, and it is faster.
+    let daemon = Daemon::start(&datadir, &[]);
+    let mut tokens = Vec::new();
+    for scopes in ["read", "receive", "send", "admin", "read,receive,send"] {
+        let uri = open_window(&datadir, scopes);
+        let code = uri_param(&uri, "t");
+        let (status, raw) = daemon.post(
+            "/api/v1/pair",
+            &[],
+            &format!(r#"{{"code":"{code}","name":"{scopes}"}}"#),
+        );
+        assert_eq!(status, 200, "{raw}");
+        let token = json_of(&raw)["token"].as_str().expect("token").to_string();
+        let names: Vec<&str> = scopes.split(',').collect();
+        tokens.push((Scopes::parse(&names).expect("scopes"), bearer(&token)));
+    }
+    for (method, path, needed) in berth::api::scopes::ROUTE_SCOPES {
+        let concrete = path
+            .replace("{vtxo_id}", "x")
+            .replace("{id}", "x")
+            .replace("{identifier}", "x")
+            .replace("{index}", "0");
+        // Long-polls answer at once with timeout=0.
+        let concrete = if concrete.ends_with("/notifications/wait") {
+            format!("{concrete}?timeout=0")
+        } else {
+            concrete
+        };
+        for (scopes, auth) in &tokens {
+            let status = status_only(daemon.port, method, &concrete, auth);
+            if scopes.allows(*needed) {
+                assert!(
+                    status != 401 && status != 403 && status != 0,
+                    "{method} {path} with {scopes:?}: {status}, expected to pass the scope check"
+                );
+            } else {
+                assert_eq!(
+                    status, 403,
+                    "{method} {path} needs {needed:?}; {scopes:?} got {status}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn repeated_auth_failures_back_off_with_429() {
+    let (_tmp, datadir) = new_datadir();
+    let daemon = Daemon::start(&datadir, &[]);
+    let good = bearer(&token(&datadir));
+    let wrong = bearer("AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA");
+    // Missing credentials are not guesses: never blocked.
+    for _ in 0..10 {
+        assert_eq!(daemon.get("/api/v1/wallet", &[]).0, 401);
+    }
+    for _ in 0..berth::api::backoff::FREE_FAILURES {
+        assert_eq!(
+            daemon.get("/api/v1/wallet", &[("Authorization", &wrong)]).0,
+            401
+        );
+    }
+    let (status, raw) = daemon.get("/api/v1/wallet", &[("Authorization", &wrong)]);
+    assert_eq!(
+        status, 401,
+        "the failure that starts the block is still answered"
+    );
+    let (status, raw2) = daemon.get("/api/v1/wallet", &[("Authorization", &good)]);
+    assert_eq!(
+        status, 429,
+        "blocked, even with the right token: {raw} / {raw2}"
+    );
+    assert!(
+        raw2.to_ascii_lowercase().contains("retry-after: 1"),
+        "{raw2}"
+    );
+    std::thread::sleep(Duration::from_millis(1100));
+    assert_eq!(
+        daemon.get("/api/v1/wallet", &[("Authorization", &good)]).0,
+        200
+    );
+    // The success cleared the record.
+    assert_eq!(
+        daemon.get("/api/v1/wallet", &[("Authorization", &wrong)]).0,
+        401
+    );
+    assert_eq!(
+        daemon.get("/api/v1/wallet", &[("Authorization", &good)]).0,
+        200
+    );
+}
+
+#[test]
+fn slow_headers_are_cut_off_and_large_bodies_refused() {
+    let (_tmp, datadir) = new_datadir();
+    std::fs::create_dir_all(&datadir).expect("mkdir");
+    std::fs::write(
+        datadir.join("berth.toml"),
+        "[server]\nheader_read_timeout_secs = 2\n",
+    )
+    .expect("berth.toml");
+    let daemon = Daemon::start(&datadir, &[]);
+    let good = bearer(&token(&datadir));
+
+    // One byte a second: cut off at the 2 s timeout, long before the headers end.
+    let mut slow = TcpStream::connect(("127.0.0.1", daemon.port)).expect("connect");
+    let started = Instant::now();
+    let request = b"GET /api/v1/wallet HTTP/1.1\r\nHost: t\r\nX-Slow: aaaaaaaaaaaaaaaaaaaa\r\n\r\n";
+    let mut cut_off = None;
+    for byte in request {
+        if slow.write_all(&[*byte]).is_err() {
+            cut_off = Some(started.elapsed());
+            break;
+        }
+        slow.set_read_timeout(Some(Duration::from_millis(1000)))
+            .expect("timeout");
+        let mut buf = [0u8; 256];
+        match slow.read(&mut buf) {
+            // Closed (0) or answered 408: cut off.
+            Ok(n) => {
+                let answer = String::from_utf8_lossy(&buf[..n]).into_owned();
+                assert!(n == 0 || answer.contains("408"), "{answer}");
+                cut_off = Some(started.elapsed());
+                break;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {}
+            Err(_) => {
+                cut_off = Some(started.elapsed());
+                break;
+            }
+        }
+    }
+    let cut_off = cut_off.expect("the slow client was never cut off");
+    assert!(
+        cut_off >= Duration::from_millis(1500) && cut_off < Duration::from_secs(6),
+        "cut off after {cut_off:?}"
+    );
+
+    // 10 MB declared: 413 before the body is read.
+    let mut big = TcpStream::connect(("127.0.0.1", daemon.port)).expect("connect");
+    big.set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    let head = format!(
+        "POST /api/v1/wallet/send HTTP/1.1\r\nHost: t\r\nAuthorization: {good}\r\n\
+         Content-Type: application/json\r\nContent-Length: 10000000\r\n\r\n"
+    );
+    big.write_all(head.as_bytes()).expect("head");
+    let _ = big.write_all(&vec![b' '; 64 * 1024]);
+    let mut answer = String::new();
+    let _ = big.read_to_string(&mut answer);
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    assert!(answer.contains("payload_too_large"), "{answer}");
+
+    // 2 MB chunked (no Content-Length): cut off while being read, also 413.
+    let mut chunked = TcpStream::connect(("127.0.0.1", daemon.port)).expect("connect");
+    chunked
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    let head = format!(
+        "POST /api/v1/wallet/send HTTP/1.1\r\nHost: t\r\nAuthorization: {good}\r\n\
+         Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+    );
+    chunked.write_all(head.as_bytes()).expect("head");
+    let chunk = vec![b' '; 64 * 1024];
+    for _ in 0..32 {
+        if chunked
+            .write_all(format!("{:x}\r\n", chunk.len()).as_bytes())
+            .and_then(|()| chunked.write_all(&chunk))
+            .and_then(|()| chunked.write_all(b"\r\n"))
+            .is_err()
+        {
+            break;
+        }
+    }
+    let _ = chunked.write_all(b"0\r\n\r\n");
+    let mut answer = String::new();
+    let _ = chunked.read_to_string(&mut answer);
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+}
+
+#[test]
+fn idle_connections_and_unfinished_handshakes_do_not_stop_a_client() {
+    let (_tmp, datadir) = new_datadir();
+    let (daemon, config, _ca) = start_tls(&datadir, &["--tls"]);
+    let mut held = Vec::new();
+    for _ in 0..1000 {
+        held.push(TcpStream::connect(("127.0.0.1", daemon.port)).expect("idle connection"));
+    }
+    // 200 handshakes that start (a ClientHello's first bytes) and never finish.
+    for _ in 0..200 {
+        let mut s = TcpStream::connect(("127.0.0.1", daemon.port)).expect("connect");
+        s.write_all(&[0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00])
+            .expect("partial hello");
+        held.push(s);
+    }
+    let started = Instant::now();
+    let (status, _) = tls_request(daemon.port, Arc::clone(&config), "GET", "/ping", &[], None)
+        .expect("a legitimate client");
+    assert_eq!(status, 200);
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "served in {:?}",
+        started.elapsed()
+    );
+    drop(held);
+}
+
+#[test]
+fn no_token_code_or_ticket_reaches_the_logs() {
+    let (_tmp, datadir) = new_datadir();
+    let port = free_port();
+    let mut child = Command::new(BIN)
+        .arg("--datadir")
+        .arg(&datadir)
+        .args(["--port", &port.to_string(), "--verbose"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    // Read both pipes as the daemon writes them: a full pipe would block its logging.
+    let read_all = |mut pipe: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = pipe.read_to_string(&mut text);
+            text
+        })
+    };
+    let stderr = read_all(Box::new(child.stderr.take().expect("stderr")));
+    let stdout = read_all(Box::new(child.stdout.take().expect("stdout")));
+    let daemon = Daemon { child, port };
+    wait_until("/ping", 20, || {
+        matches!(try_request(port, "GET", "/ping", &[], None), Ok((200, _)))
+    });
+    let admin_token = token(&datadir);
+    let admin = bearer(&admin_token);
+
+    let uri = open_window(&datadir, "read,send");
+    let code = uri_param(&uri, "t").to_string();
+    let (_, raw) = daemon.post(
+        "/api/v1/pair",
+        &[],
+        &format!(r#"{{"code":"{code}","name":"phone"}}"#),
+    );
+    let device_token = json_of(&raw)["token"].as_str().expect("token").to_string();
+    let device = bearer(&device_token);
+    let (_, raw) = daemon.get(
+        "/api/v1/notifications/ws/ticket",
+        &[("Authorization", &device)],
+    );
+    let ticket: String = serde_json::from_str(body_of(&raw)).expect("ticket");
+    daemon.get(&format!("/api/v1/notifications/ws?ticket={ticket}"), &[]);
+    daemon.get("/api/v1/wallet", &[("Authorization", &device)]);
+    daemon.get("/api/v1/wallet", &[("Authorization", &format!("{admin}x"))]);
+    daemon.post(
+        "/api/v1/wallet/addresses/next",
+        &[("Authorization", &device)],
+        "{}",
+    );
+    let (status, _) = daemon.terminate();
+    assert!(status.success());
+    let mut logs = log_of(&datadir);
+    logs.push_str(&stderr.join().unwrap_or_default());
+    logs.push_str(&stdout.join().unwrap_or_default());
+    assert!(logs.contains("device paired"), "the log was captured");
+    for (what, secret) in [
+        ("admin token", admin_token.as_str()),
+        ("device token", device_token.as_str()),
+        ("pairing code", code.as_str()),
+        ("websocket ticket", ticket.as_str()),
+    ] {
+        assert!(!logs.contains(secret), "the {what} appears in the logs");
+    }
+}
