@@ -113,13 +113,14 @@ pub fn required(method: &Method, path: &str) -> Option<Scope> {
 }
 
 /// Route layer: refuse (403) a credential without the route's scope. Runs after the
-/// bearer check, which leaves the caller's `Scopes` in the request.
+/// bearer check, which leaves the caller's `Scopes` in the request; a request that
+/// somehow arrives without them is refused (fail closed).
 pub async fn require_scope(request: Request, next: Next) -> Response {
     let granted = request
         .extensions()
         .get::<Scopes>()
         .copied()
-        .unwrap_or(Scopes::FULL);
+        .unwrap_or(Scopes::NONE);
     let path = request
         .extensions()
         .get::<MatchedPath>()

@@ -308,6 +308,49 @@ mod tests {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_unfinished_tls_handshake_is_cut_off() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let identity = crate::net::certs::ServerIdentity::open(
+            crate::net::certs::TlsSource::generated_in(dir.path()),
+        )
+        .expect("identity");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let app = Router::new().route("/ping", axum::routing::get(|| async { "pong" }));
+        let limits = ServerLimits {
+            tls_handshake_timeout: Duration::from_millis(300),
+            ..ServerLimits::default()
+        };
+        tokio::spawn(serve(
+            listener,
+            Transport::Tls(identity),
+            app,
+            limits,
+            std::future::pending(),
+        ));
+        tokio::task::spawn_blocking(move || {
+            let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+            // The first bytes of a ClientHello, then nothing.
+            s.write_all(&[0x16, 0x03, 0x01, 0x02, 0x00]).expect("write");
+            s.set_read_timeout(Some(Duration::from_secs(5)))
+                .expect("timeout");
+            let started = std::time::Instant::now();
+            let mut buf = [0u8; 64];
+            let n = s.read(&mut buf).unwrap_or(0);
+            assert_eq!(n, 0, "closed without an answer");
+            assert!(
+                started.elapsed() < Duration::from_secs(2),
+                "{:?}",
+                started.elapsed()
+            );
+        })
+        .await
+        .expect("client");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_silent_connection_is_closed_and_connections_are_capped() {
         let limits = ServerLimits {
             max_connections: 2,

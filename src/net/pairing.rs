@@ -64,6 +64,8 @@ impl Scope {
 pub struct Scopes(u8);
 
 impl Scopes {
+    /// Nothing at all.
+    pub const NONE: Scopes = Scopes(0);
     /// What the barkd-style `auth_token` (and `--no-auth`) grants.
     pub const FULL: Scopes = Scopes(15);
     /// What `berthd pair` grants unless told otherwise: a phone wallet reads, receives
