@@ -708,3 +708,81 @@ fn the_tls_listener_is_announced_by_dns_sd_when_switched_on() {
     }
     let _ = browser.shutdown();
 }
+
+#[test]
+fn websockets_work_over_tls() {
+    let (_tmp, datadir) = new_datadir();
+    let (daemon, config, _ca) = start_tls(&datadir, &["--tls"]);
+    let (status, raw) = tls_request(
+        daemon.port,
+        Arc::clone(&config),
+        "GET",
+        "/api/v1/notifications/ws/ticket",
+        &[("Authorization", &bearer(&token(&datadir)))],
+        None,
+    )
+    .expect("ticket");
+    assert_eq!(status, 200, "{raw}");
+    let ticket: String = serde_json::from_str(body_of(&raw)).expect("ticket");
+    let port = daemon.port;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async move {
+        let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .expect("connect");
+        let connector = tokio_rustls::TlsConnector::from(config);
+        let name = rustls::pki_types::ServerName::try_from("localhost").expect("name");
+        let tls = connector.connect(name, tcp).await.expect("TLS");
+        let url = format!("wss://localhost:{port}/api/v1/notifications/ws?ticket={ticket}");
+        let (socket, response) = tokio_tungstenite::client_async(url, tls)
+            .await
+            .expect("websocket upgrade over TLS");
+        assert_eq!(response.status(), 101);
+        drop(socket);
+    });
+}
+
+#[test]
+fn a_user_supplied_certificate_is_served() {
+    // Another datadir's generated leaf and key stand in for the operator's own files.
+    let (_other_tmp, other) = new_datadir();
+    std::fs::create_dir_all(&other).expect("mkdir");
+    assert!(berthd(&other, &["tls", "show"]).status.success());
+    let other_ca = std::fs::read_to_string(other.join("tls/ca.pem")).expect("ca");
+
+    let (_tmp, datadir) = new_datadir();
+    std::fs::create_dir_all(&datadir).expect("mkdir");
+    std::fs::write(
+        datadir.join("berth.toml"),
+        format!(
+            "[tls]\ncert_file = {:?}\nkey_file = {:?}\n",
+            other.join("tls/leaf.pem"),
+            other.join("tls/leaf.key")
+        ),
+    )
+    .expect("berth.toml");
+    let port = free_port();
+    let child = Command::new(BIN)
+        .arg("--datadir")
+        .arg(&datadir)
+        .args(["--port", &port.to_string(), "--tls"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let _daemon = Daemon { child, port };
+    let config = harness::tls::pinned_client_config(&other_ca, true);
+    wait_until("/ping over the user's certificate", 20, || {
+        matches!(
+            tls_request(port, Arc::clone(&config), "GET", "/ping", &[], None),
+            Ok((200, _))
+        )
+    });
+    assert!(
+        !datadir.join("tls").exists(),
+        "no local CA is made when the operator supplies a certificate"
+    );
+}
