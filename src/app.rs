@@ -94,6 +94,25 @@ async fn check_store(path: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The autopilot's policy, from `berth.toml` `[watchdog]` and `[exits]`.
+fn autopilot_policy(settings: &crate::config::BerthToml) -> crate::engine::autopilot::Policy {
+    use bitcoin::{Amount, FeeRate};
+    let rate =
+        |sat_vb: u64| FeeRate::from_sat_per_vb_u32(u32::try_from(sat_vb).unwrap_or(u32::MAX));
+    let (watchdog, exits) = (&settings.watchdog, &settings.exits);
+    crate::engine::autopilot::Policy {
+        watchdog: watchdog.enabled,
+        check_interval: std::time::Duration::from_secs(watchdog.check_interval_secs),
+        warn_blocks: watchdog.warn_blocks as u32,
+        exit_margin_blocks: watchdog.exit_margin_blocks as u32,
+        refresh_attempts: watchdog.refresh_attempts as u32,
+        auto_exit_fee_budget: watchdog.auto_exit_fee_budget_sat.map(Amount::from_sat),
+        exit_progress_interval: std::time::Duration::from_secs(exits.progress_interval_secs),
+        exit_fee_rate: (exits.fee_rate_sat_vb > 0).then(|| rate(exits.fee_rate_sat_vb)),
+        max_exit_fee_rate: rate(exits.max_fee_rate_sat_vb),
+    }
+}
+
 /// Where the listener's certificate comes from: the user's files, or the datadir's
 /// generated local CA.
 fn tls_source(datadir: &Path, settings: &crate::config::BerthToml) -> TlsSource {
@@ -303,8 +322,14 @@ async fn daemon(cli: Cli, datadir: PathBuf) -> anyhow::Result<()> {
     }
     let events = EventHub::open(store.clone(), settings.event_retention()).await?;
     let pruner = events.spawn_pruner();
-    let engine = Engine::new(store.clone(), datadir.clone(), Arc::clone(&events));
+    let engine = Engine::new(
+        store.clone(),
+        datadir.clone(),
+        Arc::clone(&events),
+        autopilot_policy(&settings),
+    );
     engine.start().await?;
+    let autopilot = engine.spawn_autopilot();
     let devices = Arc::new(Devices::load(store.clone()).await?);
     let pairing = Arc::new(PairingCodes::default());
     let identity = if tls {
@@ -327,6 +352,7 @@ async fn daemon(cli: Cli, datadir: PathBuf) -> anyhow::Result<()> {
         devices,
         pairing: Arc::clone(&pairing),
         failures: Arc::new(AuthFailures::default()),
+        requests: Arc::new(crate::api::metrics::RequestMetrics::new()),
     };
     let app = crate::api::router(
         state,
@@ -429,6 +455,7 @@ async fn daemon(cli: Cli, datadir: PathBuf) -> anyhow::Result<()> {
     }
     stop_on_fatal.abort();
     pruner.abort();
+    autopilot.abort();
     engine.unload().await;
     if let Some(reason) = stop_rx.borrow().clone() {
         anyhow::bail!("stopped after a wallet database failure: {reason}");

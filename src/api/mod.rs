@@ -13,8 +13,10 @@ pub mod auth;
 pub mod backoff;
 pub mod control;
 pub mod error;
+pub mod health;
 pub mod idempotency;
 pub mod limits;
+pub mod metrics;
 pub mod openapi;
 pub mod scopes;
 pub mod tickets;
@@ -54,6 +56,8 @@ pub struct AppState {
     pub pairing: Arc<PairingCodes>,
     /// Failed authentications by address (bearer tokens and pairing codes).
     pub failures: Arc<AuthFailures>,
+    /// Request counts and latency by route, for `/metrics`.
+    pub requests: Arc<metrics::RequestMetrics>,
 }
 
 /// How the router is put together.
@@ -69,6 +73,8 @@ pub struct ApiOptions {
 pub fn openapi() -> utoipa::openapi::OpenApi {
     let mut document = OpenApiRouter::<AppState>::with_openapi(openapi::ApiDoc::openapi())
         .routes(routes!(ping))
+        .routes(routes!(health::health))
+        .routes(routes!(metrics::metrics))
         .nest("/api/v1", v1::router().merge(v1::public_router()))
         .into_openapi();
     openapi::finish(&mut document);
@@ -92,7 +98,9 @@ pub fn router(state: AppState, options: ApiOptions) -> Router {
         devices: Arc::clone(&state.devices),
         failures: Arc::clone(&state.failures),
     };
+    let requests = Arc::clone(&state.requests);
     let protected = Router::new()
+        .route("/metrics", get(metrics::metrics))
         .nest("/api/v1", v1_routes)
         // After routing, so the matched path names the route.
         .route_layer(axum::middleware::from_fn(scopes::require_scope))
@@ -108,6 +116,7 @@ pub fn router(state: AppState, options: ApiOptions) -> Router {
         ));
     let mut app = Router::new()
         .route("/ping", get(ping))
+        .route("/health", get(health::health))
         .route(
             "/api-docs/openapi.json",
             get(move || async move { ([(header::CONTENT_TYPE, "application/json")], document) }),
@@ -116,6 +125,12 @@ pub fn router(state: AppState, options: ApiOptions) -> Router {
         .merge(protected)
         .with_state(state);
     app = limits::apply(app, options.limits);
+    // After every route and the other layers, so it sees matched paths and counts
+    // their answers too (`metrics`).
+    app = app.layer(axum::middleware::from_fn_with_state(
+        requests,
+        metrics::record,
+    ));
     if !options.allowed_origins.is_empty() {
         app = app.layer(
             CorsLayer::new()

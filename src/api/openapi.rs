@@ -29,7 +29,8 @@ wallet exists), 429 too many failed authentications from the caller's address (s
     security(("bearer" = [])),
     components(schemas(
         crate::api::error::ErrorResponse,
-        crate::api::error::NotFoundResponse
+        crate::api::error::NotFoundResponse,
+        crate::api::v1::notifications::AlertNotification
     )),
     tags(
         (name = "wallet", description = "Create, inspect and delete the wallet; Ark balance, VTXOs and payments."),
@@ -42,6 +43,7 @@ wallet exists), 429 too many failed authentications from the caller's address (s
         (name = "bitcoin", description = "Facts about the chain."),
         (name = "notifications", description = "Wallet events as they happen: long-poll, websocket, Server-Sent Events."),
         (name = "devices", description = "Paired devices and their scoped tokens (Berth extension)."),
+        (name = "health", description = "Whether the appliance can keep its promises, and its metrics (Berth extension)."),
     )
 )]
 pub struct ApiDoc;

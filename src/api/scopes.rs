@@ -101,6 +101,7 @@ pub const ROUTE_SCOPES: &[(&str, &str, Scope)] = &[
     ("GET", "/api/v1/wallet/vtxos/{id}", Read),
     ("GET", "/api/v1/wallet/vtxos/{id}/encoded", Read),
     ("GET", "/api/v1/devices", Admin),
+    ("GET", "/metrics", Read),
     ("DELETE", "/api/v1/devices/{id}", Admin),
 ];
 
@@ -151,6 +152,7 @@ mod tests {
     /// Routes that need no bearer token at all.
     const PUBLIC: &[(&str, &str)] = &[
         ("GET", "/ping"),
+        ("GET", "/health"),
         ("GET", "/api/v1/notifications/ws"),
         ("POST", "/api/v1/pair"),
     ];

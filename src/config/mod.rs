@@ -26,6 +26,19 @@
 //!
 //! [discovery]
 //! mdns = false          # announce _berth._tcp on the LAN (on for the appliance)
+//!
+//! [exits]
+//! progress_interval_secs = 30   # advance live exits at least this often (and on every block)
+//! fee_rate_sat_vb = 0           # exit and CPFP fee rate; 0: the chain source's estimate
+//! max_fee_rate_sat_vb = 500     # cap on the estimate
+//!
+//! [watchdog]
+//! enabled = true                # start exits of VTXOs near expiry when refresh keeps failing
+//! check_interval_secs = 60
+//! warn_blocks = 288             # vtxo-expiring alerts this many blocks before the deadline
+//! exit_margin_blocks = 72       # act this many blocks before it
+//! refresh_attempts = 3          # failed refreshes before exiting
+//! # auto_exit_fee_budget_sat = 50000  # most it spends on one automatic exit batch
 //! ```
 
 use std::path::Path;
@@ -42,6 +55,60 @@ pub struct BerthToml {
     pub server: ServerSection,
     pub tls: TlsSection,
     pub discovery: DiscoverySection,
+    pub exits: ExitsSection,
+    pub watchdog: WatchdogSection,
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ExitsSection {
+    /// Seconds between progress passes over live exits without a new block (5 to 3600).
+    pub progress_interval_secs: u64,
+    /// Fee rate for exit transactions' fee-paying children, sat/vB; 0 uses the chain
+    /// source's estimate (0 to 10,000).
+    pub fee_rate_sat_vb: u64,
+    /// Cap on the estimated rate, sat/vB (1 to 10,000).
+    pub max_fee_rate_sat_vb: u64,
+}
+
+impl Default for ExitsSection {
+    fn default() -> Self {
+        ExitsSection {
+            progress_interval_secs: 30,
+            fee_rate_sat_vb: 0,
+            max_fee_rate_sat_vb: 500,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct WatchdogSection {
+    /// Start exits on its own (never claims). Off: alerts only.
+    pub enabled: bool,
+    /// Seconds between checks (1 to 3600); a new block also triggers one.
+    pub check_interval_secs: u64,
+    /// Alert when a VTXO is this close to its exit deadline, in blocks.
+    pub warn_blocks: u64,
+    /// Act (refresh, then exit) this close to the deadline, in blocks.
+    pub exit_margin_blocks: u64,
+    /// Failed refresh attempts before an exit is started (1 to 100).
+    pub refresh_attempts: u64,
+    /// Most the estimated fees of one automatic exit batch may be, in sats.
+    pub auto_exit_fee_budget_sat: Option<u64>,
+}
+
+impl Default for WatchdogSection {
+    fn default() -> Self {
+        WatchdogSection {
+            enabled: true,
+            check_interval_secs: 60,
+            warn_blocks: 288,
+            exit_margin_blocks: 72,
+            refresh_attempts: 3,
+            auto_exit_fee_budget_sat: None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq)]

@@ -3,9 +3,10 @@
 //! bark's own daemon advances exits only once a minute, not on new blocks; an exit
 //! takes several steps (broadcast with a fee-paying child, confirm, wait for the exit
 //! delta), so the engine runs its own driver: on every new tip (polled every few
-//! seconds) and at least every half minute while an exit is live, it syncs the
-//! on-chain wallet and advances every exit as far as the chain allows. Nothing ever
-//! claims exited funds except an explicit claim call.
+//! seconds) and at least every `[exits] progress_interval_secs` while an exit is live,
+//! it syncs the on-chain wallet and advances every exit as far as the chain allows,
+//! paying the `[exits]` fee rate (the estimate, capped, unless one is fixed). Nothing
+//! ever claims exited funds except an explicit claim call.
 
 use std::time::Duration;
 
@@ -15,11 +16,10 @@ use bark::onchain::OnchainWalletTrait;
 
 use super::{Engine, EngineError, LoadedWallet};
 
-/// How often the driver looks at the chain tip while an exit is live.
-const TIP_POLL: Duration = Duration::from_secs(2);
-/// How often it advances live exits even without a new block (to retry a failed
+/// How often the driver looks at the chain tip while an exit is live. Without a new
+/// block it advances exits every `[exits] progress_interval_secs` (to retry a failed
 /// broadcast, say).
-const IDLE_PROGRESS: Duration = Duration::from_secs(30);
+const TIP_POLL: Duration = Duration::from_secs(2);
 
 /// Which exits to list.
 #[derive(Debug, Clone, Copy)]
@@ -206,15 +206,23 @@ impl Engine {
             .map_err(|e| exit_error("canceling an exit", e))
     }
 
-    /// Start the driver that advances live exits on every new block, for as long as
-    /// `loaded` is the engine's wallet.
+    /// Start the driver that advances live exits on every new block (and at least
+    /// every `[exits] progress_interval_secs`), for as long as `loaded` is the
+    /// engine's wallet. Supervised: a failing pass is retried with backoff.
     pub(super) fn start_exit_driver(self: &std::sync::Arc<Self>, loaded: LoadedWallet) {
+        #[derive(Default)]
+        struct Seen {
+            tip: Option<u32>,
+            progressed_at: Option<tokio::time::Instant>,
+        }
+        let seen = std::sync::Arc::new(tokio::sync::Mutex::new(Seen::default()));
         let engine = std::sync::Arc::clone(self);
-        let task = tokio::spawn(async move {
-            let mut last_tip = None;
-            let mut last_progress = tokio::time::Instant::now();
-            loop {
-                tokio::time::sleep(TIP_POLL).await;
+        let step = move || {
+            let engine = std::sync::Arc::clone(&engine);
+            let loaded = loaded.clone();
+            let seen = std::sync::Arc::clone(&seen);
+            async move {
+                let mut seen = seen.lock().await;
                 // Ask the chain source only while an exit is live: on esplora every
                 // tip poll is an HTTP request.
                 let live = loaded
@@ -225,29 +233,35 @@ impl Engine {
                     .iter()
                     .any(|e| ExitStateKind::LIVE_STATES.contains(&e.state().kind()));
                 if !live {
-                    last_tip = None;
-                    continue;
+                    seen.tip = None;
+                    return Ok(());
                 }
-                let tip = loaded.wallet.chain().tip().await.ok();
-                let new_block = tip.is_some() && tip != last_tip;
-                if !new_block && last_progress.elapsed() < IDLE_PROGRESS {
-                    continue;
+                let tip: Option<u32> = loaded.wallet.chain().tip().await.ok().map(Into::into);
+                let new_block = tip.is_some() && tip != seen.tip;
+                let interval = engine.autopilot.policy().exit_progress_interval;
+                let due = seen.progressed_at.is_none_or(|t| t.elapsed() >= interval);
+                if !new_block && !due {
+                    return Ok(());
                 }
-                last_tip = tip;
-                last_progress = tokio::time::Instant::now();
-                match advance_exits(&loaded, &engine.exit_lock, None).await {
-                    Ok((exits, _)) => {
-                        for exit in exits {
-                            tracing::info!(target: "berth::exits", vtxo = %exit.vtxo_id,
-                                state = %exit.state.kind(), error = ?exit.error, "exit advanced");
-                        }
-                    }
-                    Err(e) => {
-                        tracing::warn!(target: "berth::exits", error = %e, "cannot advance exits yet")
-                    }
+                seen.tip = tip;
+                seen.progressed_at = Some(tokio::time::Instant::now());
+                let fee_rate = super::autopilot::exit_fee_rate(
+                    engine.autopilot.policy(),
+                    loaded.wallet.chain().fee_rates().await.fast,
+                );
+                let (exits, _) = advance_exits(&loaded, &engine.exit_lock, Some(fee_rate))
+                    .await
+                    .map_err(|e| format!("cannot advance exits yet: {e}"))?;
+                for exit in exits {
+                    tracing::info!(target: "berth::exits", vtxo = %exit.vtxo_id,
+                        state = %exit.state.kind(), error = ?exit.error, "exit advanced");
                 }
+                Ok(())
             }
-        });
+        };
+        let task = self
+            .tasks
+            .spawn("exit-driver", step, || tokio::time::sleep(TIP_POLL));
         if let Ok(mut driver) = self.exit_driver.lock()
             && let Some(old) = driver.replace(task)
         {

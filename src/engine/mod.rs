@@ -16,6 +16,7 @@ use bitcoin::Network;
 use bitcoin::bip32::Fingerprint;
 use tokio::sync::{Mutex, RwLock};
 
+pub mod autopilot;
 mod boards;
 mod exits;
 mod fees;
@@ -23,6 +24,7 @@ pub mod lightning;
 mod offchain;
 mod onchain;
 mod rounds;
+pub mod supervisor;
 
 pub use exits::{ExitList, ExitProgress};
 
@@ -188,6 +190,10 @@ pub struct Engine {
     exit_driver: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
     /// The task recording the loaded wallet's notifications, and its stop switch.
     recorder: std::sync::Mutex<Option<Recorder>>,
+    /// The watchdog, the exit reserve, alerts (`autopilot`).
+    autopilot: Arc<autopilot::Autopilot>,
+    /// Berth's supervised background tasks and their state.
+    tasks: Arc<supervisor::Tasks>,
 }
 
 struct Recorder {
@@ -196,11 +202,18 @@ struct Recorder {
 }
 
 impl Engine {
-    pub fn new(store: Store, datadir: PathBuf, events: Arc<EventHub>) -> Arc<Self> {
+    pub fn new(
+        store: Store,
+        datadir: PathBuf,
+        events: Arc<EventHub>,
+        policy: autopilot::Policy,
+    ) -> Arc<Self> {
         Arc::new(Engine {
             store,
             datadir,
             events,
+            autopilot: autopilot::Autopilot::new(policy),
+            tasks: Arc::new(supervisor::Tasks::default()),
             recorder: std::sync::Mutex::new(None),
             lifecycle: Mutex::new(()),
             loaded: RwLock::new(None),
@@ -212,6 +225,74 @@ impl Engine {
     /// The wallet database.
     pub fn store(&self) -> &Store {
         &self.store
+    }
+
+    /// The datadir (its filesystem's free space is in `/health`).
+    pub fn datadir(&self) -> &std::path::Path {
+        &self.datadir
+    }
+
+    /// The durable event log.
+    pub fn events(&self) -> &Arc<EventHub> {
+        &self.events
+    }
+
+    /// What the autopilot last saw.
+    pub fn autopilot_status(&self) -> autopilot::Status {
+        self.autopilot.status()
+    }
+
+    /// The supervised background tasks' state.
+    pub fn tasks(&self) -> Vec<(&'static str, supervisor::TaskStatus)> {
+        self.tasks.snapshot()
+    }
+
+    /// Start the autopilot: a check every `[watchdog] check_interval_secs`, and as soon
+    /// as bark's chain view sees a new block. Runs until the handle is aborted (also
+    /// while no wallet is loaded: it then records just that).
+    pub fn spawn_autopilot(self: &Arc<Self>) -> tokio::task::JoinHandle<()> {
+        let engine = Arc::clone(self);
+        let waiter = Arc::clone(self);
+        self.tasks.spawn(
+            "autopilot",
+            move || {
+                let engine = Arc::clone(&engine);
+                async move {
+                    engine
+                        .autopilot
+                        .check(&engine)
+                        .await
+                        .map_err(|e| e.to_string())
+                }
+            },
+            move || {
+                let engine = Arc::clone(&waiter);
+                async move { engine.until_next_check().await }
+            },
+        )
+    }
+
+    /// Wait for the check interval, or less when bark sees a new block (its cached
+    /// view of the tip: no request to the chain source) or a wallet is loaded or
+    /// unloaded.
+    async fn until_next_check(&self) {
+        let deadline = tokio::time::Instant::now() + self.autopilot.policy().check_interval;
+        let seen = |loaded: Option<LoadedWallet>| async move {
+            match loaded {
+                Some(l) => (true, l.wallet.chain().last_observed_tip().await),
+                None => (false, None),
+            }
+        };
+        let start = seen(self.loaded.read().await.clone()).await;
+        while tokio::time::Instant::now() < deadline {
+            tokio::time::sleep_until(
+                deadline.min(tokio::time::Instant::now() + Duration::from_secs(2)),
+            )
+            .await;
+            if seen(self.loaded.read().await.clone()).await != start {
+                return;
+            }
+        }
     }
 
     /// The wallet's fingerprint, or `None` when no wallet exists.

@@ -40,6 +40,8 @@ pub struct Event {
     pub at_us: u64,
     pub kind: EventKind,
     pub movement: Option<bark::movement::Movement>,
+    /// An alert's details (alert kinds only).
+    pub alert: Option<crate::store::codec::Alert>,
     /// The API's JSON for this event, rendered once by the first reader that needs it.
     pub rendered: OnceLock<Box<serde_json::value::RawValue>>,
 }
@@ -51,6 +53,7 @@ impl Event {
             at_us: stored.at_us,
             kind: stored.kind,
             movement: stored.movement,
+            alert: stored.alert,
             rendered: OnceLock::new(),
         }
     }
@@ -159,10 +162,28 @@ impl EventHub {
         kind: EventKind,
         movement: Option<bark::movement::Movement>,
     ) -> Result<Arc<Event>, StoreError> {
+        self.append_with(kind, movement, None).await
+    }
+
+    /// Append an alert (one of the autopilot's opt-in kinds).
+    pub async fn alert(
+        &self,
+        kind: EventKind,
+        alert: crate::store::codec::Alert,
+    ) -> Result<Arc<Event>, StoreError> {
+        self.append_with(kind, None, Some(alert)).await
+    }
+
+    async fn append_with(
+        &self,
+        kind: EventKind,
+        movement: Option<bark::movement::Movement>,
+        alert: Option<crate::store::codec::Alert>,
+    ) -> Result<Arc<Event>, StoreError> {
         let _order = self.append_order.lock().await;
         let (id, stored) = self
             .store
-            .append_event(kind, movement, now_us(), self.retention)
+            .append_event_with(kind, movement, alert, now_us(), self.retention)
             .await?;
         let event = Arc::new(Event::new(id, stored));
         {

@@ -226,6 +226,28 @@ pub struct StoredEvent {
     pub kind: EventKind,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub movement: Option<bark::movement::Movement>,
+    /// What an alert says (alert kinds only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alert: Option<Alert>,
+}
+
+/// The details of an alert raised by Berth's own background work (the autopilot): a
+/// sentence for people, and the facts behind it for programs.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Alert {
+    pub message: String,
+    /// The VTXOs concerned.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub vtxos: Vec<String>,
+    /// Their total value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub amount_sat: Option<u64>,
+    /// Blocks left before the first of them can no longer be exited safely.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocks_left: Option<i64>,
+    /// How much the on-chain wallet lacks to pay for exiting every VTXO.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shortfall_sat: Option<u64>,
 }
 
 /// What an event says happened. Names are the API's `type` values.
@@ -236,6 +258,12 @@ pub enum EventKind {
     MovementUpdated,
     /// bark's notification channel overflowed before the log recorded everything.
     ChannelLagging,
+    /// Alerts of the autopilot (opt-in types, `docs/events.md`).
+    VtxoExpiring,
+    ExitStarted,
+    ExitClaimable,
+    ExitReserveLow,
+    ArkServerUnreachable,
 }
 
 json_record!(

@@ -134,6 +134,19 @@ impl Store {
         now_us: u64,
         retention: EventRetention,
     ) -> Result<(u64, StoredEvent), StoreError> {
+        self.append_event_with(kind, movement, None, now_us, retention)
+            .await
+    }
+
+    /// [`Store::append_event`] with an alert's details.
+    pub async fn append_event_with(
+        &self,
+        kind: EventKind,
+        movement: Option<bark::movement::Movement>,
+        alert: Option<crate::store::codec::Alert>,
+        now_us: u64,
+        retention: EventRetention,
+    ) -> Result<(u64, StoredEvent), StoreError> {
         const CTX: &str = "appending to the event log";
         self.write(CTX, move |tx| {
             let previous_at = {
@@ -162,6 +175,7 @@ impl Store {
                 at_us,
                 kind,
                 movement,
+                alert,
             };
             tx.open_table(EVENTS)
                 .ctx(CTX)?

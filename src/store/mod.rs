@@ -201,6 +201,11 @@ impl Store {
         &self.inner.path
     }
 
+    /// The fatal storage error that stopped the store, if one happened (`/health`).
+    pub fn failure(&self) -> Option<String> {
+        self.inner.fatal.borrow().clone()
+    }
+
     /// Resolves with the reason once a fatal storage error has happened. The daemon
     /// selects on this and stops.
     pub async fn fatal(&self) -> String {

@@ -1095,3 +1095,110 @@ fn lightning_payments_start_and_are_tracked() {
         started.elapsed().as_secs_f64()
     );
 }
+
+/// Scenario 9: the Ark server goes away and a VTXO approaches expiry. With nobody
+/// calling the API, berthd's watchdog fails to refresh it, starts its exit, and the
+/// exit driver takes it to claimable; nothing is claimed until `claim` is called. The
+/// alerts reach a client that asked for them, and `/health` says what is wrong.
+#[test]
+fn watchdog_exits_a_vtxo_near_expiry_when_the_server_is_gone() {
+    let Some(mut stack) = Stack::start_or_skip("watchdog_exits_a_vtxo_near_expiry") else {
+        return;
+    };
+    let started = Instant::now();
+    // Tight windows so the scenario takes seconds: warn 100 blocks before the exit
+    // deadline, act 40 before it, exit after 2 failed refreshes.
+    let alice = stack.berthd_with(
+        "alice",
+        "[watchdog]\ncheck_interval_secs = 1\nwarn_blocks = 100\nexit_margin_blocks = 40\n\
+         refresh_attempts = 2\n[exits]\nprogress_interval_secs = 5\n",
+    );
+    board_and_confirm(&stack, &alice, 200_000);
+    let vtxos = alice.get_ok("/api/v1/wallet/vtxos");
+    let vtxo = vtxos[0]["id"].as_str().expect("id").to_string();
+    let expiry = vtxos[0]["expiry_height"].as_u64().expect("expiry_height");
+    wait_for(
+        "/health to say ready once the wallet was checked",
+        30,
+        || {
+            let (status, health) = alice.get("/health");
+            (status == 200 && health["status"] == "ready").then_some(())
+        },
+    );
+
+    stack.stop_captaind();
+    // A board exits in one transaction: its deadline is expiry - 1. Leave 30 blocks:
+    // inside the 40-block margin, outside its last quarter (so refresh is tried first).
+    let tip = stack.bitcoind.height();
+    let target = expiry - 1 - 30;
+    assert!(
+        target > tip,
+        "the VTXO expires at {expiry}, the tip is {tip}"
+    );
+    stack.bitcoind.mine(target - tip);
+    let exit_path = format!("/api/v1/exits/status/vtxo/{vtxo}");
+    wait_for("the watchdog to start the exit on its own", 120, || {
+        let (status, _) = alice.get(&exit_path);
+        (status == 200).then_some(())
+    });
+    let exit_started_at = stack.bitcoind.height();
+    mine_until_exit_is(&stack, &alice, &exit_path, "claimable", 300);
+    // More blocks and watchdog passes: still not claimed.
+    stack.bitcoind.mine(2);
+    std::thread::sleep(std::time::Duration::from_secs(4));
+    assert_eq!(alice.get_ok(&exit_path)["state"]["type"], "claimable");
+
+    let (_, wait) = alice.get(
+        "/api/v1/notifications/wait?after=0&timeout=0&types=vtxo-expiring,exit-started,\
+         exit-claimable,ark-server-unreachable",
+    );
+    let kinds: Vec<&str> = wait["notifications"]
+        .as_array()
+        .expect("notifications")
+        .iter()
+        .filter_map(|n| n["type"].as_str())
+        .collect();
+    for kind in [
+        "ark-server-unreachable",
+        "vtxo-expiring",
+        "exit-started",
+        "exit-claimable",
+    ] {
+        assert!(kinds.contains(&kind), "{kind} alert missing: {wait}");
+    }
+    let started_alert = wait["notifications"]
+        .as_array()
+        .and_then(|n| n.iter().find(|n| n["type"] == "exit-started"))
+        .expect("exit-started");
+    assert_eq!(started_alert["vtxos"][0], vtxo.as_str(), "{started_alert}");
+    // Clients that did not ask see none of them.
+    let (_, standard) = alice.get("/api/v1/notifications/wait?after=0&timeout=0");
+    assert!(
+        !standard.to_string().contains("exit-started"),
+        "alerts are opt-in: {standard}"
+    );
+
+    let (status, health) = alice.get("/health");
+    assert_eq!(status, 503, "{health}");
+    assert_eq!(health["ark_server"]["reachable"], false, "{health}");
+    assert_eq!(health["exits"]["claimable"], 1, "{health}");
+    assert_eq!(health["exits"]["started_automatically"], 1, "{health}");
+
+    let destination = stack.bitcoind.new_address();
+    let claim = alice.post_ok(
+        "/api/v1/exits/claim/all",
+        json!({"destination": destination}),
+    );
+    let txid = claim["txid"].as_str().expect("txid").to_string();
+    stack.bitcoind.mine(1);
+    assert!(
+        stack.bitcoind.paid_to(&txid, &destination) > 190_000,
+        "{claim}"
+    );
+    println!(
+        "e2e watchdog: scenario {:.1} s; exit started at height {exit_started_at} with the \
+         deadline at {}",
+        started.elapsed().as_secs_f64(),
+        expiry - 1
+    );
+}

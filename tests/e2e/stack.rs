@@ -86,6 +86,16 @@ impl Process {
 
 impl Drop for Process {
     fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+impl Process {
+    /// SIGTERM, then SIGKILL after 10 s; returns once it has exited.
+    fn stop(&mut self) {
+        if let Ok(Some(_)) = self.child.try_wait() {
+            return;
+        }
         let pid = self.child.id().to_string();
         let _ = Command::new("kill").args(["-TERM", &pid]).status();
         let deadline = Instant::now() + Duration::from_secs(10);
@@ -357,12 +367,24 @@ impl Stack {
         );
     }
 
+    /// Stop the Ark server (SIGTERM, waiting for it to exit): the wallet's server
+    /// is down from now on.
+    pub fn stop_captaind(&mut self) {
+        self.captaind.stop();
+    }
+
     /// A berthd with a fresh regtest wallet whose `config.toml` points at this stack.
     pub fn berthd(&self, name: &str) -> Berthd {
+        self.berthd_with(name, "")
+    }
+
+    /// [`Stack::berthd`] with this `berth.toml`.
+    pub fn berthd_with(&self, name: &str, berth_toml: &str) -> Berthd {
         let datadir = self.dir().join(format!("berthd-{name}"));
         std::fs::create_dir_all(&datadir).expect("berthd datadir");
         std::fs::set_permissions(&datadir, std::fs::Permissions::from_mode(0o700))
             .expect("chmod datadir");
+        std::fs::write(datadir.join("berth.toml"), berth_toml).expect("berth.toml");
         let config = format!(
             "server_address = \"{}\"\nbitcoind_address = \"{}\"\nbitcoind_cookiefile = \"{}\"\n",
             self.ark_url,

@@ -70,6 +70,47 @@ pub enum WalletNotification {
     ChannelLagging,
 }
 
+/// An alert of the autopilot (Berth extension), delivered only to clients that name
+/// its type in `types=` (so barkd clients never see one): `vtxo-expiring` (VTXOs
+/// approach the point after which they can no longer be exited safely),
+/// `exit-started` (the watchdog started exits because refresh kept failing near
+/// expiry), `exit-claimable` (exited funds can be claimed with `POST /exits/claim/*`;
+/// Berth never claims on its own), `exit-reserve-low` (the on-chain wallet's
+/// confirmed balance does not cover the fees of exiting every VTXO),
+/// `ark-server-unreachable`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AlertNotification {
+    /// The alert's type, as named in `types=`.
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    /// What happened, for people.
+    pub message: String,
+    /// The VTXOs concerned.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub vtxos: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub amount_sat: Option<u64>,
+    /// Blocks left before the first VTXO can no longer be exited safely.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub blocks_left: Option<i64>,
+    /// What the on-chain wallet lacks to pay for exiting every VTXO.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shortfall_sat: Option<u64>,
+}
+
+impl AlertNotification {
+    fn new(kind: &'static str, a: &crate::store::codec::Alert) -> Self {
+        AlertNotification {
+            kind,
+            message: a.message.clone(),
+            vtxos: a.vtxos.clone(),
+            amount_sat: a.amount_sat,
+            blocks_left: a.blocks_left,
+            shortfall_sat: a.shortfall_sat,
+        }
+    }
+}
+
 /// The JSON of an event, rendered once and shared by every reader.
 fn render(event: &Event) -> &RawValue {
     event.rendered.get_or_init(|| {
@@ -80,6 +121,14 @@ fn render(event: &Event) -> &RawValue {
             (EventKind::MovementUpdated, Some(m)) => WalletNotification::MovementUpdated {
                 movement: Movement::from(m),
             },
+            (kind, _) if !TypeFilter::is_standard(kind) => {
+                let alert = AlertNotification::new(
+                    type_name(kind),
+                    event.alert.as_ref().unwrap_or(&Default::default()),
+                );
+                return serde_json::value::to_raw_value(&alert)
+                    .expect("an alert is plain data and always serialises");
+            }
             _ => WalletNotification::ChannelLagging,
         };
         serde_json::value::to_raw_value(&notification)
@@ -122,13 +171,35 @@ pub struct TypeFilter(HashSet<EventKind>);
 /// (`types=` absent) receives it: barkd's three are sent to everyone; Berth's own
 /// (alerts, from later issues) only to clients that name them, so a strict barkd
 /// client never meets a `type` it does not know.
-const TYPES: [(EventKind, &str, bool); 3] = [
+const TYPES: [(EventKind, &str, bool); 8] = [
     (EventKind::MovementCreated, "movement-created", true),
     (EventKind::MovementUpdated, "movement-updated", true),
     (EventKind::ChannelLagging, "channel-lagging", true),
+    (EventKind::VtxoExpiring, "vtxo-expiring", false),
+    (EventKind::ExitStarted, "exit-started", false),
+    (EventKind::ExitClaimable, "exit-claimable", false),
+    (EventKind::ExitReserveLow, "exit-reserve-low", false),
+    (
+        EventKind::ArkServerUnreachable,
+        "ark-server-unreachable",
+        false,
+    ),
 ];
 
+/// The API name of a kind.
+fn type_name(kind: EventKind) -> &'static str {
+    TYPES
+        .iter()
+        .find(|t| t.0 == kind)
+        .map_or("channel-lagging", |t| t.1)
+}
+
 impl TypeFilter {
+    /// Whether a kind is delivered without being asked for (barkd's own types).
+    fn is_standard(kind: EventKind) -> bool {
+        TYPES.iter().any(|t| t.0 == kind && t.2)
+    }
+
     /// `types=a,b`: each must be a known type. Absent: the standard ones.
     fn parse(types: Option<&str>) -> Result<Self, ApiError> {
         let Some(types) = types else {
@@ -191,7 +262,9 @@ pub struct WaitQuery {
     /// answer's `last_event_id`). Not together with `since`.
     pub after: Option<u64>,
     /// Berth extension: comma-separated notification types to return (default
-    /// `movement-created,movement-updated,channel-lagging`).
+    /// `movement-created,movement-updated,channel-lagging`). The autopilot's alerts
+    /// (`vtxo-expiring`, `exit-started`, `exit-claimable`, `exit-reserve-low`,
+    /// `ark-server-unreachable`; shape: `AlertNotification`) come only when named here.
     pub types: Option<String>,
     /// Berth extension: seconds to wait when there is nothing to return yet (0 to 30,
     /// default 30).
@@ -591,13 +664,23 @@ mod tests {
             EventKind::MovementCreated,
             EventKind::MovementUpdated,
             EventKind::ChannelLagging,
+            EventKind::VtxoExpiring,
+            EventKind::ExitStarted,
+            EventKind::ExitClaimable,
+            EventKind::ExitReserveLow,
+            EventKind::ArkServerUnreachable,
         ];
         for kind in kinds {
             // Exhaustive: a new kind fails to compile here until it is listed above.
             match kind {
                 EventKind::MovementCreated
                 | EventKind::MovementUpdated
-                | EventKind::ChannelLagging => {}
+                | EventKind::ChannelLagging
+                | EventKind::VtxoExpiring
+                | EventKind::ExitStarted
+                | EventKind::ExitClaimable
+                | EventKind::ExitReserveLow
+                | EventKind::ArkServerUnreachable => {}
             }
             let (_, name, _) = TYPES
                 .iter()

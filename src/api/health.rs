@@ -1,0 +1,264 @@
+//! `GET /health` (no credential): whether the appliance can keep its promises, for a
+//! monitor, systemd or a phone. 200 when ready, 503 otherwise, with the facts behind
+//! the verdict. It reads what the autopilot last saw (a check every minute and on
+//! every block) instead of probing anything itself, so polling it costs nothing and
+//! cannot be used to hammer the Ark server or the chain source.
+//!
+//! - `failing`: the wallet database stopped after a storage error, the disk is nearly
+//!   full (< 64 MiB), or a VTXO is past its exit deadline.
+//! - `degraded`: the wallet is not loaded yet, the Ark server is unreachable, the chain
+//!   tip is unknown, VTXOs are within the exit margin, the exit reserve is short, the
+//!   disk is low (< 1 GiB) or a background task keeps failing.
+//! - `ready`: none of these (also before any wallet exists).
+
+use std::time::SystemTime;
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use serde::Serialize;
+
+use crate::api::AppState;
+
+/// Disk free below this: failing (the database cannot grow).
+const DISK_CRITICAL: u64 = 64 * 1024 * 1024;
+/// Disk free below this: degraded.
+const DISK_LOW: u64 = 1024 * 1024 * 1024;
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct Health {
+    /// `ready`, `degraded` or `failing`.
+    pub status: &'static str,
+    /// Why it is not `ready` (empty when it is).
+    pub reasons: Vec<String>,
+    pub wallet: WalletHealth,
+    pub ark_server: ArkServerHealth,
+    pub chain_tip: ChainTipHealth,
+    pub vtxo_expiry: VtxoExpiryHealth,
+    pub exits: ExitsHealth,
+    pub exit_reserve: ExitReserveHealth,
+    pub store: StoreHealth,
+    pub disk: DiskHealth,
+    pub tasks: Vec<TaskHealth>,
+}
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct WalletHealth {
+    pub exists: bool,
+    pub loaded: bool,
+}
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct ArkServerHealth {
+    /// `null` before the first probe (or without a loaded wallet).
+    pub reachable: Option<bool>,
+    pub last_reachable_at: Option<chrono::DateTime<chrono::Utc>>,
+    pub consecutive_failures: u32,
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct ChainTipHealth {
+    pub height: Option<u32>,
+    /// Seconds since berthd first saw this tip.
+    pub age_secs: Option<u64>,
+}
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct VtxoExpiryHealth {
+    /// Unspent VTXOs not being exited.
+    pub vtxos: usize,
+    /// Blocks until the first of them can no longer be exited safely.
+    pub blocks_until_first_at_risk: Option<i64>,
+    /// Within the warning window.
+    pub expiring: usize,
+    /// Within the exit margin: being refreshed, or exited.
+    pub at_risk: usize,
+}
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct ExitsHealth {
+    pub in_progress: u64,
+    pub claimable: u64,
+    /// Started by the watchdog since berthd started.
+    pub started_automatically: u64,
+}
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct ExitReserveHealth {
+    /// `null` until estimated.
+    pub sufficient: Option<bool>,
+    pub needed_sat: Option<u64>,
+    pub available_sat: Option<u64>,
+}
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct StoreHealth {
+    /// No storage error has stopped the database.
+    pub writable: bool,
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct DiskHealth {
+    pub free_bytes: Option<u64>,
+    pub total_bytes: Option<u64>,
+}
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct TaskHealth {
+    pub name: String,
+    pub healthy: bool,
+    pub failures: u64,
+    pub consecutive_failures: u32,
+    pub last_error: Option<String>,
+    pub retry_at: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+fn utc(t: SystemTime) -> chrono::DateTime<chrono::Utc> {
+    chrono::DateTime::<chrono::Utc>::from(t)
+}
+
+/// `GET /health`
+#[utoipa::path(
+    get,
+    path = "/health",
+    tag = "health",
+    summary = "Health",
+    description = "Whether berthd can keep its promises: 200 with `status: ready`, else 503 with \
+        `degraded` or `failing` and the reasons. No credential. Reads what the autopilot last \
+        saw (every minute and on every block); it probes nothing itself.",
+    security(()),
+    responses(
+        (status = 200, description = "Ready", body = Health),
+        (status = 503, description = "Degraded or failing", body = Health),
+    )
+)]
+pub async fn health(State(state): State<AppState>) -> (StatusCode, Json<Health>) {
+    let engine = &state.engine;
+    let seen = engine.autopilot_status();
+    let exists = matches!(engine.wallet_fingerprint().await, Ok(Some(_)));
+    let loaded = engine.is_loaded().await;
+    let store_error = engine.store().failure();
+    let datadir = engine.datadir().to_path_buf();
+    let disk = tokio::task::spawn_blocking(move || rustix::fs::statvfs(&datadir).ok())
+        .await
+        .ok()
+        .flatten()
+        .map(|s| (s.f_bavail * s.f_frsize, s.f_blocks * s.f_frsize));
+    let tasks = engine.tasks();
+
+    let mut failing = Vec::new();
+    let mut degraded = Vec::new();
+    if let Some(e) = &store_error {
+        failing.push(format!("the wallet database stopped: {e}"));
+    }
+    match disk {
+        Some((free, _)) if free < DISK_CRITICAL => {
+            failing.push(format!("the disk is nearly full ({free} bytes free)"))
+        }
+        Some((free, _)) if free < DISK_LOW => {
+            degraded.push(format!("the disk is low ({free} bytes free)"))
+        }
+        _ => {}
+    }
+    if exists && !loaded {
+        degraded.push("the wallet is not loaded yet (waiting for its chain source)".into());
+    }
+    if loaded {
+        if seen.ark_server.reachable == Some(false) {
+            degraded.push("the Ark server is unreachable".into());
+        }
+        if seen.chain_tip.is_none() {
+            degraded.push("the loaded wallet has not been checked yet (chain tip unknown)".into());
+        }
+        match seen.first_deadline {
+            Some(left) if left < 0 => {
+                failing.push("a VTXO is past the point where it can be exited safely".into())
+            }
+            _ if seen.at_risk > 0 => degraded.push(format!(
+                "{} VTXO(s) are near expiry (being refreshed or exited)",
+                seen.at_risk
+            )),
+            _ => {}
+        }
+        if seen.reserve.is_some_and(|r| !r.sufficient()) {
+            degraded.push("the on-chain balance cannot pay for exiting every VTXO".into());
+        }
+    }
+    for (name, t) in &tasks {
+        if t.consecutive_failures >= 3 {
+            degraded.push(format!("the {name} task keeps failing"));
+        }
+    }
+    let (status, code) = if !failing.is_empty() {
+        ("failing", StatusCode::SERVICE_UNAVAILABLE)
+    } else if !degraded.is_empty() {
+        ("degraded", StatusCode::SERVICE_UNAVAILABLE)
+    } else {
+        ("ready", StatusCode::OK)
+    };
+    let phase = |name: &str| {
+        seen.exits_by_phase
+            .iter()
+            .find(|(p, _)| *p == name)
+            .map_or(0, |(_, n)| *n)
+    };
+    let body = Health {
+        status,
+        reasons: failing.into_iter().chain(degraded).collect(),
+        wallet: WalletHealth { exists, loaded },
+        ark_server: ArkServerHealth {
+            reachable: seen.ark_server.reachable,
+            last_reachable_at: seen.ark_server.last_reachable_at.map(utc),
+            consecutive_failures: seen.ark_server.consecutive_failures,
+            error: seen.ark_server.last_error.clone(),
+        },
+        chain_tip: ChainTipHealth {
+            height: seen.chain_tip.map(|t| t.height),
+            age_secs: seen
+                .chain_tip
+                .and_then(|t| t.seen_at.elapsed().ok())
+                .map(|d| d.as_secs()),
+        },
+        vtxo_expiry: VtxoExpiryHealth {
+            vtxos: seen.vtxos.len(),
+            blocks_until_first_at_risk: seen.first_deadline,
+            expiring: seen.expiring,
+            at_risk: seen.at_risk,
+        },
+        exits: ExitsHealth {
+            in_progress: phase("start")
+                + phase("processing")
+                + phase("awaiting-delta")
+                + phase("claim-in-progress"),
+            claimable: phase("claimable"),
+            started_automatically: seen.exits_started_automatically,
+        },
+        exit_reserve: ExitReserveHealth {
+            sufficient: seen.reserve.map(|r| r.sufficient()),
+            needed_sat: seen.reserve.map(|r| r.needed.to_sat()),
+            available_sat: seen.reserve.map(|r| r.available.to_sat()),
+        },
+        store: StoreHealth {
+            writable: store_error.is_none(),
+            error: store_error,
+        },
+        disk: DiskHealth {
+            free_bytes: disk.map(|d| d.0),
+            total_bytes: disk.map(|d| d.1),
+        },
+        tasks: tasks
+            .into_iter()
+            .map(|(name, t)| TaskHealth {
+                name: name.to_string(),
+                healthy: t.consecutive_failures == 0,
+                failures: t.failures,
+                consecutive_failures: t.consecutive_failures,
+                last_error: t.last_error,
+                retry_at: t.retry_at.map(utc),
+            })
+            .collect(),
+    };
+    (code, Json(body))
+}

@@ -1,0 +1,176 @@
+//! Headless safety on the real binary: `GET /health` and `GET /metrics` shapes, with
+//! no wallet and (with `BITCOIND_EXEC`) with a loaded wallet whose Ark server is down.
+//! The watchdog's full story (exit near expiry, claimable, never claimed) is e2e
+//! scenario 9 (`cargo test --test e2e watchdog`).
+
+mod harness;
+
+use harness::*;
+
+fn health(daemon: &Daemon) -> (u16, serde_json::Value) {
+    let (status, raw) = daemon.get("/health", &[]);
+    (status, json_of(&raw))
+}
+
+#[test]
+fn health_without_a_wallet_is_ready_and_needs_no_credential() {
+    let (_tmp, datadir) = new_datadir();
+    let daemon = Daemon::start(&datadir, &[]);
+    wait_until("the autopilot's first check", 20, || {
+        health(&daemon).1["tasks"]
+            .as_array()
+            .is_some_and(|t| !t.is_empty())
+    });
+    let (status, body) = health(&daemon);
+    if only_disk_is_short(&body) {
+        // This machine's disk, not berthd: the verdict is right, the rest still checked.
+        eprintln!("note: the test machine's disk is low: {}", body["reasons"]);
+        assert_eq!(status, 503);
+    } else {
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["status"], "ready");
+        assert_eq!(body["reasons"], serde_json::json!([]));
+    }
+    for key in [
+        "wallet",
+        "ark_server",
+        "chain_tip",
+        "vtxo_expiry",
+        "exits",
+        "exit_reserve",
+        "store",
+        "disk",
+        "tasks",
+    ] {
+        assert!(body.get(key).is_some(), "{key} missing: {body}");
+    }
+    assert_eq!(body["wallet"]["exists"], false);
+    assert_eq!(body["store"]["writable"], true);
+    assert!(body["disk"]["free_bytes"].as_u64().is_some_and(|f| f > 0));
+    let names: Vec<&str> = body["tasks"]
+        .as_array()
+        .expect("tasks")
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert!(names.contains(&"autopilot"), "{body}");
+}
+
+/// Whether the only reasons for not being ready are about the disk.
+fn only_disk_is_short(body: &serde_json::Value) -> bool {
+    body["reasons"].as_array().is_some_and(|r| {
+        !r.is_empty()
+            && r.iter()
+                .all(|r| r.as_str().is_some_and(|r| r.starts_with("the disk is")))
+    })
+}
+
+/// Every line of a Prometheus text answer is a comment or `name{labels} value`.
+fn assert_prometheus(text: &str) {
+    for line in text
+        .lines()
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+    {
+        let (series, value) = line.rsplit_once(' ').expect("name value");
+        assert!(series.starts_with("berth_"), "{line}");
+        assert!(value.parse::<f64>().is_ok(), "{line}");
+    }
+}
+
+#[test]
+fn metrics_need_a_credential_and_speak_prometheus() {
+    let (_tmp, datadir) = new_datadir();
+    let daemon = Daemon::start(&datadir, &[]);
+    let bearer = format!("Bearer {}", token(&datadir));
+    assert_eq!(daemon.get("/metrics", &[]).0, 401);
+    daemon.get("/api/v1/wallet", &[("Authorization", &bearer)]);
+    daemon.get("/api/v1/no/such/path", &[("Authorization", &bearer)]);
+    let (status, raw) = daemon.get("/metrics", &[("Authorization", &bearer)]);
+    assert_eq!(status, 200, "{raw}");
+    assert!(
+        raw.to_ascii_lowercase()
+            .contains("content-type: text/plain; version=0.0.4"),
+        "{raw}"
+    );
+    let text = body_of(&raw);
+    assert_prometheus(text);
+    assert!(text.contains("berth_wallet_loaded 0"), "{text}");
+    assert!(
+        text.contains(
+            r#"berth_http_requests_total{method="GET",route="/api/v1/wallet",status="2xx"} 1"#
+        ),
+        "{text}"
+    );
+    assert!(text.contains(r#"route="unmatched""#), "{text}");
+    assert!(
+        text.contains("berth_process_resident_memory_bytes"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("/api/v1/no/such/path"),
+        "no concrete paths: {text}"
+    );
+}
+
+#[test]
+fn a_loaded_wallet_without_its_ark_server_is_degraded_and_measured() {
+    let Some(bitcoind) = Bitcoind::start_or_skip("a_loaded_wallet_without_its_ark_server") else {
+        return;
+    };
+    let (_tmp, datadir) = new_datadir();
+    std::fs::create_dir_all(&datadir).expect("mkdir");
+    std::fs::write(
+        datadir.join("berth.toml"),
+        "[watchdog]\ncheck_interval_secs = 1\n",
+    )
+    .expect("berth.toml");
+    let daemon = Daemon::start(&datadir, &[]);
+    create_wallet_without_server(&daemon, &datadir, &bitcoind);
+    wait_loaded(&daemon, &datadir);
+    wait_until("the autopilot to probe the Ark server", 30, || {
+        health(&daemon).1["ark_server"]["reachable"] == false
+    });
+    let (status, body) = health(&daemon);
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(body["status"], "degraded", "{body}");
+    assert!(
+        body["reasons"].as_array().is_some_and(|r| r
+            .iter()
+            .any(|r| r.as_str().is_some_and(|r| r.contains("Ark server")))),
+        "{body}"
+    );
+    assert!(body["ark_server"]["error"].is_string(), "{body}");
+    assert!(body["chain_tip"]["height"].as_u64().is_some(), "{body}");
+    assert_eq!(body["wallet"]["loaded"], true);
+    assert_eq!(body["vtxo_expiry"]["vtxos"], 0);
+
+    let bearer = format!("Bearer {}", token(&datadir));
+    let (_, raw) = daemon.get("/metrics", &[("Authorization", &bearer)]);
+    let text = body_of(&raw);
+    assert_prometheus(text);
+    assert!(text.contains("berth_wallet_loaded 1"), "{text}");
+    assert!(
+        text.contains(r#"berth_balance_sats{state="spendable"} 0"#),
+        "{text}"
+    );
+    assert!(
+        text.contains(r#"berth_vtxo_expiry_blocks{le="+Inf"} 0"#),
+        "{text}"
+    );
+    assert!(
+        text.contains(r#"berth_exits{phase="claimable"} 0"#),
+        "{text}"
+    );
+
+    // Ark-server-unreachable is an opt-in alert: there for whoever asks.
+    let (_, raw) = daemon.get(
+        "/api/v1/notifications/wait?after=0&timeout=0&types=ark-server-unreachable",
+        &[("Authorization", &bearer)],
+    );
+    let wait = json_of(&raw);
+    assert_eq!(
+        wait["notifications"][0]["type"], "ark-server-unreachable",
+        "{wait}"
+    );
+    assert!(wait["notifications"][0]["message"].is_string(), "{wait}");
+}
