@@ -206,6 +206,31 @@ fn use_tls(cli: &Cli) -> anyhow::Result<bool> {
     Ok(cli.tls || !cli.host.is_loopback())
 }
 
+/// Announce the TLS listener by DNS-SD when `[discovery] mdns` says so. A failure is
+/// logged, not fatal: the appliance stays reachable by address.
+fn announce_if_enabled(
+    settings: &crate::config::BerthToml,
+    hostname: &str,
+    port: u16,
+    pin: Option<&str>,
+) -> Option<crate::net::mdns::MdnsHandle> {
+    if !settings.discovery.mdns {
+        return None;
+    }
+    let Some(pin) = pin else {
+        tracing::warn!("DNS-SD announcement is on, but only a TLS listener is announced");
+        return None;
+    };
+    let announcement = crate::net::mdns::Announcement {
+        hostname: hostname.to_string(),
+        port,
+        pin: pin.to_string(),
+    };
+    crate::net::mdns::announce(&announcement)
+        .map_err(|e| tracing::warn!(error = %e, "cannot announce the API by DNS-SD"))
+        .ok()
+}
+
 /// Keep the served certificate current: check every minute (a new LAN address, a leaf
 /// near expiry) and on SIGHUP (which also re-reads user-supplied files).
 fn spawn_tls_renewer(identity: Arc<ServerIdentity>) -> tokio::task::JoinHandle<()> {
@@ -379,45 +404,33 @@ async fn daemon(cli: Cli, datadir: PathBuf) -> anyhow::Result<()> {
     }
     let renewer = identity.clone().map(spawn_tls_renewer);
     let hostname = crate::net::certs::hostname();
-    let announcement = match (settings.discovery.mdns, &pin) {
-        (true, Some(pin)) => {
-            let announcement = crate::net::mdns::Announcement {
-                hostname: hostname.clone(),
-                port: bound.port(),
-                pin: pin.clone(),
-            };
-            match crate::net::mdns::announce(&announcement) {
-                Ok(handle) => Some(handle),
-                Err(e) => {
-                    tracing::warn!(error = %e, "cannot announce the API by DNS-SD");
-                    None
-                }
-            }
+    let announcement = announce_if_enabled(&settings, &hostname, bound.port(), pin.as_deref());
+    let (control_done, control_stop) = tokio::sync::watch::channel(false);
+    // Without its control socket berthd still serves the API; only pairing waits.
+    let control_task = match crate::net::control::bind(&datadir) {
+        Ok(control) => {
+            let control_app = crate::api::control::router(ControlState {
+                pairing,
+                target: PairingTarget {
+                    bind: bound,
+                    hostname,
+                    pin,
+                },
+            });
+            Some(tokio::spawn(crate::net::listener::serve_unix(
+                control,
+                control_app,
+                async move {
+                    let mut stop = control_stop;
+                    let _ = stop.wait_for(|done| *done).await;
+                },
+            )))
         }
-        (true, None) => {
-            tracing::warn!("DNS-SD announcement is on, but only a TLS listener is announced");
+        Err(e) => {
+            tracing::error!(error = %format!("{e:#}"), "no control socket: `berthd pair` cannot reach this daemon");
             None
         }
-        (false, _) => None,
     };
-    let (control_done, control_stop) = tokio::sync::watch::channel(false);
-    let control = crate::net::control::bind(&datadir)?;
-    let control_app = crate::api::control::router(ControlState {
-        pairing,
-        target: PairingTarget {
-            bind: bound,
-            hostname,
-            pin,
-        },
-    });
-    let control_task = tokio::spawn(crate::net::listener::serve_unix(
-        control,
-        control_app,
-        async move {
-            let mut stop = control_stop;
-            let _ = stop.wait_for(|done| *done).await;
-        },
-    ));
 
     let fatal = store.clone();
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(None::<String>);
@@ -445,7 +458,9 @@ async fn daemon(cli: Cli, datadir: PathBuf) -> anyhow::Result<()> {
     .await;
     sockets.closed(std::time::Duration::from_secs(2)).await;
     control_done.send_replace(true);
-    let _ = control_task.await;
+    if let Some(task) = control_task {
+        let _ = task.await;
+    }
     let _ = std::fs::remove_file(crate::net::control::socket_path(&datadir));
     if let Some(announcement) = announcement {
         announcement.stop();
