@@ -16,7 +16,6 @@ mod harness;
 #[path = "../tests/common/vtxos.rs"]
 mod vtxos;
 
-use std::process::Command;
 use std::time::Instant;
 
 use bark::movement::{
@@ -102,32 +101,20 @@ fn main() {
         for (connections, n) in [(1, requests / 10), (16, requests)] {
             let before = harness::rss_kb(pid);
             let url = format!("http://127.0.0.1:{}{path}", daemon.port);
-            let out = Command::new(&oha)
-                .args(["--no-tui", "--output-format", "json", "-c"])
-                .arg(connections.to_string())
-                .arg("-n")
-                .arg(n.max(1).to_string())
-                .args(["-H", &bearer])
-                .arg(&url)
-                .output()
-                .unwrap_or_else(|e| panic!("cannot run {oha} (cargo install oha): {e}"));
-            assert!(
-                out.status.success(),
-                "oha failed: {}",
-                String::from_utf8_lossy(&out.stderr)
+            let measured = harness::oha(
+                &oha,
+                &[
+                    "-c",
+                    &connections.to_string(),
+                    "-n",
+                    &n.max(1).to_string(),
+                    "-H",
+                    &bearer,
+                    &url,
+                ],
             );
-            let report: serde_json::Value =
-                serde_json::from_slice(&out.stdout).expect("oha's JSON report");
-            let pct =
-                |p: &str| report["latencyPercentiles"][p].as_f64().unwrap_or(f64::NAN) * 1000.0;
             println!(
-                "{path}, {connections} connection(s), {n} requests: {:.0} req/s, p50 {:.2} ms, p99 {:.2} ms, status codes {}; VmRSS {before} kB -> {} kB",
-                report["summary"]["requestsPerSec"]
-                    .as_f64()
-                    .unwrap_or(f64::NAN),
-                pct("p50"),
-                pct("p99"),
-                report["statusCodeDistribution"],
+                "{path}, {connections} connection(s), {n} requests: {measured}; VmRSS {before} kB -> {} kB",
                 harness::rss_kb(pid),
             );
         }

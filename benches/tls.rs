@@ -18,7 +18,6 @@ mod harness;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -58,38 +57,11 @@ fn tls_ping(port: u16, config: &Arc<rustls::ClientConfig>) -> Duration {
 }
 
 fn oha(oha: &str, label: &str, url: &str, bearer: &str, n: u64, extra: &[&str]) {
-    let out = Command::new(oha)
-        .args([
-            "--no-tui",
-            "--output-format",
-            "json",
-            "--insecure",
-            "-c",
-            "16",
-        ])
-        .arg("-n")
-        .arg(n.to_string())
-        .args(["-H", bearer])
-        .args(extra)
-        .arg(url)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {oha} (cargo install oha): {e}"));
-    assert!(
-        out.status.success(),
-        "oha failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("oha's JSON");
-    let pct = |p: &str| report["latencyPercentiles"][p].as_f64().unwrap_or(f64::NAN) * 1000.0;
-    println!(
-        "{label}: {:.0} req/s, p50 {:.2} ms, p99 {:.2} ms, status codes {}",
-        report["summary"]["requestsPerSec"]
-            .as_f64()
-            .unwrap_or(f64::NAN),
-        pct("p50"),
-        pct("p99"),
-        report["statusCodeDistribution"],
-    );
+    let n = n.to_string();
+    let mut args = vec!["--insecure", "-c", "16", "-n", &n, "-H", bearer];
+    args.extend_from_slice(extra);
+    args.push(url);
+    println!("{label}: {}", harness::oha(oha, &args));
 }
 
 fn main() {

@@ -221,6 +221,12 @@ fn announce_if_enabled(
         tracing::warn!("DNS-SD announcement is on, but only a TLS listener is announced");
         return None;
     };
+    if crate::net::mdns::multicast_interface().is_none() {
+        tracing::warn!(
+            "DNS-SD: no up, multicast-capable LAN interface yet; the announcement reaches \
+             nobody until one appears"
+        );
+    }
     let announcement = crate::net::mdns::Announcement {
         hostname: hostname.to_string(),
         port,

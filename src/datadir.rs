@@ -52,14 +52,14 @@ const KNOWN_FILES: &[&str] = &[
 ];
 
 /// The datadir's entries berthd does not know, sorted. Logs (`*.log`) and the
-/// temporaries of [`write_secret_file`] are known.
+/// temporaries of [`write_atomically`] are known.
 pub fn unexpected_entries(path: &Path) -> Result<Vec<String>, DataDirError> {
     let mut unexpected = Vec::new();
     for entry in std::fs::read_dir(path).map_err(io("cannot list datadir", path))? {
         let entry = entry.map_err(io("cannot list datadir", path))?;
         let name = entry.file_name().to_string_lossy().into_owned();
         let known = KNOWN_FILES.iter().any(|known| {
-            name == *known || Path::new(known).with_extension("tmp").as_os_str() == name.as_str()
+            name == *known || temporary_of(Path::new(known)).as_os_str() == name.as_str()
         });
         if !known && !name.ends_with(".log") {
             unexpected.push(name);
@@ -118,16 +118,22 @@ pub fn lock(path: &Path) -> Result<InstanceLock, DataDirError> {
     }
 }
 
-/// Write a secret file the way a power cut cannot half-write: a fresh 0600 temporary
-/// file, fsync, rename over the target, fsync the directory.
+/// Write a secret file (0600) the way a power cut cannot half-write
+/// ([`write_atomically`]).
 pub fn write_secret_file(path: &Path, contents: &[u8]) -> Result<(), DataDirError> {
+    write_atomically(path, contents, 0o600)
+}
+
+/// Write a file the way a power cut cannot half-write: a fresh temporary file
+/// (`<name>.tmp`, with `mode`), fsync, rename over the target, fsync the directory.
+pub fn write_atomically(path: &Path, contents: &[u8], mode: u32) -> Result<(), DataDirError> {
     let dir = path.parent().unwrap_or(Path::new("."));
-    let tmp = path.with_extension("tmp");
+    let tmp = temporary_of(path);
     let _ = std::fs::remove_file(&tmp);
     let mut file = OpenOptions::new()
         .write(true)
         .create_new(true)
-        .mode(0o600)
+        .mode(mode)
         .open(&tmp)
         .map_err(io("cannot create", &tmp))?;
     file.write_all(contents).map_err(io("cannot write", &tmp))?;
@@ -136,6 +142,14 @@ pub fn write_secret_file(path: &Path, contents: &[u8]) -> Result<(), DataDirErro
     File::open(dir)
         .and_then(|d| d.sync_all())
         .map_err(io("cannot sync directory", dir))
+}
+
+/// The temporary [`write_atomically`] uses for `path`: the name with `.tmp` appended
+/// (not replacing an extension: `ca.pem` and `ca.key` must not share one).
+fn temporary_of(path: &Path) -> PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(".tmp");
+    path.with_file_name(name)
 }
 
 /// The API bearer token: base64url (no padding) of a version byte `0x00` followed by a

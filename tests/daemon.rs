@@ -241,6 +241,8 @@ fn no_auth_rules() {
     );
     drop(daemon);
 
+    // Also plain HTTP on 0.0.0.0, where TLS is otherwise on: something in front of
+    // berthd protects the port, as barkd's flag says.
     let daemon = Daemon::start(
         &datadir,
         &["--dangerously-allow-remote-no-auth", "--host", "0.0.0.0"],

@@ -56,15 +56,6 @@ fn health_without_a_wallet_is_ready_and_needs_no_credential() {
     assert!(names.contains(&"autopilot"), "{body}");
 }
 
-/// Whether the only reasons for not being ready are about the disk.
-fn only_disk_is_short(body: &serde_json::Value) -> bool {
-    body["reasons"].as_array().is_some_and(|r| {
-        !r.is_empty()
-            && r.iter()
-                .all(|r| r.as_str().is_some_and(|r| r.starts_with("the disk is")))
-    })
-}
-
 /// Every line of a Prometheus text answer is a comment or `name{labels} value`.
 fn assert_prometheus(text: &str) {
     for line in text
@@ -117,13 +108,7 @@ fn a_loaded_wallet_without_its_ark_server_is_degraded_and_measured() {
     let Some(bitcoind) = Bitcoind::start_or_skip("a_loaded_wallet_without_its_ark_server") else {
         return;
     };
-    let (_tmp, datadir) = new_datadir();
-    std::fs::create_dir_all(&datadir).expect("mkdir");
-    std::fs::write(
-        datadir.join("berth.toml"),
-        "[watchdog]\ncheck_interval_secs = 1\n",
-    )
-    .expect("berth.toml");
+    let (_tmp, datadir) = datadir_with_berth_toml("[watchdog]\ncheck_interval_secs = 1\n");
     let daemon = Daemon::start(&datadir, &[]);
     create_wallet_without_server(&daemon, &datadir, &bitcoind);
     wait_loaded(&daemon, &datadir);

@@ -79,14 +79,8 @@ fn plain_http_off_loopback_needs_a_flag_that_says_so() {
         )),
         "{log}"
     );
-    drop(daemon);
-
-    // barkd's flag keeps its meaning: something in front protects the port, plain HTTP.
-    let daemon = Daemon::start(
-        &datadir,
-        &["--host", "0.0.0.0", "--dangerously-allow-remote-no-auth"],
-    );
-    assert_eq!(daemon.get("/api/v1/wallet", &[]).0, 200);
+    // barkd's `--dangerously-allow-remote-no-auth` on 0.0.0.0 serving plain HTTP is
+    // `tests/daemon.rs`'s auth-disabling test.
 }
 
 #[test]
@@ -176,14 +170,8 @@ fn tls_on_the_lan_with_a_pinned_ca_by_ip_and_by_name() {
 
 #[test]
 fn a_renewed_leaf_is_served_without_a_restart_and_the_pin_still_holds() {
-    let (_tmp, datadir) = new_datadir();
-    std::fs::create_dir_all(&datadir).expect("mkdir");
     // Below 30 days of validity a leaf is due for renewal at every check.
-    std::fs::write(
-        datadir.join("berth.toml"),
-        "[tls]\nleaf_validity_days = 20\n",
-    )
-    .expect("berth.toml");
+    let (_tmp, datadir) = datadir_with_berth_toml("[tls]\nleaf_validity_days = 20\n");
     let (daemon, config, _ca) = start_tls(&datadir, &["--tls"]);
     let localhost: IpAddr = "127.0.0.1".parse().expect("ip");
     let served = |config: &Arc<rustls::ClientConfig>| {
@@ -450,13 +438,7 @@ fn repeated_auth_failures_back_off_with_429() {
 
 #[test]
 fn slow_headers_are_cut_off_and_large_bodies_refused() {
-    let (_tmp, datadir) = new_datadir();
-    std::fs::create_dir_all(&datadir).expect("mkdir");
-    std::fs::write(
-        datadir.join("berth.toml"),
-        "[server]\nheader_read_timeout_secs = 2\n",
-    )
-    .expect("berth.toml");
+    let (_tmp, datadir) = datadir_with_berth_toml("[server]\nheader_read_timeout_secs = 2\n");
     let daemon = Daemon::start(&datadir, &[]);
     let good = bearer(&token(&datadir));
 
@@ -535,6 +517,32 @@ fn slow_headers_are_cut_off_and_large_bodies_refused() {
     let mut answer = String::new();
     let _ = chunked.read_to_string(&mut answer);
     assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+}
+
+#[test]
+fn a_request_past_its_time_limit_is_answered_503() {
+    // The shortest limit allowed, against a long-poll that would wait 30 s.
+    let (_tmp, datadir) = datadir_with_berth_toml("[server]\nrequest_timeout_secs = 5\n");
+    let daemon = Daemon::start(&datadir, &[]);
+    let good = bearer(&token(&datadir));
+    let started = Instant::now();
+    let (status, raw) = daemon.get(
+        "/api/v1/notifications/wait?timeout=30",
+        &[("Authorization", &good)],
+    );
+    let took = started.elapsed();
+    assert_eq!(status, 503, "{raw}");
+    assert!(raw.contains("within 5 s"), "{raw}");
+    assert!(
+        took >= Duration::from_secs(4) && took < Duration::from_secs(15),
+        "answered after {took:?}"
+    );
+    // Within the limit, the same endpoint answers normally.
+    let (status, _) = daemon.get(
+        "/api/v1/notifications/wait?timeout=1",
+        &[("Authorization", &good)],
+    );
+    assert_eq!(status, 200);
 }
 
 #[test]
@@ -657,30 +665,13 @@ fn open_files_limit() -> usize {
         .unwrap_or(1024)
 }
 
-/// Whether some interface can carry multicast (up, not loopback, IFF_MULTICAST).
-fn has_multicast_interface() -> bool {
-    let flags = |name: &str| -> Option<u32> {
-        let text = std::fs::read_to_string(format!("/sys/class/net/{name}/flags")).ok()?;
-        u32::from_str_radix(text.trim().trim_start_matches("0x"), 16).ok()
-    };
-    if_addrs::get_if_addrs()
-        .map(|ifs| {
-            ifs.into_iter()
-                .filter(|i| !i.is_loopback() && i.is_oper_up())
-                .any(|i| flags(&i.name).is_some_and(|f| f & 0x1 != 0 && f & 0x1000 != 0))
-        })
-        .unwrap_or(false)
-}
-
 #[test]
 fn the_tls_listener_is_announced_by_dns_sd_when_switched_on() {
-    if !has_multicast_interface() {
+    if berth::net::mdns::multicast_interface().is_none() {
         eprintln!("skipped: no multicast-capable interface, nothing can be announced");
         return;
     }
-    let (_tmp, datadir) = new_datadir();
-    std::fs::create_dir_all(&datadir).expect("mkdir");
-    std::fs::write(datadir.join("berth.toml"), "[discovery]\nmdns = true\n").expect("toml");
+    let (_tmp, datadir) = datadir_with_berth_toml("[discovery]\nmdns = true\n");
     let browser = mdns_sd::ServiceDaemon::new().expect("browser");
     let events = browser
         .browse(berth::net::mdns::SERVICE_TYPE)
@@ -753,27 +744,13 @@ fn a_user_supplied_certificate_is_served() {
     assert!(berthd(&other, &["tls", "show"]).status.success());
     let other_ca = std::fs::read_to_string(other.join("tls/ca.pem")).expect("ca");
 
-    let (_tmp, datadir) = new_datadir();
-    std::fs::create_dir_all(&datadir).expect("mkdir");
-    std::fs::write(
-        datadir.join("berth.toml"),
-        format!(
-            "[tls]\ncert_file = {:?}\nkey_file = {:?}\n",
-            other.join("tls/leaf.pem"),
-            other.join("tls/leaf.key")
-        ),
-    )
-    .expect("berth.toml");
-    let port = free_port();
-    let child = Command::new(BIN)
-        .arg("--datadir")
-        .arg(&datadir)
-        .args(["--port", &port.to_string(), "--tls"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn");
-    let _daemon = Daemon { child, port };
+    let (_tmp, datadir) = datadir_with_berth_toml(&format!(
+        "[tls]\ncert_file = {:?}\nkey_file = {:?}\n",
+        other.join("tls/leaf.pem"),
+        other.join("tls/leaf.key")
+    ));
+    let daemon = Daemon::spawn(&datadir, &["--tls"]);
+    let port = daemon.port;
     let config = harness::tls::pinned_client_config(&other_ca, true);
     wait_until("/ping over the user's certificate", 20, || {
         matches!(

@@ -78,7 +78,8 @@ pub struct OpenWindowRequest {
     pub name: Option<String>,
 }
 
-#[derive(Debug, Serialize, Deserialize)]
+// No `Debug`: it carries the one-time code.
+#[derive(Serialize, Deserialize)]
 pub struct OpenWindowResponse {
     /// The pairing URI, for the QR code.
     pub uri: String,

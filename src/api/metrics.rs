@@ -515,10 +515,17 @@ async fn wallet_metrics(engine: &crate::engine::Engine) -> WalletMetrics {
         loaded: true,
         balances,
         vtxo_expiries: seen
-            .vtxos
-            .iter()
-            .map(|(facts, left)| (*left, facts.amount.to_sat()))
-            .collect(),
+            .chain_tip
+            .map(|tip| {
+                seen.vtxos
+                    .iter()
+                    .map(|v| {
+                        let left = crate::engine::autopilot::blocks_to_deadline(v, tip.height);
+                        (left, v.amount.to_sat())
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
         exits: seen.exits_by_phase.clone(),
         refresh_successes: seen.refresh_successes,
         refresh_failures: seen.refresh_failures,

@@ -162,13 +162,10 @@ pub fn exit_fee_rate(policy: &Policy, estimate: FeeRate) -> FeeRate {
 /// What the autopilot last saw, for `/health` and `/metrics`.
 #[derive(Debug, Clone, Default)]
 pub struct Status {
-    /// When the last check finished.
-    pub checked_at: Option<SystemTime>,
-    /// A wallet is loaded (none of the rest is known otherwise).
-    pub wallet_loaded: bool,
     pub ark_server: ServerStatus,
     pub chain_tip: Option<TipStatus>,
-    pub vtxos: Vec<(VtxoFacts, i64)>,
+    /// The watched VTXOs (unspent, not exiting) at `chain_tip`.
+    pub vtxos: Vec<VtxoFacts>,
     pub first_deadline: Option<i64>,
     pub expiring: usize,
     pub at_risk: usize,
@@ -266,17 +263,12 @@ impl Autopilot {
         let loaded = match engine.loaded().await {
             Ok(loaded) => loaded,
             Err(EngineError::NoWallet | EngineError::NotLoaded) => {
-                self.update(|s| {
-                    *s = Status {
-                        checked_at: Some(SystemTime::now()),
-                        ..Status::default()
-                    }
-                });
+                // Nothing is known without a wallet.
+                self.update(|s| *s = Status::default());
                 return Ok(());
             }
             Err(e) => return Err(e),
         };
-        self.update(|s| s.wallet_loaded = true);
         tracing::debug!(target: "berth::autopilot", "check: probing the Ark server");
 
         // The Ark server.
@@ -422,10 +414,7 @@ impl Autopilot {
         let decided = plan(tip, &facts, &memory.refresh_failures, &self.policy);
         let at_risk = decided.refresh.len() + decided.exit.len();
         self.update(|s| {
-            s.vtxos = facts
-                .iter()
-                .map(|f| (f.clone(), blocks_to_deadline(f, tip)))
-                .collect();
+            s.vtxos = facts.clone();
             s.first_deadline = decided.first_deadline;
             s.expiring = decided.expiring.len();
             s.at_risk = at_risk;
@@ -507,7 +496,6 @@ impl Autopilot {
                 }
             }
         }
-        self.update(|s| s.checked_at = Some(SystemTime::now()));
         tracing::debug!(target: "berth::autopilot", tip, vtxos = facts.len(), "check: done");
         Ok(())
     }

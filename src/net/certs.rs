@@ -29,10 +29,8 @@
 //!
 //! Everything here does blocking file I/O: call it before serving or on `spawn_blocking`.
 
-use std::fs::{File, OpenOptions};
-use std::io::Write as _;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
+use std::os::unix::fs::DirBuilderExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -51,6 +49,8 @@ use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{
     CertificateDer, DnsName, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName, UnixTime,
 };
+
+use crate::datadir;
 
 /// The directory, inside the datadir, of the generated mode's files.
 pub const TLS_DIR: &str = "tls";
@@ -74,6 +74,9 @@ const DAY: Duration = Duration::from_secs(24 * 60 * 60);
 
 #[derive(Debug, thiserror::Error)]
 pub enum CertError {
+    /// Writing a file failed (`datadir::write_atomically`).
+    #[error(transparent)]
+    Write(#[from] crate::datadir::DataDirError),
     #[error("{what} {path}: {source}")]
     Io {
         what: &'static str,
@@ -678,7 +681,7 @@ fn load_or_create_ca(dir: &Path, host: &HostNames, now: SystemTime) -> Result<Lo
                 }
                 None => {
                     let key = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256)?;
-                    write_atomically(&key_path, key.serialize_pem().as_bytes(), 0o600)?;
+                    datadir::write_atomically(&key_path, key.serialize_pem().as_bytes(), 0o600)?;
                     key
                 }
             };
@@ -690,7 +693,7 @@ fn load_or_create_ca(dir: &Path, host: &HostNames, now: SystemTime) -> Result<Lo
                 time::OffsetDateTime::from(now) + time::Duration::days(CA_VALIDITY_DAYS);
             params.serial_number = Some(random_serial());
             let cert = params.self_signed(&key)?.der().clone();
-            write_atomically(&cert_path, pem_of(&cert).as_bytes(), 0o644)?;
+            datadir::write_atomically(&cert_path, pem_of(&cert).as_bytes(), 0o644)?;
             let ca = local_ca(&cert_path, &key_path, cert, key)?;
             tracing::info!(target: "berth::tls", path = %cert_path.display(), pin = %ca.pin,
                 "created the local CA");
@@ -816,14 +819,14 @@ fn issue_and_save(
         Some(Renewal::Expiring) if leaf_validity_days <= RENEW_BEFORE_DAYS => {}
         Some(problem) => return Err(CertError::SelfCheck(problem)),
     }
-    write_atomically(
+    datadir::write_atomically(
         &dir.join(LEAF_KEY_FILE),
         key.serialize_pem().as_bytes(),
         0o600,
     )?;
     let chain = vec![leaf.clone(), ca.cert.clone()];
     let chain_pem: String = chain.iter().map(pem_of).collect();
-    write_atomically(&dir.join(LEAF_CERT_FILE), chain_pem.as_bytes(), 0o644)?;
+    datadir::write_atomically(&dir.join(LEAF_CERT_FILE), chain_pem.as_bytes(), 0o644)?;
     let key_der = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der()));
     let config = server_config(provider, chain, key_der)?;
     let names: Vec<String> = host.names().iter().map(ToString::to_string).collect();
@@ -1051,28 +1054,6 @@ fn pem_of(cert: &CertificateDer<'_>) -> String {
     }
     pem.push_str("-----END CERTIFICATE-----\n");
     pem
-}
-
-/// Write a file the way a power cut cannot half-write: a fresh temporary file with
-/// `mode`, fsync, rename over the target, fsync the directory.
-fn write_atomically(path: &Path, contents: &[u8], mode: u32) -> Result<(), CertError> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let mut tmp_name = path.file_name().unwrap_or_default().to_os_string();
-    tmp_name.push(".tmp");
-    let tmp = path.with_file_name(tmp_name);
-    let _ = std::fs::remove_file(&tmp);
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(mode)
-        .open(&tmp)
-        .map_err(io("cannot create", &tmp))?;
-    file.write_all(contents).map_err(io("cannot write", &tmp))?;
-    file.sync_all().map_err(io("cannot sync", &tmp))?;
-    std::fs::rename(&tmp, path).map_err(io("cannot replace", path))?;
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(io("cannot sync directory", dir))
 }
 
 // ---------------------------------------------------------------------------------------

@@ -110,36 +110,11 @@ pub async fn serve(
     limits: ServerLimits,
     shutdown: impl Future<Output = ()>,
 ) {
-    let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
-    // Tells every connection to finish its current request and close.
-    let (closing, closing_rx) = tokio::sync::watch::channel(false);
-    let mut shutdown = std::pin::pin!(shutdown);
-    loop {
-        let slot = tokio::select! {
-            slot = Arc::clone(&slots).acquire_owned() => match slot {
-                Ok(slot) => slot,
-                Err(_) => break,
-            },
-            _ = &mut shutdown => break,
-        };
-        let accepted = tokio::select! {
-            accepted = listener.accept() => accepted,
-            _ = &mut shutdown => break,
-        };
-        let (stream, peer) = match accepted {
-            Ok(accepted) => accepted,
-            Err(e) => {
-                // Out of file descriptors and the like: pause instead of spinning.
-                tracing::warn!(error = %e, "cannot accept a connection");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
-            }
-        };
+    let accept = || listener.accept();
+    let drain = accept_loop(accept, limits, shutdown, move |stream, peer, closing| {
         let _ = stream.set_nodelay(true);
-        let app = app.clone();
-        let closing = closing_rx.clone();
-        let transport = transport.clone();
-        tokio::spawn(async move {
+        let (app, transport) = (app.clone(), transport.clone());
+        async move {
             match transport {
                 Transport::Plain => {
                     serve_connection(stream, false, Some(peer), app, limits, closing).await;
@@ -158,18 +133,103 @@ pub async fn serve(
                     }
                 }
             }
+        }
+    })
+    .await;
+    // Refuse new connections while the open ones finish.
+    drop(listener);
+    drain.wait().await;
+}
+
+/// Serve `app` on a Unix socket (the local control socket) until `shutdown`
+/// resolves. Only local users with access to the socket file reach it, so a small
+/// connection cap is plenty.
+pub async fn serve_unix(
+    listener: tokio::net::UnixListener,
+    app: Router,
+    shutdown: impl Future<Output = ()>,
+) {
+    let limits = ServerLimits {
+        max_connections: 16,
+        ..ServerLimits::default()
+    };
+    let accept = || listener.accept();
+    let drain = accept_loop(accept, limits, shutdown, move |stream, _peer, closing| {
+        serve_connection(stream, false, None, app.clone(), limits, closing)
+    })
+    .await;
+    drop(listener);
+    drain.wait().await;
+}
+
+/// The accept loop under both listeners: take a connection slot, accept, hand the
+/// connection to `handle` on a task of its own holding the slot. When `shutdown`
+/// resolves, stop accepting and tell every connection to close after its current
+/// request; the returned future waits for them, up to the drain timeout.
+async fn accept_loop<S, P, A, AF, H, HF>(
+    mut accept: A,
+    limits: ServerLimits,
+    shutdown: impl Future<Output = ()>,
+    handle: H,
+) -> Drain
+where
+    A: FnMut() -> AF,
+    AF: Future<Output = std::io::Result<(S, P)>>,
+    H: Fn(S, P, tokio::sync::watch::Receiver<bool>) -> HF,
+    HF: Future<Output = ()> + Send + 'static,
+{
+    let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
+    // Tells every connection to finish its current request and close.
+    let (closing, closing_rx) = tokio::sync::watch::channel(false);
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let slot = tokio::select! {
+            slot = Arc::clone(&slots).acquire_owned() => match slot {
+                Ok(slot) => slot,
+                Err(_) => break,
+            },
+            _ = &mut shutdown => break,
+        };
+        let accepted = tokio::select! {
+            accepted = accept() => accepted,
+            _ = &mut shutdown => break,
+        };
+        let (stream, peer) = match accepted {
+            Ok(accepted) => accepted,
+            Err(e) => {
+                // Out of file descriptors and the like: pause instead of spinning.
+                tracing::warn!(error = %e, "cannot accept a connection");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let connection = handle(stream, peer, closing_rx.clone());
+        tokio::spawn(async move {
+            connection.await;
             drop(slot);
         });
     }
-    drop(listener);
     closing.send_replace(true);
-    // Every connection holds a slot until it ends: all slots back means all closed.
-    let all = u32::try_from(limits.max_connections).unwrap_or(u32::MAX);
-    if tokio::time::timeout(limits.drain_timeout, slots.acquire_many(all))
-        .await
-        .is_err()
-    {
-        tracing::warn!("some connections were still open when the drain timeout passed");
+    Drain { slots, limits }
+}
+
+/// The connections still open after the accept loop stopped.
+struct Drain {
+    slots: Arc<tokio::sync::Semaphore>,
+    limits: ServerLimits,
+}
+
+impl Drain {
+    /// Wait until they have all closed, or the drain timeout passed.
+    async fn wait(self) {
+        // Every connection holds a slot until it ends: all slots back means all closed.
+        let all = u32::try_from(self.limits.max_connections).unwrap_or(u32::MAX);
+        if tokio::time::timeout(self.limits.drain_timeout, self.slots.acquire_many(all))
+            .await
+            .is_err()
+        {
+            tracing::warn!("some connections were still open when the drain timeout passed");
+        }
     }
 }
 
@@ -232,50 +292,6 @@ where
             connection.await
         }
     }
-}
-
-/// Serve `app` on a Unix socket (the local control socket) until `shutdown`
-/// resolves. Only local users with access to the socket file reach it, so it needs
-/// no connection cap beyond a small one.
-pub async fn serve_unix(
-    listener: tokio::net::UnixListener,
-    app: Router,
-    shutdown: impl Future<Output = ()>,
-) {
-    let limits = ServerLimits {
-        max_connections: 16,
-        ..ServerLimits::default()
-    };
-    let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
-    let (closing, closing_rx) = tokio::sync::watch::channel(false);
-    let mut shutdown = std::pin::pin!(shutdown);
-    loop {
-        let slot = tokio::select! {
-            slot = Arc::clone(&slots).acquire_owned() => match slot {
-                Ok(slot) => slot,
-                Err(_) => break,
-            },
-            _ = &mut shutdown => break,
-        };
-        let stream = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
-                Err(e) => {
-                    tracing::warn!(error = %e, "cannot accept a control connection");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
-                }
-            },
-            _ = &mut shutdown => break,
-        };
-        let app = app.clone();
-        let closing = closing_rx.clone();
-        tokio::spawn(async move {
-            serve_connection(stream, false, None, app, limits, closing).await;
-            drop(slot);
-        });
-    }
-    closing.send_replace(true);
 }
 
 #[cfg(test)]

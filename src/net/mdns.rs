@@ -356,6 +356,25 @@ impl Drop for MdnsHandle {
     }
 }
 
+/// Name of an interface the announcement can go out on: up, not loopback, not
+/// point-to-point, with an address, and flagged `IFF_MULTICAST` by the kernel.
+/// `None` on a host without one (or where `/sys/class/net` cannot say): the daemon
+/// then says that nobody will hear the announcement.
+pub fn multicast_interface() -> Option<String> {
+    const IFF_UP: u32 = 0x1;
+    const IFF_MULTICAST: u32 = 0x1000;
+    let flags = |name: &str| -> Option<u32> {
+        let text = std::fs::read_to_string(format!("/sys/class/net/{name}/flags")).ok()?;
+        u32::from_str_radix(text.trim().trim_start_matches("0x"), 16).ok()
+    };
+    if_addrs::get_if_addrs()
+        .ok()?
+        .into_iter()
+        .filter(|i| !i.is_loopback() && !i.is_p2p() && i.is_oper_up())
+        .find(|i| flags(&i.name).is_some_and(|f| f & IFF_UP != 0 && f & IFF_MULTICAST != 0))
+        .map(|i| i.name)
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Instant;
@@ -493,24 +512,6 @@ mod tests {
         assert_eq!(keys, ["v", "pin"]);
         assert!(info.get_addresses().is_empty());
         assert!(info.is_addr_auto());
-    }
-
-    /// Name of an interface the announcement can go out on: up, not loopback, not
-    /// point-to-point, with an address, and flagged `IFF_MULTICAST` by the kernel.
-    /// `None` on a host without one (or where `/sys/class/net` cannot say).
-    fn multicast_interface() -> Option<String> {
-        const IFF_UP: u32 = 0x1;
-        const IFF_MULTICAST: u32 = 0x1000;
-        let flags = |name: &str| -> Option<u32> {
-            let text = std::fs::read_to_string(format!("/sys/class/net/{name}/flags")).ok()?;
-            u32::from_str_radix(text.trim().trim_start_matches("0x"), 16).ok()
-        };
-        if_addrs::get_if_addrs()
-            .ok()?
-            .into_iter()
-            .filter(|i| !i.is_loopback() && !i.is_p2p() && i.is_oper_up())
-            .find(|i| flags(&i.name).is_some_and(|f| f & IFF_UP != 0 && f & IFF_MULTICAST != 0))
-            .map(|i| i.name)
     }
 
     /// Announces for real and browses from a second mdns-sd daemon in this process

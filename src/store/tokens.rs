@@ -169,38 +169,6 @@ impl Store {
         .await
     }
 
-    /// The device whose token hashes to `token_hash`, if one is paired. The lookup is
-    /// by hash, so its timing tells nothing about the token itself.
-    pub async fn device_by_token_hash(
-        &self,
-        token_hash: [u8; 32],
-    ) -> Result<Option<DeviceRecord>, StoreError> {
-        const CTX: &str = "looking up a device token";
-        self.read(CTX, move |tx| {
-            let tokens = tx.open_table(TOKENS).ctx(CTX)?;
-            let Some(id) = tokens
-                .get(token_hash)
-                .ctx(CTX)?
-                .map(|v| v.value().to_owned())
-            else {
-                return Ok(None);
-            };
-            let devices = tx.open_table(DEVICES).ctx(CTX)?;
-            let record = devices
-                .get(id.as_str())
-                .ctx(CTX)?
-                .map(|v| v.value().decode())
-                .transpose()?;
-            match record {
-                Some(record) if record.token_hash == token_hash => Ok(Some(record)),
-                _ => Err(StoreError::Invariant(format!(
-                    "a token row names device {id}, which does not carry it"
-                ))),
-            }
-        })
-        .await
-    }
-
     /// Unpair device `id`: its record and its token row, in one durable transaction.
     /// Returns the removed record, or `None` (nothing written) for an unknown id.
     pub async fn remove_device(&self, id: &str) -> Result<Option<DeviceRecord>, StoreError> {
@@ -304,22 +272,16 @@ mod tests {
             store.add_device(device(5, 300), 10).await.expect("add 5");
             let listed = store.devices().await.expect("list");
             assert_eq!(listed, vec![device(9, 100), device(2, 200), device(5, 300)]);
-            assert_eq!(
-                store.device_by_token_hash([2; 32]).await.expect("lookup"),
-                Some(device(2, 200))
-            );
-            assert_eq!(
-                store.device_by_token_hash([7; 32]).await.expect("lookup"),
-                None
-            );
+            // The token index names each device by its hash, and no other hash.
+            let (_, hashes) = rows(&store).await;
+            assert!(hashes.contains(&([2; 32], device(2, 0).id)));
+            assert!(!hashes.iter().any(|(h, _)| *h == [7; 32]));
             assert_eq!(
                 store.remove_device(&device(2, 0).id).await.expect("remove"),
                 Some(device(2, 200))
             );
-            assert_eq!(
-                store.device_by_token_hash([2; 32]).await.expect("lookup"),
-                None
-            );
+            let (_, hashes) = rows(&store).await;
+            assert!(!hashes.iter().any(|(h, _)| *h == [2; 32]));
             let report = store.verify_invariants().await.expect("invariants");
             assert_eq!(report.devices, 2);
         }
@@ -494,11 +456,6 @@ mod tests {
             matches!(&err, StoreError::Invariant(m) if m.contains("does not carry it")),
             "{err:?}"
         );
-        let err = store
-            .device_by_token_hash([7; 32])
-            .await
-            .expect_err("lookup of a stray row");
-        assert!(matches!(err, StoreError::Invariant(_)), "{err:?}");
     }
 
     /// Devices are access to the appliance, not wallet state.
@@ -509,9 +466,11 @@ mod tests {
         store.add_device(device(1, 10), 10).await.expect("add");
         store.wipe_wallet().await.expect("wipe");
         assert_eq!(store.devices().await.expect("list"), vec![device(1, 10)]);
+        let (_, hashes) = rows(&store).await;
         assert_eq!(
-            store.device_by_token_hash([1; 32]).await.expect("lookup"),
-            Some(device(1, 10))
+            hashes,
+            vec![([1; 32], device(1, 0).id)],
+            "its token row too"
         );
         store.verify_invariants().await.expect("invariants");
     }

@@ -48,6 +48,23 @@ fn drain(mut stderr: impl Read + Send + 'static) -> std::thread::JoinHandle<Stri
 }
 
 impl Daemon {
+    /// Start berthd on a free port without waiting for it (output discarded): for
+    /// daemons that answer only over TLS, which the caller waits for.
+    pub fn spawn(datadir: &Path, args: &[&str]) -> Daemon {
+        let port = free_port();
+        let child = Command::new(BIN)
+            .arg("--datadir")
+            .arg(datadir)
+            .args(["--port", &port.to_string()])
+            .args(args)
+            .env_remove("BARKD_EXPOSE_MNEMONIC")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn berthd");
+        Daemon { child, port }
+    }
+
     pub fn start(datadir: &Path, args: &[&str]) -> Daemon {
         Self::try_start(datadir, args).unwrap_or_else(|out| panic!("berthd did not start: {out}"))
     }
@@ -123,7 +140,21 @@ pub fn try_request(
     let mut stream = TcpStream::connect(("127.0.0.1", port))?;
     // Long enough for wallet operations that talk to the Ark server (e2e).
     stream.set_read_timeout(Some(Duration::from_secs(120)))?;
-    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n");
+    stream.write_all(raw_request("127.0.0.1", method, path, headers, body).as_bytes())?;
+    let mut raw = String::new();
+    stream.read_to_string(&mut raw)?;
+    Ok((status_of(&raw), raw))
+}
+
+/// An HTTP/1.1 request as sent on the wire, `Connection: close`, a JSON body if any.
+pub fn raw_request(
+    host: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Option<&str>,
+) -> String {
+    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n");
     for (name, value) in headers {
         req.push_str(&format!("{name}: {value}\r\n"));
     }
@@ -135,15 +166,15 @@ pub fn try_request(
     }
     req.push_str("\r\n");
     req.push_str(body.unwrap_or(""));
-    stream.write_all(req.as_bytes())?;
-    let mut raw = String::new();
-    stream.read_to_string(&mut raw)?;
-    let status = raw
-        .split(' ')
+    req
+}
+
+/// The status code of a raw HTTP response (0 when there is none).
+pub fn status_of(raw: &str) -> u16 {
+    raw.split(' ')
         .nth(1)
         .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    Ok((status, raw))
+        .unwrap_or(0)
 }
 
 pub fn request(
@@ -183,6 +214,24 @@ pub fn berthd(datadir: &Path, args: &[&str]) -> Output {
 pub fn new_datadir() -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().expect("tempdir");
     let datadir = dir.path().join("data");
+    (dir, datadir)
+}
+
+/// Whether a `/health` report is short of `ready` only because of the disk: on a test
+/// machine that is low on space, the verdict is right and the test is not about it.
+pub fn only_disk_is_short(health: &serde_json::Value) -> bool {
+    health["reasons"].as_array().is_some_and(|r| {
+        !r.is_empty()
+            && r.iter()
+                .all(|r| r.as_str().is_some_and(|r| r.starts_with("the disk is")))
+    })
+}
+
+/// A new datadir holding this `berth.toml`.
+pub fn datadir_with_berth_toml(toml: &str) -> (tempfile::TempDir, PathBuf) {
+    let (dir, datadir) = new_datadir();
+    std::fs::create_dir_all(&datadir).expect("datadir");
+    std::fs::write(datadir.join("berth.toml"), toml).expect("berth.toml");
     (dir, datadir)
 }
 
@@ -501,26 +550,13 @@ pub fn tls_request(
         Err(e) => return Err(e),
     }
     let raw = String::from_utf8_lossy(&raw).into_owned();
-    let status = raw
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    Ok((status, raw))
+    Ok((status_of(&raw), raw))
 }
 
 /// Start a daemon serving TLS and wait until it answers `/ping` over it.
 pub fn start_tls(datadir: &Path, args: &[&str]) -> (Daemon, Arc<rustls::ClientConfig>, String) {
-    let port = free_port();
-    let mut cmd = Command::new(BIN);
-    cmd.arg("--datadir")
-        .arg(datadir)
-        .args(["--port", &port.to_string()])
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    let child = cmd.spawn().expect("spawn berthd");
-    let daemon = Daemon { child, port };
+    let daemon = Daemon::spawn(datadir, args);
+    let port = daemon.port;
     let ca = ca_pem(datadir);
     let config = tls::pinned_client_config(&ca, true);
     wait_until("/ping over TLS", 20, || {
@@ -530,4 +566,32 @@ pub fn start_tls(datadir: &Path, args: &[&str]) -> (Daemon, Arc<rustls::ClientCo
         )
     });
     (daemon, config, ca)
+}
+
+// ---- Load generation for the benches (`oha`, from crates.io) ----
+
+/// Run `oha` (the binary `oha`) with `args` (connections, requests, headers, URL…) and
+/// say what it measured: requests per second, p50/p99 latency and status codes.
+pub fn oha(oha: &str, args: &[&str]) -> String {
+    let out = Command::new(oha)
+        .args(["--no-tui", "--output-format", "json"])
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {oha} (cargo install oha): {e}"));
+    assert!(
+        out.status.success(),
+        "oha failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("oha's JSON report");
+    let pct = |p: &str| report["latencyPercentiles"][p].as_f64().unwrap_or(f64::NAN) * 1000.0;
+    format!(
+        "{:.0} req/s, p50 {:.2} ms, p99 {:.2} ms, status codes {}",
+        report["summary"]["requestsPerSec"]
+            .as_f64()
+            .unwrap_or(f64::NAN),
+        pct("p50"),
+        pct("p99"),
+        report["statusCodeDistribution"],
+    )
 }

@@ -15,7 +15,8 @@ use crate::api::auth::peer_ip;
 use crate::api::error::{ApiError, ErrorResponse, NotFoundResponse};
 use crate::net::pairing::{Device, DeviceError, Redeem};
 
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
+// No `Debug`: the code is a credential and must not reach a log by accident.
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PairRequest {
     /// The one-time code from the pairing QR code (`t=`).
@@ -46,7 +47,8 @@ impl From<Device> for DeviceInfo {
     }
 }
 
-#[derive(Debug, Serialize, utoipa::ToSchema)]
+// No `Debug`: it carries the device's token.
+#[derive(Serialize, utoipa::ToSchema)]
 pub struct PairResponse {
     /// The device's bearer token. It is shown only this once; keep it secret.
     pub token: String,
