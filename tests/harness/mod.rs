@@ -51,6 +51,11 @@ impl Daemon {
     /// Start berthd on a free port without waiting for it (output discarded): for
     /// daemons that answer only over TLS, which the caller waits for.
     pub fn spawn(datadir: &Path, args: &[&str]) -> Daemon {
+        Self::spawn_with(datadir, args, Stdio::null())
+    }
+
+    /// berthd on a free port with this datadir and arguments, its stderr to `stderr`.
+    fn spawn_with(datadir: &Path, args: &[&str], stderr: Stdio) -> Daemon {
         let port = free_port();
         let child = Command::new(BIN)
             .arg("--datadir")
@@ -59,7 +64,7 @@ impl Daemon {
             .args(args)
             .env_remove("BARKD_EXPOSE_MNEMONIC")
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(stderr)
             .spawn()
             .expect("spawn berthd");
         Daemon { child, port }
@@ -71,31 +76,20 @@ impl Daemon {
 
     /// Start and wait for `/ping`; on failure, what the process printed.
     pub fn try_start(datadir: &Path, args: &[&str]) -> Result<Daemon, String> {
-        let port = free_port();
-        let mut child = Command::new(BIN)
-            .arg("--datadir")
-            .arg(datadir)
-            .args(["--port", &port.to_string()])
-            .args(args)
-            .env_remove("BARKD_EXPOSE_MNEMONIC")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn berthd");
-        let stderr = drain(child.stderr.take().expect("stderr"));
+        let mut daemon = Self::spawn_with(datadir, args, Stdio::piped());
+        let stderr = drain(daemon.child.stderr.take().expect("stderr"));
         let deadline = Instant::now() + Duration::from_secs(20);
         while Instant::now() < deadline {
-            if let Some(status) = child.try_wait().expect("try_wait") {
+            if let Some(status) = daemon.child.try_wait().expect("try_wait") {
                 let err = stderr.join().unwrap_or_default();
                 return Err(format!("exited with {status}: {err}"));
             }
-            if let Ok((200, _)) = try_request(port, "GET", "/ping", &[], None) {
-                return Ok(Daemon { child, port });
+            if let Ok((200, _)) = try_request(daemon.port, "GET", "/ping", &[], None) {
+                return Ok(daemon);
             }
             std::thread::sleep(Duration::from_millis(50));
         }
-        let _ = child.kill();
-        let _ = child.wait();
+        // Dropping the daemon kills it.
         Err("no /ping answer within 20 s".into())
     }
 
