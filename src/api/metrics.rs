@@ -466,8 +466,8 @@ fn parse_vm_rss(status: &str) -> Option<u64> {
     tag = "health",
     summary = "Prometheus metrics",
     description = "Metrics in the Prometheus text format (scope `read`), names prefixed \
-        `berth_`: balances by state, VTXO value by blocks to expiry, exits by phase, the \
-        watchdog's refresh attempts, requests and latency by route, resident memory.",
+        `berth_`: balances by state, VTXO value by blocks to expiry, exits by phase, \
+        refresh rounds joined or failed, requests and latency by route, resident memory.",
     responses(
         (status = 200, description = "Prometheus text format 0.0.4", body = String, content_type = "text/plain"),
     )

@@ -1,9 +1,10 @@
 //! The autopilot: what keeps a wallet safe with nobody watching.
 //!
 //! An Ark VTXO must be refreshed before it expires; after expiry the server can sweep
-//! the tree it hangs from. bark's daemon refreshes in rounds while the Ark server
-//! answers, and barkd never starts an exit on its own. The autopilot adds, on every
-//! check (each `check_interval` and each new block):
+//! the tree it hangs from. The wallet's `rounds` task refreshes the VTXOs bark considers
+//! due at each round while the Ark server answers (`wallet_tasks`); barkd never starts
+//! an exit on its own. The autopilot adds, on every check (each `check_interval` and
+//! each new block):
 //! - a probe of the Ark server (`ark-server-unreachable` when it stops answering);
 //! - the expiry watchdog: a VTXO's *exit deadline* is the last height at which an exit
 //!   can still get each of its transactions confirmed (one block each) before the
@@ -249,6 +250,18 @@ impl Autopilot {
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
+    }
+
+    /// Count a refresh the wallet joined (or failed to join) outside the watchdog: the
+    /// maintenance refresh at each round (`wallet_tasks`).
+    pub(super) fn record_refresh(&self, joined: bool) {
+        self.update(|s| {
+            if joined {
+                s.refresh_successes += 1
+            } else {
+                s.refresh_failures += 1
+            }
+        });
     }
 
     fn update(&self, f: impl FnOnce(&mut Status)) {

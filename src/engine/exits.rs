@@ -1,6 +1,6 @@
 //! Unilateral exits: starting them, advancing them headlessly, claiming them.
 //!
-//! bark's own daemon advances exits only once a minute, not on new blocks; an exit
+//! bark's own daemon (which Berth does not run) advances exits only once a minute; an exit
 //! takes several steps (broadcast with a fee-paying child, confirm, wait for the exit
 //! delta), so the engine runs its own driver: on every new tip (polled every few
 //! seconds) and at least every `[exits] progress_interval_secs` while an exit is live,
@@ -208,8 +208,12 @@ impl Engine {
 
     /// Start the driver that advances live exits on every new block (and at least
     /// every `[exits] progress_interval_secs`), for as long as `loaded` is the
-    /// engine's wallet. Supervised: a failing pass is retried with backoff.
-    pub(super) fn start_exit_driver(self: &std::sync::Arc<Self>, loaded: LoadedWallet) {
+    /// engine's wallet (see `wallet_tasks`). Supervised: a failing pass is retried
+    /// with backoff.
+    pub(super) fn spawn_exit_driver(
+        self: &std::sync::Arc<Self>,
+        loaded: LoadedWallet,
+    ) -> tokio::task::JoinHandle<()> {
         #[derive(Default)]
         struct Seen {
             tip: Option<u32>,
@@ -259,23 +263,8 @@ impl Engine {
                 Ok(())
             }
         };
-        let task = self
-            .tasks
-            .spawn("exit-driver", step, || tokio::time::sleep(TIP_POLL));
-        if let Ok(mut driver) = self.exit_driver.lock()
-            && let Some(old) = driver.replace(task)
-        {
-            old.abort();
-        }
-    }
-
-    /// Stop the exit driver (unload, shutdown).
-    pub(super) fn stop_exit_driver(&self) {
-        if let Ok(mut driver) = self.exit_driver.lock()
-            && let Some(task) = driver.take()
-        {
-            task.abort();
-        }
+        self.tasks
+            .spawn("exit-driver", step, || tokio::time::sleep(TIP_POLL))
     }
 }
 

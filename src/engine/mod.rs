@@ -1,7 +1,7 @@
 //! The engine: the one owner of the wallet. Handlers ask it; it asks the store and bark.
 //!
 //! Wallet lifecycle: **none** → `create` → **created** (its properties are in the
-//! store) → loaded (a `bark::Wallet` with its background daemon) → `delete` → none,
+//! store) → loaded (a `bark::Wallet` with its background tasks, `wallet_tasks`) → `delete` → none,
 //! all without restarts. Loading needs the chain source (bark checks it on open), so a
 //! wallet created with `force` while its chain source or Ark server is unreachable stays
 //! "created" and a background task keeps trying to load it; every request that needs
@@ -25,6 +25,7 @@ mod offchain;
 mod onchain;
 mod rounds;
 pub mod supervisor;
+mod wallet_tasks;
 
 pub use exits::{ExitList, ExitProgress};
 
@@ -186,8 +187,8 @@ pub struct Engine {
     loaded: RwLock<Option<LoadedWallet>>,
     /// One exit progress or claim at a time (the driver, the API).
     exit_lock: Mutex<()>,
-    /// The task advancing exits on new blocks, while a wallet is loaded.
-    exit_driver: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// The loaded wallet's background tasks (`wallet_tasks`), in place of bark's daemon.
+    wallet_tasks: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
     /// The task recording the loaded wallet's notifications, and its stop switch.
     recorder: std::sync::Mutex<Option<Recorder>>,
     /// The watchdog, the exit reserve, alerts (`autopilot`).
@@ -218,7 +219,7 @@ impl Engine {
             lifecycle: Mutex::new(()),
             loaded: RwLock::new(None),
             exit_lock: Mutex::new(()),
-            exit_driver: std::sync::Mutex::new(None),
+            wallet_tasks: std::sync::Mutex::new(Vec::new()),
         })
     }
 
@@ -585,13 +586,10 @@ impl Engine {
                         // bark was opening cannot be undone by this load.
                         let _lifecycle = engine.lifecycle.lock().await;
                         if still_ours().await {
-                            // Record first, then let bark's daemon run: none of its
-                            // notifications can be missed.
+                            // Record first, then start the work that makes bark notify:
+                            // none of its notifications can be missed.
                             engine.start_recorder(&wallet.wallet).await;
-                            if let Err(e) = wallet.wallet.start_daemon() {
-                                tracing::error!(error = %format!("{e:#}"), "cannot start bark's background daemon");
-                            }
-                            engine.start_exit_driver(wallet.clone());
+                            engine.start_wallet_tasks(wallet.clone()).await;
                             *engine.loaded.write().await = Some(wallet);
                             tracing::info!(%fingerprint, "wallet loaded");
                         }
@@ -687,15 +685,11 @@ impl Engine {
         Ok(())
     }
 
-    /// Stop bark's background daemon and unload the wallet (shutdown, delete). The
-    /// event recorder stops last, after recording what bark sent until then.
+    /// Stop the wallet's background tasks and unload it (shutdown, delete). The event
+    /// recorder stops last, after recording what bark sent until then.
     pub async fn unload(&self) {
-        self.stop_exit_driver();
-        if let Some(loaded) = self.loaded.write().await.take()
-            && let Err(e) = loaded.wallet.stop_daemon_wait().await
-        {
-            tracing::warn!(error = %format!("{e:#}"), "bark's daemon did not stop cleanly");
-        }
+        self.stop_wallet_tasks();
+        self.loaded.write().await.take();
         let recorder = self
             .recorder
             .lock()

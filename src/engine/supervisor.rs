@@ -1,11 +1,11 @@
-//! Supervision of Berth's background tasks (the autopilot, the exit driver): each runs
-//! one step at a time, every step in its own tokio task so a panic is caught like an
-//! error; a failing step is retried with backoff (1 s, doubling, at most 5 minutes)
-//! instead of spinning or dying, and every task's state is visible (`/health`).
+//! Supervision of Berth's background tasks (the autopilot, and for a loaded wallet the
+//! work bark's daemon would do: `engine::wallet_tasks`): each runs one step at a time,
+//! every step in its own tokio task so a panic is caught like an error; a failing step is
+//! retried with backoff (1 s, doubling, at most 5 minutes) instead of spinning or dying,
+//! and every task's state is visible (`/health`).
 //!
-//! bark's own daemon (sync, round events, mailbox) restarts its tasks itself after a
-//! panic; Berth watches what they achieve instead (the Ark server probe, the chain tip,
-//! refresh outcomes), which is what a user can act on.
+//! A step may be long: following a stream (round events, the mailbox) is one step that
+//! ends when the stream does. Aborting a task's handle aborts its running step too.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -51,6 +51,14 @@ impl Tasks {
             .collect()
     }
 
+    /// Forget a task's state (its wallet was unloaded: a stale entry would mislead).
+    pub fn remove(&self, name: &str) {
+        self.statuses
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(name);
+    }
+
     fn record(&self, name: &'static str, f: impl FnOnce(&mut TaskStatus)) {
         let mut statuses = self.statuses.lock().unwrap_or_else(|e| e.into_inner());
         f(statuses.entry(name).or_default());
@@ -75,7 +83,10 @@ impl Tasks {
         tasks.record(name, |_| {});
         tokio::spawn(async move {
             loop {
-                let outcome = match tokio::spawn(step()).await {
+                let running = tokio::spawn(step());
+                // Dropped when this task is aborted: the step must not outlive it.
+                let _abort_step = AbortOnDrop(running.abort_handle());
+                let outcome = match running.await {
                     Ok(result) => result,
                     Err(e) if e.is_panic() => Err("the task panicked".to_string()),
                     // Cancelled: the runtime is shutting down.
@@ -108,6 +119,15 @@ impl Tasks {
                 }
             }
         })
+    }
+}
+
+/// Aborts a spawned step when dropped.
+struct AbortOnDrop(tokio::task::AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
@@ -163,5 +183,43 @@ mod tests {
         tokio::time::sleep(Duration::from_secs(25)).await;
         assert!(tasks.snapshot()[0].1.runs >= 5);
         handle.abort();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn aborting_a_task_aborts_its_running_step() {
+        /// Records that the step's future was dropped (aborted), not left running.
+        struct Dropped(Arc<AtomicU32>);
+        impl Drop for Dropped {
+            fn drop(&mut self) {
+                self.0.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        let tasks = Arc::new(Tasks::default());
+        let dropped = Arc::new(AtomicU32::new(0));
+        let flag = Arc::clone(&dropped);
+        let handle = tasks.spawn(
+            "stream",
+            move || {
+                let guard = Dropped(Arc::clone(&flag));
+                async move {
+                    // A stream that never ends.
+                    let _guard = guard;
+                    std::future::pending::<()>().await;
+                    Ok(())
+                }
+            },
+            || tokio::time::sleep(Duration::from_secs(1)),
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(dropped.load(Ordering::SeqCst), 0, "the step is running");
+        handle.abort();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(
+            dropped.load(Ordering::SeqCst),
+            1,
+            "the step was aborted with its task"
+        );
+        tasks.remove("stream");
+        assert!(tasks.snapshot().is_empty());
     }
 }

@@ -328,8 +328,8 @@ impl EventHub {
     }
 
     /// Record every notification `wallet` emits, until `stop` turns `true`; then
-    /// record what bark already sent and end. Call before bark's daemon starts, so
-    /// nothing it does is missed.
+    /// record what bark already sent and end. Call before the wallet's background tasks
+    /// start, so nothing they do is missed.
     pub async fn spawn_recorder(
         self: &Arc<Self>,
         wallet: &bark::Wallet,

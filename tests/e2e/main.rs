@@ -1202,3 +1202,74 @@ fn watchdog_exits_a_vtxo_near_expiry_when_the_server_is_gone() {
         expiry - 1
     );
 }
+
+/// Scenario 10: berthd's own `rounds` task (in place of bark's daemon) refreshes a
+/// VTXO that comes within bark's refresh threshold (12 blocks on regtest) at the next
+/// round, with no API call; the watchdog is off so only the maintenance refresh acts.
+/// `/health` shows the wallet's tasks, all healthy.
+#[test]
+fn maintenance_refresh_joins_a_round_on_its_own() {
+    let Some(stack) = Stack::start_or_skip("maintenance_refresh") else {
+        return;
+    };
+    let started = Instant::now();
+    let alice = stack.berthd_with("alice", "[watchdog]\nenabled = false\n");
+    board_and_confirm(&stack, &alice, 200_000);
+    let vtxos = alice.get_ok("/api/v1/wallet/vtxos");
+    let old = vtxos[0]["id"].as_str().expect("id").to_string();
+    let expiry = vtxos[0]["expiry_height"].as_u64().expect("expiry_height");
+
+    // Into the threshold: 11 blocks before expiry.
+    stack.bitcoind.mine(expiry - 11 - stack.bitcoind.height());
+    let mut rounds = 0;
+    let fresh = wait_for("a maintenance refresh round with no API call", 120, || {
+        let pending = alice.get_ok("/api/v1/wallet/rounds");
+        match pending.as_array().and_then(|r| r.first()) {
+            // A round's first attempt is what the rounds task acts on: start one, and
+            // again if it came before the wallet saw the new tip.
+            None if rounds < 8 => {
+                stack.trigger_round();
+                rounds += 1;
+                std::thread::sleep(std::time::Duration::from_secs(2));
+            }
+            // The round's transaction needs a confirmation.
+            Some(round) if round["funding_txid"].is_string() => {
+                stack.bitcoind.mine(1);
+                alice.post_ok("/api/v1/wallet/sync", json!({}));
+            }
+            _ => {}
+        }
+        let vtxos = alice.get_ok("/api/v1/wallet/vtxos");
+        let fresh = vtxos.as_array()?.iter().find(|v| {
+            v["id"] != old.as_str()
+                && v["state"]["type"] == "spendable"
+                && v["expiry_height"].as_u64() > Some(expiry)
+        })?;
+        Some(fresh["id"].as_str()?.to_string())
+    });
+    let movements = alice.get_ok("/api/v1/wallet/movements");
+    assert!(
+        movements.to_string().contains("refresh"),
+        "a refresh movement: {movements}"
+    );
+    let (_, health) = alice.get("/health");
+    let tasks = health["tasks"].as_array().expect("tasks");
+    for name in [
+        "onchain-sync",
+        "ark-sync",
+        "rounds",
+        "mailbox",
+        "exit-driver",
+        "autopilot",
+    ] {
+        let task = tasks
+            .iter()
+            .find(|t| t["name"] == name)
+            .unwrap_or_else(|| panic!("{name} in /health: {health}"));
+        assert_eq!(task["consecutive_failures"], 0, "{name}: {health}");
+    }
+    println!(
+        "e2e maintenance refresh: scenario {:.1} s, {rounds} round trigger(s); {old} -> {fresh}",
+        started.elapsed().as_secs_f64()
+    );
+}

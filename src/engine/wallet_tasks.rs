@@ -1,0 +1,299 @@
+//! Berth's daemon for a loaded wallet: the work bark's `Wallet::start_daemon` would do,
+//! run as supervised tasks instead (ADR 0001), so that each one backs off when it fails
+//! and shows its state in `/health`. bark's own daemon is never started.
+//!
+//! | task | what it does | when |
+//! |---|---|---|
+//! | `onchain-sync` | fee-rate estimates, the on-chain wallet | each new tip, at least every `daemon_sync_interval_secs` |
+//! | `ark-sync` | pending boards, offboards and rounds (the first pass is bark's full `sync`: mailbox, Lightning, force-exited VTXOs) | the same |
+//! | `rounds` | follows the Ark server's round events: advances the wallet's round participations, and joins each new round with the VTXOs due for a maintenance refresh | a stream |
+//! | `mailbox` | receives arkoor payments and the server's other mailbox messages | a stream |
+//! | `exit-driver` | advances exits (`exits.rs`) | each new tip |
+//!
+//! The two syncs are separate so that an unreachable Ark server does not hold up the
+//! on-chain wallet behind its backoff. A stream task's step lasts as long as its stream;
+//! a stream that ends after delivering something is healthy (servers and proxies close
+//! idle streams) and is resubscribed after a second, one that delivers nothing counts as
+//! a failure and is retried with backoff.
+//!
+//! The maintenance refresh joins a round at its first attempt, as bark's daemon does,
+//! but through the public `join_next_round` (bark's interactive join for maintenance is
+//! crate-private): the participation registered just before the attempt is joined by
+//! `progress_pending_rounds` with that same attempt event.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ark::rounds::RoundEvent;
+use futures_util::StreamExt;
+use tokio::task::JoinHandle;
+
+use super::{Engine, LoadedWallet};
+
+/// The pause after a stream that ended normally, before subscribing again.
+const RESUBSCRIBE_PAUSE: Duration = Duration::from_secs(1);
+
+/// The names of the tasks `start` spawns, for `stop` to forget their state.
+pub(super) const NAMES: [&str; 5] = [
+    "onchain-sync",
+    "ark-sync",
+    "rounds",
+    "mailbox",
+    "exit-driver",
+];
+
+impl Engine {
+    /// Start every task that keeps `loaded` in step with the chain and the Ark server.
+    /// Replaces (aborts) the tasks of a wallet loaded before.
+    pub(super) async fn start_wallet_tasks(self: &Arc<Self>, loaded: LoadedWallet) {
+        let interval = Duration::from_secs(loaded.wallet.config().daemon_sync_interval_secs.max(1));
+        let [onchain_tip, ark_tip] = TipWait::start(&loaded, interval).await;
+        let handles = vec![
+            self.spawn_onchain_sync(loaded.clone(), onchain_tip),
+            self.spawn_ark_sync(loaded.clone(), ark_tip),
+            self.spawn_rounds(loaded.clone()),
+            self.spawn_mailbox(loaded.clone()),
+            self.spawn_exit_driver(loaded),
+        ];
+        let old = std::mem::replace(
+            &mut *self.wallet_tasks.lock().unwrap_or_else(|e| e.into_inner()),
+            handles,
+        );
+        old.iter().for_each(JoinHandle::abort);
+    }
+
+    /// Stop the loaded wallet's tasks (unload, shutdown) and forget their state.
+    pub(super) fn stop_wallet_tasks(&self) {
+        let handles =
+            std::mem::take(&mut *self.wallet_tasks.lock().unwrap_or_else(|e| e.into_inner()));
+        handles.iter().for_each(JoinHandle::abort);
+        for name in NAMES {
+            self.tasks.remove(name);
+        }
+    }
+
+    fn spawn_onchain_sync(&self, loaded: LoadedWallet, tip: TipWait) -> JoinHandle<()> {
+        let step = move || {
+            let loaded = loaded.clone();
+            async move {
+                let wallet = &loaded.wallet;
+                let fees = wallet
+                    .chain()
+                    .update_fee_rates(wallet.config().fallback_fee_rate)
+                    .await
+                    .map_err(|e| format!("updating fee-rate estimates: {e:#}"));
+                let onchain = wallet
+                    .sync_onchain()
+                    .await
+                    .map_err(|e| format!("syncing the on-chain wallet: {e:#}"));
+                failures([fees, onchain])
+            }
+        };
+        self.tasks
+            .spawn("onchain-sync", step, move || tip.clone().next_or_timeout())
+    }
+
+    fn spawn_ark_sync(&self, loaded: LoadedWallet, tip: TipWait) -> JoinHandle<()> {
+        let first = Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let step = move || {
+            let loaded = loaded.clone();
+            let first = Arc::clone(&first);
+            async move {
+                let wallet = &loaded.wallet;
+                if first.swap(false, std::sync::atomic::Ordering::SeqCst) {
+                    // What bark's daemon does once at start: catch up with everything
+                    // that happened while the wallet was not running. It logs its own
+                    // errors; the passes below report theirs.
+                    wallet.sync().await;
+                }
+                let boards = wallet
+                    .sync_pending_boards()
+                    .await
+                    .map_err(|e| format!("syncing pending boards: {e:#}"));
+                let offboards = wallet
+                    .sync_pending_offboards()
+                    .await
+                    .map_err(|e| format!("syncing pending offboards: {e:#}"));
+                let rounds = wallet
+                    .sync_pending_rounds()
+                    .await
+                    .map(drop)
+                    .map_err(|e| format!("syncing pending rounds: {e:#}"));
+                failures([boards, offboards, rounds])
+            }
+        };
+        self.tasks
+            .spawn("ark-sync", step, move || tip.clone().next_or_timeout())
+    }
+
+    fn spawn_rounds(self: &Arc<Self>, loaded: LoadedWallet) -> JoinHandle<()> {
+        let engine = Arc::clone(self);
+        let step = move || {
+            let loaded = loaded.clone();
+            let engine = Arc::clone(&engine);
+            async move { engine.follow_rounds(&loaded).await }
+        };
+        self.tasks
+            .spawn("rounds", step, || tokio::time::sleep(RESUBSCRIBE_PAUSE))
+    }
+
+    /// One subscription to the round events, followed until it ends.
+    async fn follow_rounds(&self, loaded: &LoadedWallet) -> Result<(), String> {
+        let wallet = &loaded.wallet;
+        let mut events = wallet
+            .subscribe_round_events()
+            .await
+            .map_err(|e| format!("subscribing to round events: {e:#}"))?;
+        let mut delivered = false;
+        while let Some(event) = events.next().await {
+            let event = match event {
+                Ok(event) => event,
+                // After events came through, a broken stream is the usual idle reset.
+                Err(e) if delivered => {
+                    tracing::debug!(target: "berth::rounds", error = %format!("{e:#}"),
+                        "the round event stream broke; subscribing again");
+                    return Ok(());
+                }
+                Err(e) => return Err(format!("the round event stream failed: {e:#}")),
+            };
+            delivered = true;
+            if let RoundEvent::Attempt(attempt) = &event
+                && attempt.attempt_seq == 0
+            {
+                self.join_for_maintenance_refresh(loaded).await;
+            }
+            if let Err(e) = wallet.progress_pending_rounds(Some(&event)).await {
+                tracing::warn!(target: "berth::rounds", error = %format!("{e:#}"),
+                    "cannot advance the wallet's rounds");
+            }
+        }
+        if delivered {
+            Ok(())
+        } else {
+            Err("the round event stream closed before any event".into())
+        }
+    }
+
+    /// Register the VTXOs bark considers due (near expiry, or uneconomical to exit)
+    /// for the round that is starting. A failure is logged and counted; the next round
+    /// tries again, and the watchdog exits a VTXO whose refresh keeps failing.
+    async fn join_for_maintenance_refresh(&self, loaded: &LoadedWallet) {
+        let wallet = &loaded.wallet;
+        let joined = async {
+            let due = wallet.get_vtxos_to_refresh().await?;
+            if due.is_empty() {
+                return Ok(None);
+            }
+            let Some(participation) = wallet.build_refresh_participation(due).await? else {
+                return Ok(None);
+            };
+            let vtxos = participation.inputs.len();
+            let state = wallet
+                .join_next_round(participation, Some(bark::subsystem::RoundMovement::Refresh))
+                .await?;
+            // Release bark's lock so `progress_pending_rounds` can take the state.
+            drop(state.unlock());
+            anyhow::Ok(Some(vtxos))
+        };
+        match joined.await {
+            Ok(None) => {}
+            Ok(Some(vtxos)) => {
+                tracing::info!(target: "berth::rounds", vtxos, "joining the round for a maintenance refresh");
+                self.autopilot.record_refresh(true);
+            }
+            Err(e) => {
+                tracing::warn!(target: "berth::rounds", error = %format!("{e:#}"),
+                    "cannot join the round for a maintenance refresh");
+                self.autopilot.record_refresh(false);
+            }
+        }
+    }
+
+    fn spawn_mailbox(&self, loaded: LoadedWallet) -> JoinHandle<()> {
+        let step = move || {
+            let loaded = loaded.clone();
+            async move {
+                // Never cancelled: stopping aborts the step. bark returns an error
+                // after several reconnects without a message, so an unreachable
+                // server shows as this task failing.
+                let never = tokio_util::sync::CancellationToken::new();
+                loaded
+                    .wallet
+                    .subscribe_process_mailbox_messages(None, never)
+                    .await
+                    .map_err(|e| format!("following the server mailbox: {e:#}"))
+            }
+        };
+        self.tasks
+            .spawn("mailbox", step, || tokio::time::sleep(RESUBSCRIBE_PAUSE))
+    }
+}
+
+/// `Ok` when every part succeeded, else every failure in one message.
+fn failures<const N: usize>(parts: [Result<(), String>; N]) -> Result<(), String> {
+    let errors: Vec<String> = parts.into_iter().filter_map(Result::err).collect();
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(errors.join("; "))
+    }
+}
+
+/// Waits for the next tip bark's tip watcher reports (by ZMQ when configured, else by
+/// polling), or the sync interval, whichever comes first. Without a watcher (it could
+/// not start, or stopped) it waits for the interval alone.
+#[derive(Clone)]
+struct TipWait {
+    interval: Duration,
+    next_tip: Arc<tokio::sync::Mutex<Option<NextTip>>>,
+}
+
+/// bark's tip subscription, behind a future so the type stays bark's business.
+type NextTip = Box<dyn FnMut() -> futures_util::future::BoxFuture<'static, bool> + Send>;
+
+impl TipWait {
+    /// One waiter per sync task: each has its own subscription, so that one task
+    /// seeing a tip does not hide it from the other.
+    async fn start(loaded: &LoadedWallet, interval: Duration) -> [TipWait; 2] {
+        let watcher = match loaded.wallet.chain().tip_watcher(interval).await {
+            Ok(watcher) => Some(watcher),
+            Err(e) => {
+                tracing::warn!(error = %format!("{e:#}"),
+                    "no chain tip watcher: syncing on the interval only");
+                None
+            }
+        };
+        let waiter = || {
+            let next_tip = watcher.as_ref().map(|watcher| {
+                // The subscription (which keeps bark's watcher running) lives here.
+                let subscription = Arc::new(tokio::sync::Mutex::new(watcher.subscribe()));
+                Box::new(move || {
+                    let subscription = Arc::clone(&subscription);
+                    Box::pin(async move { subscription.lock().await.changed().await.is_ok() })
+                        as futures_util::future::BoxFuture<'static, bool>
+                }) as NextTip
+            });
+            TipWait {
+                interval,
+                next_tip: Arc::new(tokio::sync::Mutex::new(next_tip)),
+            }
+        };
+        [waiter(), waiter()]
+    }
+
+    async fn next_or_timeout(self) {
+        let mut next_tip = self.next_tip.lock().await;
+        let Some(next) = next_tip.as_mut() else {
+            drop(next_tip);
+            return tokio::time::sleep(self.interval).await;
+        };
+        let changed = next();
+        tokio::select! {
+            alive = changed => if !alive {
+                tracing::warn!("the chain tip watcher stopped: syncing on the interval only");
+                *next_tip = None;
+            },
+            () = tokio::time::sleep(self.interval) => {}
+        }
+    }
+}
