@@ -39,6 +39,7 @@ pub fn main(cli: Cli) -> ExitCode {
         Some(Command::Tls {
             command: TlsCommand::Show,
         }) => tls_show(&datadir),
+        Some(Command::Seed { command }) => seed_command(&datadir, command),
         Some(Command::Pair { scopes, name }) => {
             runtime().and_then(|rt| rt.block_on(pair(&datadir, scopes, name.as_deref())))
         }
@@ -113,6 +114,20 @@ fn autopilot_policy(settings: &crate::config::BerthToml) -> crate::engine::autop
     }
 }
 
+/// The datadir's seed, with the key sources of `berth.toml [seed]`, the passphrase of
+/// `BERTH_SEED_PASSPHRASE` and systemd's `$CREDENTIALS_DIRECTORY`.
+fn seeds(datadir: &Path, settings: &crate::config::BerthToml) -> crate::keys::Seeds {
+    let passphrase = std::env::var(crate::keys::PASSPHRASE_ENV)
+        .ok()
+        .filter(|p| !p.is_empty())
+        .map(zeroize::Zeroizing::new);
+    let credentials = std::env::var_os("CREDENTIALS_DIRECTORY").map(PathBuf::from);
+    crate::keys::Seeds::new(
+        datadir.to_path_buf(),
+        settings.seed.settings(passphrase, credentials),
+    )
+}
+
 /// Where the listener's certificate comes from: the user's files, or the datadir's
 /// generated local CA.
 fn tls_source(datadir: &Path, settings: &crate::config::BerthToml) -> TlsSource {
@@ -143,6 +158,51 @@ fn tls_show(datadir: &Path) -> anyhow::Result<()> {
             leaf.not_after.to_rfc3339()
         );
         println!("leaf names: {}", leaf.names.join(", "));
+    }
+    Ok(())
+}
+
+/// `berthd seed status` and `berthd seed seal`. They work beside a running daemon: the
+/// daemon already holds the seed it unlocked, and reads the envelope at its next start.
+fn seed_command(datadir: &Path, command: &crate::cli::SeedCommand) -> anyhow::Result<()> {
+    use crate::keys::{Kdf, SeedStatus};
+    let settings = crate::config::BerthToml::load(datadir)?;
+    let seeds = seeds(datadir, &settings);
+    match command {
+        crate::cli::SeedCommand::Status => match seeds.status()? {
+            SeedStatus::None => println!(
+                "seed: none (no wallet has been created in {})",
+                datadir.display()
+            ),
+            SeedStatus::Plaintext => println!(
+                "seed: plaintext mnemonic file (barkd's format; `berthd seed seal` seals it)"
+            ),
+            SeedStatus::Sealed {
+                version,
+                sources,
+                binding,
+                kdf,
+            } => {
+                println!("seed: sealed (envelope version {version})");
+                println!("key sources: {}", sources.join(" + "));
+                if !binding.is_empty() {
+                    println!("bound to secure element: {binding}");
+                }
+                if let Kdf::Argon2id(p) = kdf {
+                    println!(
+                        "passphrase KDF: Argon2id, {} KiB, {} iterations, {} lanes",
+                        p.memory_kib, p.iterations, p.parallelism
+                    );
+                }
+            }
+        },
+        crate::cli::SeedCommand::Seal => {
+            let sources = seeds.seal_plaintext()?;
+            println!(
+                "seed sealed with {}; the plaintext mnemonic file is gone",
+                sources.names().join(" + ")
+            );
+        }
     }
     Ok(())
 }
@@ -356,6 +416,7 @@ async fn daemon(cli: Cli, datadir: PathBuf) -> anyhow::Result<()> {
     let engine = Engine::new(
         store.clone(),
         datadir.clone(),
+        seeds(&datadir, &settings),
         Arc::clone(&events),
         autopilot_policy(&settings),
     );

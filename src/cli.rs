@@ -93,6 +93,11 @@ pub enum Command {
         #[command(subcommand)]
         command: TlsCommand,
     },
+    /// The wallet's seed at rest: sealed, or barkd's plaintext file.
+    Seed {
+        #[command(subcommand)]
+        command: SeedCommand,
+    },
     /// Pair a phone: open a pairing window on the running daemon (through its local
     /// control socket) and show the QR code to scan.
     Pair {
@@ -104,6 +109,16 @@ pub enum Command {
         #[arg(long)]
         name: Option<String>,
     },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SeedCommand {
+    /// Show how the seed is stored: its key sources and binding, never the seed.
+    Status,
+    /// Seal barkd's plaintext `mnemonic` file with the key sources configured
+    /// (`BERTH_SEED_PASSPHRASE`, berth.toml [seed]); the plaintext is removed only once
+    /// the envelope has been read back.
+    Seal,
 }
 
 #[derive(Debug, Subcommand)]

@@ -3,7 +3,10 @@
 //! Layout (barkd-compatible names where barkd has the file):
 //! - `auth_token`: the API bearer token (barkd's format, see [`AuthToken`]), 0600.
 //! - `config.toml`: bark's wallet configuration (barkd's file, read as is).
-//! - `mnemonic`: barkd's plaintext seed file, read when present.
+//! - `mnemonic`: barkd's plaintext seed file, read when present (written only when no
+//!   seed key source is configured).
+//! - `seed.sealed` (and `seed.sealed.prev` while it is replaced): the sealed seed
+//!   (`keys`).
 //! - `berth.redb`: the wallet database (`docs/storage.md`).
 //! - `berthd.lock`: held (flock) by the running daemon; a second one refuses to start.
 //! - `debug.log`: the log file, unless logging goes elsewhere.
@@ -43,6 +46,8 @@ const KNOWN_FILES: &[&str] = &[
     AUTH_TOKEN_FILE,
     CONFIG_FILE,
     MNEMONIC_FILE,
+    crate::keys::SEALED_SEED_FILE,
+    crate::keys::PREVIOUS_SEALED_SEED_FILE,
     DB_FILE,
     LOCK_FILE,
     LOG_FILE,

@@ -19,6 +19,7 @@ pub mod config;
 pub mod datadir;
 pub mod engine;
 pub mod events;
+pub mod keys;
 pub mod net;
 pub mod shutdown;
 pub mod store;

@@ -176,6 +176,8 @@ impl From<crate::engine::EngineError> for ApiError {
                 ApiError::Unavailable(err.to_string())
             }
             EngineError::Store(store) => ApiError::internal("wallet database", store),
+            // Names a missing or wrong key source, never a secret.
+            EngineError::Seed(_) => ApiError::Unavailable(err.to_string()),
             EngineError::Internal { .. } => ApiError::internal("engine", err),
         }
     }

@@ -39,6 +39,19 @@
 //! exit_margin_blocks = 72       # act this many blocks before it
 //! refresh_attempts = 3          # failed refreshes before exiting
 //! # auto_exit_fee_budget_sat = 50000  # most it spends on one automatic exit batch
+//!
+//! [seed]                        # how a new seed is sealed (docs/seed.md)
+//! sources = []                  # "passphrase", "credential", "secure-element"; several
+//!                               # are combined. Empty: a passphrase if BERTH_SEED_PASSPHRASE
+//!                               # is set, else barkd's plaintext mnemonic file
+//! # passphrase_file = "/etc/berth/seed-passphrase"
+//! credential = "berth-seed"     # under $CREDENTIALS_DIRECTORY, or an absolute path
+//! i2c_bus = "/dev/i2c-1"        # the secure element
+//! i2c_address = 0x60
+//! # secure_element_slot = 9     # the slot provisioned with the key (required for it)
+//! argon2_memory_kib = 65536     # Argon2id costs for a new passphrase seal
+//! argon2_iterations = 3
+//! argon2_parallelism = 1
 //! ```
 
 use std::path::Path;
@@ -57,6 +70,93 @@ pub struct BerthToml {
     pub discovery: DiscoverySection,
     pub exits: ExitsSection,
     pub watchdog: WatchdogSection,
+    pub seed: SeedSection,
+}
+
+/// A key source named in `[seed] sources`.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum SeedSource {
+    Passphrase,
+    Credential,
+    SecureElement,
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct SeedSection {
+    /// The key sources that seal a new seed, combined when several.
+    pub sources: Vec<SeedSource>,
+    /// A file holding the passphrase (instead of `BERTH_SEED_PASSPHRASE`).
+    pub passphrase_file: Option<std::path::PathBuf>,
+    /// The credential: a name under `$CREDENTIALS_DIRECTORY`, or an absolute path.
+    pub credential: String,
+    pub i2c_bus: std::path::PathBuf,
+    pub i2c_address: u8,
+    pub secure_element_slot: Option<u8>,
+    pub argon2_memory_kib: u32,
+    pub argon2_iterations: u32,
+    pub argon2_parallelism: u32,
+}
+
+impl Default for SeedSection {
+    fn default() -> Self {
+        SeedSection {
+            sources: Vec::new(),
+            passphrase_file: None,
+            credential: "berth-seed".into(),
+            i2c_bus: "/dev/i2c-1".into(),
+            i2c_address: crate::keys::atecc608::DEFAULT_ADDRESS,
+            secure_element_slot: None,
+            argon2_memory_kib: crate::keys::DEFAULT_ARGON2.memory_kib,
+            argon2_iterations: crate::keys::DEFAULT_ARGON2.iterations,
+            argon2_parallelism: crate::keys::DEFAULT_ARGON2.parallelism,
+        }
+    }
+}
+
+impl SeedSection {
+    /// The seed's settings, with the passphrase from `BERTH_SEED_PASSPHRASE`
+    /// (`env_passphrase`) and the credential directory from `$CREDENTIALS_DIRECTORY`.
+    /// A passphrase in the environment seals new seeds when no sources are listed.
+    pub fn settings(
+        &self,
+        env_passphrase: Option<zeroize::Zeroizing<String>>,
+        credentials_directory: Option<std::path::PathBuf>,
+    ) -> crate::keys::SeedSettings {
+        use crate::keys::Sources;
+        let listed = self.sources.iter().fold(None, |all: Option<Sources>, s| {
+            let kind = match s {
+                SeedSource::Passphrase => Sources::PASSPHRASE,
+                SeedSource::Credential => Sources::CREDENTIAL,
+                SeedSource::SecureElement => Sources::SECURE_ELEMENT,
+            };
+            Some(all.map_or(kind, |all| all.union(kind)))
+        });
+        let seal_with = listed.or(env_passphrase.as_ref().map(|_| Sources::PASSPHRASE));
+        let credential = std::path::Path::new(&self.credential);
+        let credential = if credential.is_absolute() {
+            Some(credential.to_path_buf())
+        } else {
+            credentials_directory.map(|dir| dir.join(credential))
+        };
+        crate::keys::SeedSettings {
+            seal_with,
+            passphrase: env_passphrase,
+            passphrase_file: self.passphrase_file.clone(),
+            credential,
+            secure_element: Some(crate::keys::SecureElementSettings {
+                bus: self.i2c_bus.clone(),
+                address: self.i2c_address,
+                slot: self.secure_element_slot,
+            }),
+            argon2: Some(crate::keys::KdfParams {
+                memory_kib: self.argon2_memory_kib,
+                iterations: self.argon2_iterations,
+                parallelism: self.argon2_parallelism,
+            }),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
@@ -281,6 +381,32 @@ impl BerthToml {
                     reason: format!("{key} must be {min} to {max}, got {value}"),
                 });
             }
+        }
+        let seed = &parsed.seed;
+        let argon2 = crate::keys::KdfParams {
+            memory_kib: seed.argon2_memory_kib,
+            iterations: seed.argon2_iterations,
+            parallelism: seed.argon2_parallelism,
+        };
+        if !argon2.within_bounds() {
+            return Err(ConfigError::Invalid {
+                path: shown,
+                reason: "seed.argon2_*: memory 8 KiB per lane to 1 GiB, 1 to 64 iterations, \
+                         1 to 64 lanes"
+                    .into(),
+            });
+        }
+        if seed.secure_element_slot.is_some_and(|slot| slot > 15) {
+            return Err(ConfigError::Invalid {
+                path: shown,
+                reason: "seed.secure_element_slot must be 0 to 15".into(),
+            });
+        }
+        if !(0x08..=0x77).contains(&seed.i2c_address) {
+            return Err(ConfigError::Invalid {
+                path: shown,
+                reason: "seed.i2c_address must be a 7-bit address (0x08 to 0x77)".into(),
+            });
         }
         if parsed.tls.cert_file.is_some() != parsed.tls.key_file.is_some() {
             return Err(ConfigError::Invalid {

@@ -70,6 +70,9 @@ pub enum EngineError {
     Unavailable(String),
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The seed cannot be stored or unlocked (a key source is missing or wrong).
+    #[error("the wallet's seed: {0}")]
+    Seed(#[from] crate::keys::KeyError),
     #[error("{context}: {source:#}")]
     Internal {
         context: &'static str,
@@ -181,6 +184,8 @@ pub struct LoadedWallet {
 pub struct Engine {
     store: Store,
     datadir: PathBuf,
+    /// The wallet's seed: sealed, or barkd's plaintext file (`keys`).
+    seeds: crate::keys::Seeds,
     events: Arc<EventHub>,
     /// Serialises create and delete: of two concurrent creates exactly one wins.
     lifecycle: Mutex<()>,
@@ -206,12 +211,14 @@ impl Engine {
     pub fn new(
         store: Store,
         datadir: PathBuf,
+        seeds: crate::keys::Seeds,
         events: Arc<EventHub>,
         policy: autopilot::Policy,
     ) -> Arc<Self> {
         Arc::new(Engine {
             store,
             datadir,
+            seeds,
             events,
             autopilot: autopilot::Autopilot::new(policy),
             tasks: Arc::new(supervisor::Tasks::default()),
@@ -350,24 +357,29 @@ impl Engine {
         }
     }
 
-    /// The mnemonic, from barkd's plaintext `mnemonic` file.
-    pub async fn mnemonic(&self) -> Result<String, EngineError> {
+    /// The mnemonic phrase, unsealed (or from barkd's plaintext file).
+    pub async fn mnemonic(&self) -> Result<zeroize::Zeroizing<String>, EngineError> {
         self.require_wallet().await?;
-        let path = self.datadir.join(datadir::MNEMONIC_FILE);
-        let text = tokio::fs::read_to_string(&path)
+        self.read_seed().await
+    }
+
+    /// The seed phrase, on a blocking thread (Argon2id, I²C, files).
+    async fn read_seed(&self) -> Result<zeroize::Zeroizing<String>, EngineError> {
+        let seeds = self.seeds.clone();
+        Ok(tokio::task::spawn_blocking(move || seeds.read())
             .await
             .map_err(|e| EngineError::Internal {
-                context: "reading the mnemonic file",
+                context: "reading the seed",
                 source: e.into(),
-            })?;
-        Ok(text.trim().to_string())
+            })??)
     }
 
     /// Create (or import) the wallet and start loading it.
     ///
-    /// The seed file is written before the wallet is committed to the store, so a
-    /// crash in between leaves a seed without a wallet (which the next create refuses
-    /// to overwrite), never a wallet without its seed.
+    /// The seed (sealed, or barkd's plaintext file when no key source is configured) is
+    /// written before the wallet is committed to the store, so a crash in between leaves
+    /// a seed without a wallet (which the next create refuses to overwrite), never a
+    /// wallet without its seed.
     pub async fn create(self: &Arc<Self>, req: CreateWallet) -> Result<Fingerprint, EngineError> {
         let _lifecycle = self.lifecycle.lock().await;
         if let Some(existing) = self.wallet_fingerprint().await? {
@@ -438,18 +450,21 @@ impl Engine {
             }
         };
         let seed = bark::WalletSeed::new_from_mnemonic(req.network, &mnemonic);
-        // Until the sealed seed lands (its own issue) the seed is barkd's plaintext file.
         let mut written_seed = None;
         if !seed_file_exists {
-            tracing::warn!("storing the seed in the datadir's plaintext mnemonic file");
-            let seed_path = self.datadir.join(datadir::MNEMONIC_FILE);
-            write_secret(seed_path.clone(), mnemonic.to_string().into_bytes())
+            let seeds = self.seeds.clone();
+            let phrase = zeroize::Zeroizing::new(mnemonic.to_string());
+            let location = tokio::task::spawn_blocking(move || seeds.create(&phrase))
                 .await
                 .map_err(|e| EngineError::Internal {
-                    context: "writing the mnemonic file",
+                    context: "storing the seed",
                     source: e.into(),
-                })?;
-            written_seed = Some(RemoveOnDrop(Some(seed_path)));
+                })??;
+            let file = match location {
+                crate::keys::SeedLocation::Sealed => crate::keys::SEALED_SEED_FILE,
+                crate::keys::SeedLocation::Plaintext => datadir::MNEMONIC_FILE,
+            };
+            written_seed = Some(RemoveOnDrop(Some(self.datadir.join(file))));
         }
         // Before the wallet commits, so a crash cannot leave an imported wallet that
         // never scans its past; a create that fails clears it again.
@@ -474,36 +489,41 @@ impl Engine {
         Ok(fingerprint)
     }
 
-    /// Refuse to create a wallet over someone else's files. A `mnemonic` file without a
-    /// wallet (barkd's wallet, or a create that crashed) is never overwritten, not even
-    /// with `force`, unless the request imports that very seed; other unknown entries
-    /// need `force` and are then left as they are (barkd deletes them; a wallet
-    /// appliance does not delete what it does not own). Returns whether the seed file
-    /// exists (and holds the requested mnemonic).
+    /// Refuse to create a wallet over someone else's files. A seed without a wallet
+    /// (barkd's `mnemonic` file, or a create that crashed) is never overwritten, not
+    /// even with `force`, unless the request imports that very seed; other unknown
+    /// entries need `force` and are then left as they are (barkd deletes them; a wallet
+    /// appliance does not delete what it does not own). Returns whether the seed exists
+    /// (and holds the requested mnemonic).
     async fn check_datadir_for_create(&self, req: &CreateWallet) -> Result<bool, EngineError> {
-        let seed_path = self.datadir.join(datadir::MNEMONIC_FILE);
-        let seed_file_exists = match tokio::fs::read_to_string(&seed_path).await {
-            Ok(text) => {
-                let same = bark::bip39::Mnemonic::parse(text.trim())
+        let seed_file_exists = match self.seeds.location() {
+            Some(_) => {
+                let phrase = match self.read_seed().await {
+                    Ok(phrase) => phrase,
+                    Err(EngineError::Seed(e)) => {
+                        return Err(EngineError::DatadirConflict(format!(
+                            "the datadir holds a seed berthd cannot open ({e}), and berthd \
+                             never overwrites a seed: configure its key source, or move it \
+                             out of the datadir"
+                        )));
+                    }
+                    Err(e) => return Err(e),
+                };
+                let same = bark::bip39::Mnemonic::parse(phrase.trim())
                     .ok()
                     .is_some_and(|existing| req.mnemonic.as_ref() == Some(&existing));
                 if !same {
                     return Err(EngineError::DatadirConflict(
-                        "the datadir's mnemonic file holds the seed of a wallet berthd has no \
-                         state for, and berthd never overwrites a seed: import that seed by \
-                         passing it as \"mnemonic\", or move the file out of the datadir"
+                        "the datadir holds the seed of a wallet berthd has no state for \
+                         (mnemonic or seed.sealed), and berthd never overwrites a seed: import \
+                         that seed by passing it as \"mnemonic\", or move the file out of the \
+                         datadir"
                             .into(),
                     ));
                 }
                 true
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
-            Err(e) => {
-                return Err(EngineError::Internal {
-                    context: "reading the mnemonic file",
-                    source: e.into(),
-                });
-            }
+            None => false,
         };
         let datadir = self.datadir.clone();
         let unexpected = tokio::task::spawn_blocking(move || datadir::unexpected_entries(&datadir))
@@ -539,19 +559,21 @@ impl Engine {
         else {
             return Ok(());
         };
-        let path = self.datadir.join(datadir::MNEMONIC_FILE);
-        let text = match tokio::fs::read_to_string(&path).await {
-            Ok(text) => text,
-            Err(e) => {
-                tracing::error!(error = %e, "the wallet exists but its mnemonic file cannot be read");
-                return Ok(());
-            }
-        };
+        if self.seeds.location().is_none() {
+            tracing::error!(
+                "the wallet exists but the datadir holds no seed (seed.sealed or mnemonic)"
+            );
+            return Ok(());
+        }
+        // A seed that cannot be unlocked (a wrong passphrase, a missing credential or
+        // secure element) stops the start: the error names what is missing.
+        let phrase = self.read_seed().await?;
         let mnemonic =
-            bark::bip39::Mnemonic::parse(text.trim()).map_err(|e| EngineError::Internal {
-                context: "parsing the mnemonic file",
+            bark::bip39::Mnemonic::parse(phrase.trim()).map_err(|e| EngineError::Internal {
+                context: "parsing the seed phrase",
                 source: e.into(),
             })?;
+        drop(phrase);
         let config = bark::Config::load(props.network, self.datadir.join(datadir::CONFIG_FILE))
             .map_err(|e| EngineError::Internal {
                 context: "loading config.toml",
@@ -672,13 +694,14 @@ impl Engine {
         self.unload().await;
         self.store.wipe_wallet().await?;
         self.events.forget_recent();
-        for file in [datadir::MNEMONIC_FILE, datadir::CONFIG_FILE] {
-            match std::fs::remove_file(self.datadir.join(file)) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => {
-                    tracing::warn!(file, error = %e, "cannot remove a file of the deleted wallet")
-                }
+        if let Err(e) = self.seeds.remove() {
+            tracing::warn!(error = %e, "cannot remove the deleted wallet's seed");
+        }
+        match std::fs::remove_file(self.datadir.join(datadir::CONFIG_FILE)) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                tracing::warn!(file = datadir::CONFIG_FILE, error = %e, "cannot remove a file of the deleted wallet")
             }
         }
         tracing::warn!(%existing, "wallet deleted");

@@ -51,11 +51,12 @@ impl Daemon {
     /// Start berthd on a free port without waiting for it (output discarded): for
     /// daemons that answer only over TLS, which the caller waits for.
     pub fn spawn(datadir: &Path, args: &[&str]) -> Daemon {
-        Self::spawn_with(datadir, args, Stdio::null())
+        Self::spawn_with(datadir, args, Stdio::null(), &[])
     }
 
-    /// berthd on a free port with this datadir and arguments, its stderr to `stderr`.
-    fn spawn_with(datadir: &Path, args: &[&str], stderr: Stdio) -> Daemon {
+    /// berthd on a free port with this datadir, arguments and extra environment, its
+    /// stderr to `stderr`. The caller's seed settings never leak in.
+    fn spawn_with(datadir: &Path, args: &[&str], stderr: Stdio, env: &[(&str, &str)]) -> Daemon {
         let port = free_port();
         let child = Command::new(BIN)
             .arg("--datadir")
@@ -63,6 +64,9 @@ impl Daemon {
             .args(["--port", &port.to_string()])
             .args(args)
             .env_remove("BARKD_EXPOSE_MNEMONIC")
+            .env_remove("BERTH_SEED_PASSPHRASE")
+            .env_remove("CREDENTIALS_DIRECTORY")
+            .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(stderr)
             .spawn()
@@ -76,7 +80,16 @@ impl Daemon {
 
     /// Start and wait for `/ping`; on failure, what the process printed.
     pub fn try_start(datadir: &Path, args: &[&str]) -> Result<Daemon, String> {
-        let mut daemon = Self::spawn_with(datadir, args, Stdio::piped());
+        Self::try_start_with_env(datadir, args, &[])
+    }
+
+    /// [`Daemon::try_start`] with extra environment variables.
+    pub fn try_start_with_env(
+        datadir: &Path,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Result<Daemon, String> {
+        let mut daemon = Self::spawn_with(datadir, args, Stdio::piped(), env);
         let stderr = drain(daemon.child.stderr.take().expect("stderr"));
         let deadline = Instant::now() + Duration::from_secs(20);
         while Instant::now() < deadline {
@@ -197,10 +210,18 @@ pub fn token(datadir: &Path) -> String {
 }
 
 pub fn berthd(datadir: &Path, args: &[&str]) -> Output {
+    berthd_with_env(datadir, args, &[])
+}
+
+/// Run a `berthd` command with extra environment (and none of the caller's seed settings).
+pub fn berthd_with_env(datadir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
     Command::new(BIN)
         .arg("--datadir")
         .arg(datadir)
         .args(args)
+        .env_remove("BERTH_SEED_PASSPHRASE")
+        .env_remove("CREDENTIALS_DIRECTORY")
+        .envs(env.iter().copied())
         .output()
         .expect("run berthd")
 }

@@ -254,7 +254,7 @@ pub async fn mnemonic(State(state): State<AppState>) -> Result<Json<MnemonicResp
         return Err(ApiError::not_found("not found"));
     }
     Ok(Json(MnemonicResponse {
-        mnemonic: state.engine.mnemonic().await?,
+        mnemonic: state.engine.mnemonic().await?.to_string(),
     }))
 }
 
