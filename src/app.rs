@@ -114,6 +114,32 @@ fn autopilot_policy(settings: &crate::config::BerthToml) -> crate::engine::autop
     }
 }
 
+/// Ping systemd's watchdog every `every` (half of `WatchdogSec=`), but only while the
+/// wallet database and the engine answer within that time: a wedged daemon stops
+/// pinging and systemd restarts it.
+fn spawn_watchdog(
+    systemd: Arc<crate::systemd::Notifier>,
+    engine: Arc<Engine>,
+    every: std::time::Duration,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        loop {
+            let healthy = engine.store().failure().is_none()
+                && matches!(
+                    tokio::time::timeout(every, engine.wallet_fingerprint()).await,
+                    Ok(Ok(_))
+                );
+            if healthy {
+                systemd.watchdog();
+            } else {
+                tracing::warn!(target: "berth::systemd",
+                    "the wallet database or the engine did not answer: no watchdog ping");
+            }
+            tokio::time::sleep(every).await;
+        }
+    })
+}
+
 /// The datadir's seed, with the key sources of `berth.toml [seed]`, the passphrase of
 /// `BERTH_SEED_PASSPHRASE` and systemd's `$CREDENTIALS_DIRECTORY`.
 fn seeds(datadir: &Path, settings: &crate::config::BerthToml) -> crate::keys::Seeds {
@@ -398,6 +424,8 @@ async fn daemon(cli: Cli, datadir: PathBuf) -> anyhow::Result<()> {
             "authentication is disabled: anyone who reaches the port controls the wallet"
         );
     }
+    let systemd = Arc::new(crate::systemd::Notifier::from_env());
+    systemd.status("opening the wallet database");
 
     let (store, report) =
         Store::open_async(&datadir.join(datadir::DB_FILE), &settings.store_config()).await?;
@@ -420,11 +448,13 @@ async fn daemon(cli: Cli, datadir: PathBuf) -> anyhow::Result<()> {
         Arc::clone(&events),
         autopilot_policy(&settings),
     );
+    systemd.status("unlocking the seed");
     engine.start().await?;
     let autopilot = engine.spawn_autopilot();
     let devices = Arc::new(Devices::load(store.clone()).await?);
     let pairing = Arc::new(PairingCodes::default());
     let identity = if tls {
+        systemd.status("preparing the TLS certificate");
         let source = tls_source(&datadir, &settings);
         Some(
             tokio::task::spawn_blocking(move || ServerIdentity::open(source))
@@ -507,6 +537,12 @@ async fn daemon(cli: Cli, datadir: PathBuf) -> anyhow::Result<()> {
     });
     let mut stop = stop_rx.clone();
     let stopping = Arc::clone(&events);
+    let watchdog = crate::systemd::watchdog_interval()
+        .map(|every| spawn_watchdog(Arc::clone(&systemd), Arc::clone(&engine), every));
+    // The store is open, the seed unlocked and the port bound: connections queue from
+    // here on, and `serve` accepts them at once.
+    systemd.ready(&format!("serving on {}://{bound}", transport.scheme()));
+    let notifier = Arc::clone(&systemd);
     crate::net::listener::serve(
         listener,
         transport,
@@ -517,6 +553,7 @@ async fn daemon(cli: Cli, datadir: PathBuf) -> anyhow::Result<()> {
                 _ = crate::shutdown::signal() => {}
                 _ = stop.wait_for(Option::is_some) => {}
             }
+            notifier.stopping();
             // Long-polls answer now and websockets say goodbye, so the drain does not
             // wait out their windows.
             stopping.stop();
@@ -536,6 +573,9 @@ async fn daemon(cli: Cli, datadir: PathBuf) -> anyhow::Result<()> {
         renewer.abort();
     }
     stop_on_fatal.abort();
+    if let Some(watchdog) = watchdog {
+        watchdog.abort();
+    }
     pruner.abort();
     autopilot.abort();
     engine.unload().await;

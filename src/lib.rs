@@ -10,7 +10,10 @@
 //! - [`api`]: the HTTP API (router, auth, errors, one file per group under `v1`).
 //! - [`engine`]: the one owner of the wallet.
 //! - [`store`]: the wallet database (redb).
-//! - [`telemetry`], [`shutdown`]: logging and signals.
+//! - [`keys`]: the seed at rest (sealed envelope, key sources, the ATECC608 driver).
+//! - [`events`]: the durable event log and its fan-out.
+//! - [`net`]: the listener, TLS certificates, pairing, mDNS.
+//! - [`telemetry`], [`shutdown`], [`systemd`]: logging, signals, service notifications.
 
 pub mod api;
 pub mod app;
@@ -23,4 +26,5 @@ pub mod keys;
 pub mod net;
 pub mod shutdown;
 pub mod store;
+pub mod systemd;
 pub mod telemetry;

@@ -1,6 +1,10 @@
 //! Logging: `tracing` to the terminal (info; debug with `--verbose`; none with
 //! `--quiet`) and, unless disabled, at debug level to a log file. bark logs through
 //! the `log` crate; those records are bridged into `tracing`.
+//!
+//! Under systemd (`$JOURNAL_STREAM` names our stderr) the terminal output goes to the
+//! journal natively instead, with the event's fields as journal fields (`TARGET`,
+//! `ERROR`, `VTXO`, ...), so `journalctl -u berthd ERROR=...` can filter on them.
 
 use std::path::Path;
 
@@ -21,9 +25,22 @@ pub fn init(options: LogOptions<'_>) -> anyhow::Result<()> {
         (false, true) => LevelFilter::DEBUG,
         (false, false) => LevelFilter::INFO,
     };
-    let terminal = fmt::layer()
-        .with_writer(std::io::stderr)
-        .with_filter(terminal_level);
+    let journald = if stderr_is_the_journal() {
+        match tracing_journald::layer() {
+            Ok(layer) => Some(layer.with_filter(terminal_level)),
+            Err(e) => {
+                eprintln!("berthd: cannot log to the journal, logging to stderr: {e}");
+                None
+            }
+        }
+    } else {
+        None
+    };
+    let terminal = journald.is_none().then(|| {
+        fmt::layer()
+            .with_writer(std::io::stderr)
+            .with_filter(terminal_level)
+    });
     let file = match options.file {
         Some(path) => {
             let file = std::fs::OpenOptions::new()
@@ -43,8 +60,25 @@ pub fn init(options: LogOptions<'_>) -> anyhow::Result<()> {
     // `try_init` also installs the `log` → `tracing` bridge (tracing-subscriber's
     // default `tracing-log` feature), so bark's records land here too.
     tracing_subscriber::registry()
+        .with(journald)
         .with(terminal)
         .with(file)
         .try_init()?;
     Ok(())
+}
+
+/// Whether stderr is connected to the journal: systemd sets `$JOURNAL_STREAM` to the
+/// `device:inode` of the stream it gave us, and a child whose stderr was redirected
+/// elsewhere inherits the variable, so the two are compared.
+fn stderr_is_the_journal() -> bool {
+    let Some(stream) = std::env::var_os("JOURNAL_STREAM") else {
+        return false;
+    };
+    let Some((dev, ino)) = stream.to_str().and_then(|s| s.split_once(':')) else {
+        return false;
+    };
+    let Ok(stat) = rustix::fs::fstat(std::io::stderr()) else {
+        return false;
+    };
+    dev.parse::<u64>().ok() == Some(stat.st_dev) && ino.parse::<u64>().ok() == Some(stat.st_ino)
 }

@@ -314,25 +314,88 @@ pub enum ConfigError {
     Invalid { path: String, reason: String },
 }
 
+/// Merge `over` into `base`: tables merge key by key, anything else is replaced.
+fn merge(base: &mut toml::Table, over: toml::Table) {
+    for (key, value) in over {
+        match (base.get_mut(&key), value) {
+            (Some(toml::Value::Table(base)), toml::Value::Table(over)) => merge(base, over),
+            (_, value) => {
+                base.insert(key, value);
+            }
+        }
+    }
+}
+
 impl BerthToml {
     /// Read `<datadir>/berth.toml`; defaults when the file does not exist.
     pub fn load(datadir: &Path) -> Result<Self, ConfigError> {
-        let path = datadir.join(BERTH_TOML);
-        let shown = path.display().to_string();
-        let text = match std::fs::read_to_string(&path) {
-            Ok(text) => text,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Self::default()),
-            Err(source) => {
-                return Err(ConfigError::Read {
-                    path: shown,
-                    source,
-                });
+        let config_dir = std::env::var_os("CONFIGURATION_DIRECTORY").map(std::path::PathBuf::from);
+        Self::load_layered(datadir, config_dir.as_deref())
+    }
+
+    /// Read and merge, later files winning key by key: `<config_dir>/berth.toml.d/*.toml`
+    /// (in name order: a board's defaults), `<config_dir>/berth.toml` (the operator's),
+    /// then `<datadir>/berth.toml`. `config_dir` is systemd's `$CONFIGURATION_DIRECTORY`
+    /// (`/etc/berth`) when set. Defaults for whatever no file sets.
+    pub fn load_layered(datadir: &Path, config_dir: Option<&Path>) -> Result<Self, ConfigError> {
+        let mut files = Vec::new();
+        if let Some(dir) = config_dir {
+            let drop_ins = dir.join(format!("{BERTH_TOML}.d"));
+            match std::fs::read_dir(&drop_ins) {
+                Ok(entries) => {
+                    let mut found: Vec<_> = entries
+                        .filter_map(Result::ok)
+                        .map(|e| e.path())
+                        .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+                        .collect();
+                    found.sort();
+                    files.extend(found);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(source) => {
+                    return Err(ConfigError::Read {
+                        path: drop_ins.display().to_string(),
+                        source,
+                    });
+                }
             }
+            files.push(dir.join(BERTH_TOML));
+        }
+        files.push(datadir.join(BERTH_TOML));
+
+        let mut merged = toml::Table::new();
+        let mut read = Vec::new();
+        for path in &files {
+            let shown = path.display().to_string();
+            let text = match std::fs::read_to_string(path) {
+                Ok(text) => text,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(source) => {
+                    return Err(ConfigError::Read {
+                        path: shown,
+                        source,
+                    });
+                }
+            };
+            let table: toml::Table = toml::from_str(&text).map_err(|e| ConfigError::Invalid {
+                path: shown.clone(),
+                reason: e.to_string(),
+            })?;
+            merge(&mut merged, table);
+            read.push(shown);
+        }
+        let shown = match read.len() {
+            0 => return Ok(Self::default()),
+            1 => read.remove(0),
+            _ => format!("berth.toml (merged from {})", read.join(", ")),
         };
-        let parsed: BerthToml = toml::from_str(&text).map_err(|e| ConfigError::Invalid {
-            path: shown.clone(),
-            reason: e.to_string(),
-        })?;
+        let parsed: BerthToml =
+            toml::Value::Table(merged)
+                .try_into()
+                .map_err(|e: toml::de::Error| ConfigError::Invalid {
+                    path: shown.clone(),
+                    reason: e.to_string(),
+                })?;
         let ranges = [
             (
                 "store.cache_size_mib",
@@ -460,7 +523,52 @@ mod tests {
         if let Some(text) = text {
             std::fs::write(dir.path().join(BERTH_TOML), text).expect("write");
         }
-        BerthToml::load(dir.path())
+        BerthToml::load_layered(dir.path(), None)
+    }
+
+    #[test]
+    fn drop_ins_then_etc_then_the_datadir_win_key_by_key() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (etc, datadir) = (dir.path().join("etc"), dir.path().join("data"));
+        std::fs::create_dir_all(etc.join("berth.toml.d")).expect("dirs");
+        std::fs::create_dir_all(&datadir).expect("dirs");
+        let write =
+            |path: std::path::PathBuf, text: &str| std::fs::write(path, text).expect("write");
+        write(
+            etc.join("berth.toml.d/50-board.toml"),
+            "[discovery]\nmdns = true\n[seed]\ni2c_bus = \"/dev/i2c-1\"\nsecure_element_slot = 9\n",
+        );
+        write(
+            etc.join("berth.toml.d/60-site.toml"),
+            "[seed]\ni2c_bus = \"/dev/i2c-3\"\n",
+        );
+        write(etc.join("berth.toml.d/notes.txt"), "not toml, not read");
+        write(etc.join("berth.toml"), "[events]\nmax_count = 500\n");
+        write(datadir.join("berth.toml"), "[events]\nmax_age_days = 3\n");
+        let merged = BerthToml::load_layered(&datadir, Some(&etc)).expect("merged");
+        assert!(merged.discovery.mdns, "from the board");
+        assert_eq!(
+            merged.seed.i2c_bus,
+            std::path::Path::new("/dev/i2c-3"),
+            "a later drop-in wins"
+        );
+        assert_eq!(
+            merged.seed.secure_element_slot,
+            Some(9),
+            "other keys of the table stay"
+        );
+        assert_eq!(merged.events.max_count, 500, "from /etc");
+        assert_eq!(merged.events.max_age_days, 3, "from the datadir");
+        // A mistake in any file names the files.
+        write(
+            etc.join("berth.toml.d/70-typo.toml"),
+            "[discovery]\nmnds = true\n",
+        );
+        let error = BerthToml::load_layered(&datadir, Some(&etc)).expect_err("typo");
+        assert!(
+            error.to_string().contains("merged from") && error.to_string().contains("mnds"),
+            "{error}"
+        );
     }
 
     #[test]
