@@ -286,12 +286,16 @@ impl std::fmt::Display for SubjectName {
     }
 }
 
-/// The host's name as a DNS label: `/proc/sys/kernel/hostname`, its first label,
+/// The host's name as a DNS label: the kernel's node name (uname(2)), its first label,
 /// lowercased, anything but letters, digits and `-` replaced by `-`; `berth` if nothing
 /// usable is left.
+///
+/// uname(2), not `/proc/sys/kernel/hostname`: the systemd unit's `ProcSubset=pid` hides
+/// `/proc/sys`, and reading it there gave every appliance the name `berth` (the image
+/// boot test found it).
 pub fn hostname() -> String {
-    let raw = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
-    dns_label(&raw)
+    let uname = rustix::system::uname();
+    dns_label(&uname.nodename().to_string_lossy())
 }
 
 fn dns_label(raw: &str) -> String {
@@ -1971,6 +1975,10 @@ mod tests {
         assert_eq!(dns_label(&"a".repeat(100)).len(), 63);
         let current = hostname();
         assert!(DnsName::try_from(current.as_str()).is_ok(), "{current}");
+        // uname(2) and procfs name the same host, where procfs is readable.
+        if let Ok(proc_name) = std::fs::read_to_string("/proc/sys/kernel/hostname") {
+            assert_eq!(current, dns_label(&proc_name));
+        }
     }
 
     #[test]
