@@ -26,6 +26,10 @@ use crate::store::{Store, StoreConfig};
 /// Run `berthd` as the command line says; the exit code to end the process with.
 pub fn main(cli: Cli) -> ExitCode {
     let datadir = cli.datadir.clone().unwrap_or_else(datadir::default_path);
+    if let Err(e) = datadir::check_owner(&datadir) {
+        eprintln!("berthd: {e}");
+        return ExitCode::FAILURE;
+    }
     let result = match &cli.command {
         Some(Command::Secret { action }) => secret(&datadir, action),
         Some(Command::Store {

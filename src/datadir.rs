@@ -38,6 +38,17 @@ pub enum DataDirError {
     },
     #[error("{0} does not hold a valid auth token")]
     BadToken(PathBuf),
+    #[error(
+        "{path} belongs to {owner} and this berthd runs as uid {uid}: files it made there \
+         would be unusable to the daemon; run it as that user (e.g. `runuser -u {owner_name} -- berthd ...`)"
+    )]
+    ForeignOwner {
+        path: PathBuf,
+        /// "user berth (uid 988)", or "uid 988" when the user has no name.
+        owner: String,
+        owner_name: String,
+        uid: u32,
+    },
 }
 
 /// The files berthd keeps in a datadir. Anything else (barkd's SQLite database, say)
@@ -96,6 +107,47 @@ pub fn ensure(path: &Path) -> Result<(), DataDirError> {
     std::fs::create_dir_all(path).map_err(io("cannot create datadir", path))?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700))
         .map_err(io("cannot restrict datadir", path))
+}
+
+/// Refuse an existing datadir that another user owns.
+///
+/// Under systemd the datadir is the `berth` user's. An operator running `berthd pair`,
+/// `tls show` or `seed seal` as root there would leave root-owned files (a CA, a
+/// renewed leaf, an envelope) the daemon can then not read, and it would fail at its
+/// next start, far from the cause. A directory that does not exist yet is fine: berthd
+/// makes it, as whoever runs it.
+pub fn check_owner(path: &Path) -> Result<(), DataDirError> {
+    use std::os::unix::fs::MetadataExt;
+    let owner_uid = match std::fs::metadata(path) {
+        Ok(meta) => meta.uid(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(io("cannot inspect datadir", path)(e)),
+    };
+    let uid = rustix::process::geteuid().as_raw();
+    if owner_uid == uid {
+        return Ok(());
+    }
+    let name = user_name(owner_uid);
+    Err(DataDirError::ForeignOwner {
+        path: path.to_path_buf(),
+        owner: match &name {
+            Some(name) => format!("user {name} (uid {owner_uid})"),
+            None => format!("uid {owner_uid}"),
+        },
+        owner_name: name.unwrap_or_else(|| format!("#{owner_uid}")),
+        uid,
+    })
+}
+
+/// The name of `uid` in `/etc/passwd`, if it has one there (sysusers puts `berth` there).
+fn user_name(uid: u32) -> Option<String> {
+    let passwd = std::fs::read_to_string("/etc/passwd").ok()?;
+    passwd.lines().find_map(|line| {
+        let mut fields = line.split(':');
+        let name = fields.next()?;
+        let found: u32 = fields.nth(1)?.parse().ok()?;
+        (found == uid).then(|| name.to_string())
+    })
 }
 
 /// The running daemon's claim on a datadir; released when dropped or on exit.

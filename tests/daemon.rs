@@ -215,6 +215,50 @@ fn secret_show_and_refresh() {
 }
 
 #[test]
+fn a_datadir_another_user_owns_is_refused_before_anything_is_written() {
+    // As on the appliance: the datadir is the service user's, and root runs a command.
+    let (_tmp, datadir) = new_datadir();
+    std::fs::create_dir_all(&datadir).expect("mkdir");
+    const NOBODY: u32 = 65534;
+    if let Err(e) = std::os::unix::fs::chown(&datadir, Some(NOBODY), Some(NOBODY)) {
+        eprintln!("SKIP a_datadir_another_user_owns_is_refused: cannot chown as this user ({e})");
+        return;
+    }
+    for args in [
+        &["tls", "show"][..],
+        &["secret", "show"],
+        &["seed", "status"],
+        &["--port", "0"],
+    ] {
+        let out = berthd(&datadir, args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success(),
+            "{args:?} runs in another user's datadir"
+        );
+        assert!(
+            stderr.contains("belongs to")
+                && stderr.contains("uid 65534")
+                && stderr.contains("runuser -u"),
+            "{args:?}: {stderr}"
+        );
+    }
+    let left: Vec<_> = std::fs::read_dir(&datadir).expect("ls").collect();
+    assert!(left.is_empty(), "nothing was written: {left:?}");
+
+    // Its owner is served as before.
+    std::os::unix::fs::chown(&datadir, Some(own_uid()), None).expect("chown back");
+    assert!(berthd(&datadir, &["tls", "show"]).status.success());
+}
+
+/// This process's effective uid, from the owner of a file it just made.
+fn own_uid() -> u32 {
+    use std::os::unix::fs::MetadataExt;
+    let probe = tempfile::NamedTempFile::new().expect("temp file");
+    probe.as_file().metadata().expect("metadata").uid()
+}
+
+#[test]
 fn no_auth_rules() {
     let (_tmp, datadir) = new_datadir();
     let refused = Command::new(BIN)
