@@ -38,15 +38,13 @@ pub enum DataDirError {
     },
     #[error("{0} does not hold a valid auth token")]
     BadToken(PathBuf),
-    #[error(
-        "{path} belongs to {owner} and this berthd runs as uid {uid}: files it made there \
-         would be unusable to the daemon; run it as that user (e.g. `runuser -u {owner_name} -- berthd ...`)"
-    )]
+    #[error("{}", foreign_owner_message(.path, *.owner_uid, .owner_name.as_deref(), *.uid))]
     ForeignOwner {
         path: PathBuf,
-        /// "user berth (uid 988)", or "uid 988" when the user has no name.
-        owner: String,
-        owner_name: String,
+        owner_uid: u32,
+        /// The owner's name in `/etc/passwd`, when it has one.
+        owner_name: Option<String>,
+        /// Who this berthd runs as (effective uid).
         uid: u32,
     },
 }
@@ -127,16 +125,32 @@ pub fn check_owner(path: &Path) -> Result<(), DataDirError> {
     if owner_uid == uid {
         return Ok(());
     }
-    let name = user_name(owner_uid);
     Err(DataDirError::ForeignOwner {
         path: path.to_path_buf(),
-        owner: match &name {
-            Some(name) => format!("user {name} (uid {owner_uid})"),
-            None => format!("uid {owner_uid}"),
-        },
-        owner_name: name.unwrap_or_else(|| format!("#{owner_uid}")),
+        owner_uid,
+        owner_name: user_name(owner_uid),
         uid,
     })
+}
+
+fn foreign_owner_message(
+    path: &Path,
+    owner_uid: u32,
+    owner_name: Option<&str>,
+    uid: u32,
+) -> String {
+    let (owner, run_as) = match owner_name {
+        Some(name) => (
+            format!("user {name} (uid {owner_uid})"),
+            format!("that user (e.g. `runuser -u {name} -- berthd ...`)"),
+        ),
+        None => (format!("uid {owner_uid}"), format!("uid {owner_uid}")),
+    };
+    format!(
+        "{} belongs to {owner} and this berthd runs as uid {uid}: files it made there would \
+         be unusable to the daemon; run it as {run_as}",
+        path.display()
+    )
 }
 
 /// The name of `uid` in `/etc/passwd`, if it has one there (sysusers puts `berth` there).
@@ -268,4 +282,45 @@ pub fn refresh_token(datadir: &Path, secret: Option<[u8; 32]>) -> Result<AuthTok
     };
     write_secret_file(&datadir.join(AUTH_TOKEN_FILE), token.expose().as_bytes())?;
     Ok(token)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_foreign_owner_is_named_with_how_to_run_as_them() {
+        let named = DataDirError::ForeignOwner {
+            path: PathBuf::from("/var/lib/berth"),
+            owner_uid: 988,
+            owner_name: Some("berth".into()),
+            uid: 0,
+        }
+        .to_string();
+        assert_eq!(
+            named,
+            "/var/lib/berth belongs to user berth (uid 988) and this berthd runs as uid 0: files \
+             it made there would be unusable to the daemon; run it as that user (e.g. `runuser -u \
+             berth -- berthd ...`)"
+        );
+        // An owner with no name in /etc/passwd: no runuser hint that could not work.
+        let unnamed = DataDirError::ForeignOwner {
+            path: PathBuf::from("/data"),
+            owner_uid: 4242,
+            owner_name: None,
+            uid: 0,
+        }
+        .to_string();
+        assert!(unnamed.contains("belongs to uid 4242 "), "{unnamed}");
+        assert!(unnamed.ends_with("run it as uid 4242"), "{unnamed}");
+    }
+
+    #[test]
+    fn user_names_come_from_passwd() {
+        // uid 0 is root on every Linux system with an /etc/passwd.
+        if std::path::Path::new("/etc/passwd").exists() {
+            assert_eq!(user_name(0).as_deref(), Some("root"));
+        }
+        assert_eq!(user_name(u32::MAX - 7), None);
+    }
 }
