@@ -8,7 +8,11 @@
 //! - `seed.sealed` (and `seed.sealed.prev` while it is replaced): the sealed seed
 //!   (`keys`).
 //! - `berth.redb`: the wallet database (`docs/storage.md`).
-//! - `berthd.lock`: held (flock) by the running daemon; a second one refuses to start.
+//! - `barkd.lock`: barkd's own instance lock, held (flock, with the holder's pid in it)
+//!   by the running daemon, so a barkd and a berthd refuse each other's datadir and a
+//!   second berthd refuses too. It survives a wallet delete.
+//! - `berthd.lock`: retired (berthd before issue 18 locked this file instead of
+//!   barkd's, so a barkd could run beside it). A leftover one is removed at start.
 //! - `debug.log`: the log file, unless logging goes elsewhere.
 
 use std::fs::{File, OpenOptions};
@@ -23,13 +27,30 @@ pub const AUTH_TOKEN_FILE: &str = "auth_token";
 pub const CONFIG_FILE: &str = "config.toml";
 pub const MNEMONIC_FILE: &str = "mnemonic";
 pub const DB_FILE: &str = "berth.redb";
-pub const LOCK_FILE: &str = "berthd.lock";
+/// barkd's instance lock (`bark-cli`'s `BARKD_LOCK_FILE`): one datadir, one daemon.
+pub const LOCK_FILE: &str = "barkd.lock";
+/// The instance lock of berthd before it took barkd's; retired.
+const RETIRED_LOCK_FILE: &str = "berthd.lock";
 pub const LOG_FILE: &str = "debug.log";
 
 #[derive(Debug, thiserror::Error)]
 pub enum DataDirError {
-    #[error("another berthd is already running with datadir {0}")]
-    AlreadyRunning(PathBuf),
+    /// barkd's words, so scripts that look for them see the same refusal; and which
+    /// file is held, since it may be a barkd or a berthd.
+    #[error(
+        "another barkd is already running on datadir {}{}: a barkd or a berthd holds {}",
+        .datadir.display(),
+        .pid.map(|p| format!(" (pid {p})")).unwrap_or_default(),
+        .datadir.join(LOCK_FILE).display()
+    )]
+    AlreadyRunning { datadir: PathBuf, pid: Option<u32> },
+    /// A berthd from before the switch to barkd's lock still runs on the datadir.
+    #[error(
+        "another barkd is already running on datadir {}: an older berthd holds {}",
+        .0.display(),
+        .0.join(RETIRED_LOCK_FILE).display()
+    )]
+    OlderBerthdRunning(PathBuf),
     #[error("{what} {path}: {source}")]
     Io {
         what: &'static str,
@@ -59,6 +80,7 @@ const KNOWN_FILES: &[&str] = &[
     crate::keys::PREVIOUS_SEALED_SEED_FILE,
     DB_FILE,
     LOCK_FILE,
+    RETIRED_LOCK_FILE,
     LOG_FILE,
     crate::config::BERTH_TOML,
     crate::net::certs::TLS_DIR,
@@ -164,28 +186,55 @@ fn user_name(uid: u32) -> Option<String> {
     })
 }
 
-/// The running daemon's claim on a datadir; released when dropped or on exit.
-#[derive(Debug)]
+/// The running daemon's claim on a datadir; released when dropped or on exit (also on
+/// SIGKILL: the kernel drops the flock with the process).
 pub struct InstanceLock {
-    _file: File,
+    _held: bark::lock_manager::pid_flock::FlockPidLockManager,
 }
 
-/// Take the datadir's instance lock, or say who holds it.
+impl std::fmt::Debug for InstanceLock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("InstanceLock")
+    }
+}
+
+/// Take the datadir's instance lock, barkd's `barkd.lock`, or say who holds it.
+///
+/// bark's own lock type does the locking, so the file (flock, the holder's pid written
+/// in it) is exactly the one barkd 0.8 takes: each refuses while the other runs.
 pub fn lock(path: &Path) -> Result<InstanceLock, DataDirError> {
-    let lock_path = path.join(LOCK_FILE);
-    let file = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .mode(0o600)
-        .open(&lock_path)
-        .map_err(io("cannot open lock file", &lock_path))?;
+    use bark::lock_manager::PidLockError;
+    use bark::lock_manager::pid_flock::FlockPidLockManager;
+    retire_old_lock(path)?;
+    match FlockPidLockManager::new_with_lock_file(path, LOCK_FILE) {
+        Ok(held) => Ok(InstanceLock { _held: held }),
+        Err(PidLockError::AlreadyHeld { pid, .. }) => Err(DataDirError::AlreadyRunning {
+            datadir: path.to_path_buf(),
+            pid,
+        }),
+        Err(e) => Err(DataDirError::Io {
+            what: "cannot lock",
+            path: path.join(LOCK_FILE),
+            source: std::io::Error::other(format!("{e:#}")),
+        }),
+    }
+}
+
+/// Remove the retired `berthd.lock`, unless an older berthd still holds it: upgrading
+/// the binary under a running daemon must not let a second one in.
+fn retire_old_lock(path: &Path) -> Result<(), DataDirError> {
+    let old = path.join(RETIRED_LOCK_FILE);
+    let file = match OpenOptions::new().write(true).open(&old) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(io("cannot open the retired lock file", &old)(e)),
+    };
     match file.try_lock() {
-        Ok(()) => Ok(InstanceLock { _file: file }),
+        Ok(()) => std::fs::remove_file(&old).map_err(io("cannot remove", &old)),
         Err(std::fs::TryLockError::WouldBlock) => {
-            Err(DataDirError::AlreadyRunning(path.to_path_buf()))
+            Err(DataDirError::OlderBerthdRunning(path.to_path_buf()))
         }
-        Err(std::fs::TryLockError::Error(e)) => Err(io("cannot lock", &lock_path)(e)),
+        Err(std::fs::TryLockError::Error(e)) => Err(io("cannot lock", &old)(e)),
     }
 }
 
@@ -313,6 +362,72 @@ mod tests {
         .to_string();
         assert!(unnamed.contains("belongs to uid 4242 "), "{unnamed}");
         assert!(unnamed.ends_with("run it as uid 4242"), "{unnamed}");
+    }
+
+    /// The lock is barkd's file: while berthd holds it, barkd's own lock type (what
+    /// barkd 0.8 takes at start) is refused, and the other way round; the refusal uses
+    /// barkd's words and names the holder's pid. (flock is per open file, so two opens
+    /// in one process conflict like two processes.)
+    #[test]
+    fn the_instance_lock_is_barkds() {
+        use bark::lock_manager::PidLockError;
+        use bark::lock_manager::pid_flock::FlockPidLockManager;
+        let dir = tempfile::tempdir().expect("tempdir");
+
+        let held = lock(dir.path()).expect("first lock");
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("barkd.lock")).expect("lock file"),
+            std::process::id().to_string()
+        );
+        match FlockPidLockManager::new_with_lock_file(dir.path(), "barkd.lock") {
+            Err(PidLockError::AlreadyHeld { pid, .. }) => {
+                assert_eq!(pid, Some(std::process::id()))
+            }
+            other => panic!("barkd's lock must be refused, got {:?}", other.err()),
+        }
+        let refused = lock(dir.path()).expect_err("a second lock").to_string();
+        assert!(
+            refused.contains("another barkd is already running")
+                && refused.contains(&format!("(pid {})", std::process::id())),
+            "{refused}"
+        );
+        drop(held);
+
+        let barkd = FlockPidLockManager::new_with_lock_file(dir.path(), "barkd.lock")
+            .expect("barkd takes it once berthd is gone");
+        let refused = lock(dir.path())
+            .expect_err("berthd beside barkd")
+            .to_string();
+        assert!(
+            refused.contains("another barkd is already running"),
+            "{refused}"
+        );
+        drop(barkd);
+        lock(dir.path()).expect("free again");
+    }
+
+    /// A leftover `berthd.lock` is removed; one an older berthd still holds refuses the
+    /// start, so an upgrade under a running daemon cannot let a second one in.
+    #[test]
+    fn the_retired_lock_is_removed_unless_held() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let old = dir.path().join("berthd.lock");
+        let holder = File::create(&old).expect("old lock");
+        holder.lock().expect("held by an older berthd");
+        let refused = lock(dir.path()).expect_err("an older berthd runs");
+        assert!(
+            matches!(refused, DataDirError::OlderBerthdRunning(_)),
+            "{refused}"
+        );
+        assert!(
+            refused
+                .to_string()
+                .contains("another barkd is already running"),
+            "{refused}"
+        );
+        drop(holder);
+        let _held = lock(dir.path()).expect("lock once it is free");
+        assert!(!old.exists(), "the retired lock file is removed");
     }
 
     #[test]
