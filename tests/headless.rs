@@ -111,7 +111,6 @@ fn a_loaded_wallet_without_its_ark_server_is_degraded_and_measured() {
     let (_tmp, datadir) = datadir_with_berth_toml("[watchdog]\ncheck_interval_secs = 1\n");
     let daemon = Daemon::start(&datadir, &[]);
     create_wallet_without_server(&daemon, &datadir, &bitcoind);
-    wait_loaded(&daemon, &datadir);
     wait_until("the autopilot to probe the Ark server", 30, || {
         health(&daemon).1["ark_server"]["reachable"] == false
     });

@@ -76,8 +76,8 @@ fn history_and_vtxos_come_in_pages_without_gaps_or_repeats() {
             .await
             .expect("vtxos");
     });
+    // No waiting for the load: the first request that needs the wallet waits for it.
     let daemon = Daemon::start(&datadir, &[]);
-    wait_loaded(&daemon, &datadir);
     let bearer = format!("Bearer {}", token(&datadir));
     let auth = [("Authorization", bearer.as_str())];
 

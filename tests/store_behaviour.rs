@@ -16,7 +16,7 @@ use bark::persist::BarkPersister;
 use bark::persist::models::StoredExit;
 use bark::vtxo::{VtxoLockHolder, VtxoState, VtxoStateKind};
 use berth::store::schema::SCHEMA_VERSION;
-use berth::store::{Store, StoreConfig, StoreError};
+use berth::store::{InitialScan, Recovery, RecoveryCounts, Store, StoreConfig, StoreError};
 use bitcoin::hashes::Hash;
 use bitcoin::{Amount, BlockHash, ScriptBuf, SignedAmount, Transaction, Txid};
 use bitcoin_ext::{BlockHeight, BlockRef};
@@ -89,6 +89,174 @@ async fn bdk_changesets_merge() {
         .await
         .expect("store empty");
     assert_eq!(db.initialize_bdk_wallet().await.expect("read"), first);
+}
+
+// --- the wallet's setup record (Berth's) ---------------------------------------------
+
+fn recovered(n: u32) -> Recovery {
+    Recovery::Finished {
+        at_us: 7,
+        counts: RecoveryCounts {
+            recovered: n,
+            recovered_sat: 1000 * u64::from(n),
+            unavailable: 1,
+            ..RecoveryCounts::default()
+        },
+    }
+}
+
+/// A creation is recorded before bark knows the wallet, finished once, and refused over
+/// an existing wallet; the record says what recovery found.
+#[tokio::test]
+async fn a_wallet_creation_begins_and_finishes_once() {
+    let (_dir, db) = fresh_store();
+    assert_eq!(db.wallet_record().await.expect("read"), None);
+    let fingerprint = properties().fingerprint;
+    assert!(
+        db.finish_wallet_creation(recovered(1)).await.is_err(),
+        "nothing to finish"
+    );
+    db.begin_wallet_creation(
+        bitcoin::Network::Regtest,
+        fingerprint,
+        true,
+        InitialScan::FromHeight(101),
+    )
+    .await
+    .expect("begin");
+    let record = db.wallet_record().await.expect("read").expect("a wallet");
+    assert_eq!(
+        (
+            record.network,
+            record.fingerprint,
+            record.imported,
+            record.created
+        ),
+        (bitcoin::Network::Regtest, fingerprint, true, false)
+    );
+    assert_eq!(record.recovery, None);
+    assert_eq!(
+        db.initial_scan().await.expect("scan"),
+        Some(InitialScan::FromHeight(101))
+    );
+    assert!(
+        db.begin_wallet_creation(
+            bitcoin::Network::Regtest,
+            fingerprint,
+            false,
+            InitialScan::FromTip
+        )
+        .await
+        .is_err(),
+        "a second creation is refused"
+    );
+
+    db.init_wallet(&properties())
+        .await
+        .expect("bark creates it");
+    db.finish_wallet_creation(recovered(2))
+        .await
+        .expect("finish");
+    let record = db.wallet_record().await.expect("read").expect("a wallet");
+    assert!(record.created);
+    assert_eq!(record.recovery, Some(recovered(2)));
+    assert!(
+        db.finish_wallet_creation(recovered(3)).await.is_err(),
+        "finished already"
+    );
+    assert!(
+        db.restart_wallet_creation().await.is_err(),
+        "a finished creation is not restarted"
+    );
+
+    db.wipe_wallet().await.expect("delete");
+    assert_eq!(db.wallet_record().await.expect("read"), None);
+    assert_eq!(db.initial_scan().await.expect("scan"), None);
+    db.verify_invariants().await.expect("invariants");
+}
+
+/// An interrupted creation is started over: bark's Ark state goes (so bark creates the
+/// wallet again, and recovers), the on-chain wallet, its pending scan and the record
+/// stay.
+#[tokio::test]
+async fn an_interrupted_creation_restarts_from_bark_s_empty_state() {
+    let (_dir, db) = fresh_store();
+    let v = &VTXO_VECTORS;
+    db.begin_wallet_creation(
+        bitcoin::Network::Regtest,
+        properties().fingerprint,
+        true,
+        InitialScan::FromHeight(5),
+    )
+    .await
+    .expect("begin");
+    db.init_wallet(&properties())
+        .await
+        .expect("bark creates it");
+    db.store_vtxos(&[(&v.board_vtxo, &VtxoState::Spendable)])
+        .await
+        .expect("recovery stored a vtxo");
+    db.store_vtxo_keys(&[(0, pubkey(1))]).await.expect("keys");
+    db.store_mailbox_checkpoint(9).await.expect("mailbox");
+    let onchain = bdk_wallet::ChangeSet {
+        network: Some(bitcoin::Network::Regtest),
+        ..Default::default()
+    };
+    db.store_bdk_wallet_changeset(&onchain)
+        .await
+        .expect("on-chain");
+
+    db.restart_wallet_creation().await.expect("restart");
+    assert_eq!(db.read_properties().await.expect("props"), None);
+    assert_eq!(
+        db.get_wallet_vtxo(v.board_vtxo.id()).await.expect("read"),
+        None
+    );
+    assert_eq!(db.get_last_vtxo_key_index().await.expect("keys"), None);
+    assert_eq!(db.get_mailbox_checkpoint().await.expect("mailbox"), 0);
+    assert_eq!(db.initialize_bdk_wallet().await.expect("on-chain"), onchain);
+    assert_eq!(
+        db.initial_scan().await.expect("scan"),
+        Some(InitialScan::FromHeight(5))
+    );
+    let record = db
+        .wallet_record()
+        .await
+        .expect("read")
+        .expect("still a wallet");
+    assert!(!record.created && record.imported);
+    db.verify_invariants().await.expect("invariants");
+    // bark can create it again.
+    db.init_wallet(&properties()).await.expect("created again");
+}
+
+/// A wallet made before the setup record existed is known by bark's properties alone:
+/// created, with no recovery on record.
+#[tokio::test]
+async fn a_wallet_without_a_setup_record_is_known_by_its_properties() {
+    let (_dir, db) = fresh_store();
+    db.init_wallet(&properties()).await.expect("init");
+    let record = db.wallet_record().await.expect("read").expect("a wallet");
+    assert_eq!(
+        (
+            record.fingerprint,
+            record.created,
+            record.imported,
+            record.recovery
+        ),
+        (properties().fingerprint, true, false, None)
+    );
+    assert!(
+        db.begin_wallet_creation(
+            bitcoin::Network::Regtest,
+            properties().fingerprint,
+            false,
+            InitialScan::FromTip
+        )
+        .await
+        .is_err(),
+        "a wallet exists"
+    );
 }
 
 // --- mailbox checkpoint and VTXO keys ------------------------------------------------

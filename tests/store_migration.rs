@@ -18,7 +18,10 @@ use bark::vtxo::{VtxoState, VtxoStateKind};
 use berth::store::codec::EventKind;
 use berth::store::idempotency::Claim;
 use berth::store::schema::{META, SCHEMA_VERSION, meta_keys};
-use berth::store::{DeviceRecord, EventRetention, Store, StoreConfig, StoreError};
+use berth::store::{
+    DeviceRecord, EventRetention, InitialScan, Recovery, RecoveryCounts, Store, StoreConfig,
+    StoreError,
+};
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -96,6 +99,19 @@ fn fixture_device() -> DeviceRecord {
     }
 }
 
+/// The seed recovery `write_fixtures` records (since version 4).
+fn fixture_recovery() -> Recovery {
+    Recovery::Finished {
+        at_us: FIXTURE_AT_US,
+        counts: RecoveryCounts {
+            recovered: 1,
+            recovered_sat: 10_000,
+            unavailable: 1,
+            ..RecoveryCounts::default()
+        },
+    }
+}
+
 async fn pair_after_migration(db: &Store) {
     assert_eq!(db.devices().await.expect("devices"), vec![]);
     db.add_device(fixture_device(), 8).await.expect("pair");
@@ -135,6 +151,25 @@ async fn version_2_fixture_migrates_and_keeps_berth_tables() {
         }
     );
     pair_after_migration(&db).await;
+}
+
+/// Version 4 added the wallet's setup record; a wallet from before it (version 3) is
+/// known by bark's properties, as created, and its paired device is kept.
+#[tokio::test]
+async fn version_3_fixture_migrates_and_keeps_its_wallet_and_devices() {
+    let (_dir, db) = open_migrated(3).await;
+    assert_wallet_state(&db).await;
+    let record = db.wallet_record().await.expect("read").expect("a wallet");
+    assert_eq!(
+        (
+            record.fingerprint,
+            record.created,
+            record.imported,
+            record.recovery
+        ),
+        (common::properties().fingerprint, true, false, None)
+    );
+    assert_eq!(db.devices().await.expect("devices"), vec![fixture_device()]);
 }
 
 #[tokio::test]
@@ -182,7 +217,20 @@ async fn write_fixtures() {
         let (db, _) = Store::open_async(&path, &StoreConfig::default())
             .await
             .expect("create");
+        // The setup record (since version 4), around bark's own create.
+        db.begin_wallet_creation(
+            common::properties().network,
+            common::properties().fingerprint,
+            true,
+            InitialScan::FromTip,
+        )
+        .await
+        .expect("begin");
         db.init_wallet(&common::properties()).await.expect("init");
+        db.finish_wallet_creation(fixture_recovery())
+            .await
+            .expect("finish");
+        db.clear_initial_scan().await.expect("scan done");
         db.store_vtxos(&[
             (&v.board_vtxo, &VtxoState::Spendable),
             (&v.round1_vtxo, &VtxoState::Spendable),

@@ -8,7 +8,8 @@
 //!   full (< 64 MiB), or a VTXO is past its exit deadline.
 //! - `degraded`: the wallet is not loaded yet, the Ark server is unreachable, the chain
 //!   tip is unknown, VTXOs are within the exit margin, the exit reserve is short, the
-//!   disk is low (< 1 GiB) or a background task keeps failing.
+//!   disk is low (< 1 GiB), a background task keeps failing, or the wallet was imported
+//!   and seed recovery could not restore everything it found.
 //! - `ready`: none of these (also before any wallet exists).
 
 use std::time::SystemTime;
@@ -137,7 +138,8 @@ fn utc(t: SystemTime) -> chrono::DateTime<chrono::Utc> {
 pub async fn health(State(state): State<AppState>) -> (StatusCode, Json<Health>) {
     let engine = &state.engine;
     let seen = engine.autopilot_status();
-    let exists = matches!(engine.wallet_fingerprint().await, Ok(Some(_)));
+    let record = engine.wallet_record().await.ok().flatten();
+    let exists = record.is_some();
     let loaded = engine.is_loaded().await;
     let store_error = engine.store().failure();
     let datadir = engine.datadir().to_path_buf();
@@ -163,7 +165,28 @@ pub async fn health(State(state): State<AppState>) -> (StatusCode, Json<Health>)
         _ => {}
     }
     if exists && !loaded {
-        degraded.push("the wallet is not loaded yet (waiting for its chain source)".into());
+        degraded.push(
+            "the wallet is not loaded yet (waiting for its chain source, or for an import, \
+             its Ark server)"
+                .into(),
+        );
+    }
+    // Permanent for this wallet: bark does not run seed recovery again, and the user
+    // must know that the wallet may not hold everything its phrase once did.
+    match record.as_ref().and_then(|r| r.recovery.as_ref()) {
+        Some(crate::store::Recovery::Failed { .. }) => degraded.push(
+            "seed recovery failed when the wallet was imported: VTXOs may be missing (see \
+             GET /api/v1/wallet)"
+                .into(),
+        ),
+        Some(crate::store::Recovery::Finished { counts, .. }) if counts.not_restored() > 0 => {
+            degraded.push(format!(
+                "seed recovery found {} VTXO(s) it could not restore when the wallet was \
+                 imported: funds may be missing (see GET /api/v1/wallet)",
+                counts.not_restored()
+            ))
+        }
+        _ => {}
     }
     if loaded {
         if seen.ark_server.reachable == Some(false) {

@@ -21,7 +21,12 @@ are in satoshis. Errors are `{\"message\", \"code\"}`; 400 means malformed input
 wrong token, 403 a device token without the scope the endpoint needs, 404 an unknown path or id, \
 413 a body over the size limit, 422 a request the wallet's state forbids (for example, before a \
 wallet exists), 429 too many failed authentications from the caller's address (see \
-`Retry-After`), 503 an unreachable Ark server or chain source, 500 a genuine internal failure.";
+`Retry-After`), 503 an unreachable Ark server or chain source, 500 a genuine internal failure.
+
+The wallet is usable the moment `POST /api/v1/wallet/create` returns. After a restart, a request \
+that needs the wallet while it is being opened waits for that (at most 20 seconds) instead of \
+failing; only while its chain source is really unreachable is the answer 503 \"the wallet is not \
+loaded yet\".";
 
 #[derive(OpenApi)]
 #[openapi(

@@ -71,6 +71,8 @@ pub const ROUTE_SCOPES: &[(&str, &str, Scope)] = &[
     ("GET", "/api/v1/onchain/transactions", Read),
     ("GET", "/api/v1/onchain/utxos", Read),
     ("GET", "/api/v1/wallet", Read),
+    // barkd's alias of create.
+    ("POST", "/api/v1/wallet", Admin),
     ("DELETE", "/api/v1/wallet", Admin),
     ("GET", "/api/v1/wallet/addresses/index/{index}", Receive),
     ("POST", "/api/v1/wallet/addresses/next", Receive),

@@ -1250,39 +1250,57 @@ impl Store {
 
 impl Store {
     /// Remove the wallet: every bark table emptied in one transaction, the mailbox
-    /// checkpoint reset, and the event log (which describes that wallet) cleared. Id
-    /// counters are kept, so ids are never reused. Berth's other tables are untouched:
-    /// idempotency keys, and paired devices with their tokens (access to the appliance,
-    /// not wallet state).
+    /// checkpoint reset, its setup record and any first on-chain scan still to run
+    /// removed, and the event log (which describes that wallet) cleared. Id counters are
+    /// kept, so ids are never reused. Berth's other tables are untouched: idempotency
+    /// keys, and paired devices with their tokens (access to the appliance, not wallet
+    /// state).
     pub async fn wipe_wallet(&self) -> Result<(), StoreError> {
         const CTX: &str = "deleting the wallet";
         self.write(CTX, |tx| {
-            tx.delete_table(PROPERTIES).ctx(CTX)?;
+            clear_ark_state(tx, CTX)?;
             tx.delete_table(BDK_CHANGESET).ctx(CTX)?;
-            tx.delete_table(VTXOS).ctx(CTX)?;
-            tx.delete_table(VTXOS_FULL).ctx(CTX)?;
-            tx.delete_table(VTXO_STATE_HISTORY).ctx(CTX)?;
-            tx.delete_table(VTXOS_BY_STATE).ctx(CTX)?;
-            tx.delete_table(VTXO_KEYS).ctx(CTX)?;
-            tx.delete_table(VTXO_KEYS_BY_INDEX).ctx(CTX)?;
-            tx.delete_table(MOVEMENTS).ctx(CTX)?;
-            tx.delete_table(MOVEMENTS_BY_PAYMENT_METHOD).ctx(CTX)?;
-            tx.delete_table(MOVEMENTS_BY_ACTION).ctx(CTX)?;
-            tx.delete_table(ROUND_STATES).ctx(CTX)?;
-            tx.delete_table(WALLET_ACTION_CHECKPOINTS).ctx(CTX)?;
-            tx.delete_table(PAID_INVOICES).ctx(CTX)?;
-            tx.delete_table(SETTLED_LIGHTNING_RECEIVES).ctx(CTX)?;
-            tx.delete_table(EXITS).ctx(CTX)?;
-            tx.delete_table(EXIT_CHILD_TXS).ctx(CTX)?;
+            tx.delete_table(WALLET_SETUP).ctx(CTX)?;
             tx.open_table(META)
                 .ctx(CTX)?
-                .remove(meta_keys::MAILBOX_CHECKPOINT)
+                .remove(meta_keys::INITIAL_SCAN_FROM)
                 .ctx(CTX)?;
             create_all(tx).ctx(CTX)?;
             super::events::clear(tx, CTX)
         })
         .await
     }
+}
+
+/// Empty every table of bark's Ark wallet (its properties, VTXOs and keys, movements,
+/// rounds, actions, Lightning records, exits) and reset the mailbox checkpoint, inside
+/// the caller's transaction. The on-chain (BDK) state is left alone.
+pub(super) fn clear_ark_state(
+    tx: &redb::WriteTransaction,
+    ctx: &'static str,
+) -> Result<(), StoreError> {
+    tx.delete_table(PROPERTIES).ctx(ctx)?;
+    tx.delete_table(VTXOS).ctx(ctx)?;
+    tx.delete_table(VTXOS_FULL).ctx(ctx)?;
+    tx.delete_table(VTXO_STATE_HISTORY).ctx(ctx)?;
+    tx.delete_table(VTXOS_BY_STATE).ctx(ctx)?;
+    tx.delete_table(VTXO_KEYS).ctx(ctx)?;
+    tx.delete_table(VTXO_KEYS_BY_INDEX).ctx(ctx)?;
+    tx.delete_table(MOVEMENTS).ctx(ctx)?;
+    tx.delete_table(MOVEMENTS_BY_PAYMENT_METHOD).ctx(ctx)?;
+    tx.delete_table(MOVEMENTS_BY_ACTION).ctx(ctx)?;
+    tx.delete_table(ROUND_STATES).ctx(ctx)?;
+    tx.delete_table(WALLET_ACTION_CHECKPOINTS).ctx(ctx)?;
+    tx.delete_table(PAID_INVOICES).ctx(ctx)?;
+    tx.delete_table(SETTLED_LIGHTNING_RECEIVES).ctx(ctx)?;
+    tx.delete_table(EXITS).ctx(ctx)?;
+    tx.delete_table(EXIT_CHILD_TXS).ctx(ctx)?;
+    tx.open_table(META)
+        .ctx(ctx)?
+        .remove(meta_keys::MAILBOX_CHECKPOINT)
+        .ctx(ctx)?;
+    create_all(tx).ctx(ctx)?;
+    Ok(())
 }
 
 /// Where a new wallet's first on-chain scan starts.
@@ -1294,24 +1312,17 @@ pub enum InitialScan {
     FromHeight(u32),
 }
 
-impl Store {
-    /// Record that the wallet's first on-chain scan is still to run.
-    pub async fn set_initial_scan(&self, scan: InitialScan) -> Result<(), StoreError> {
-        const CTX: &str = "recording the initial scan";
-        let value = match scan {
+impl InitialScan {
+    /// Its value in [`meta_keys::INITIAL_SCAN_FROM`].
+    pub(super) fn encode(self) -> u64 {
+        match self {
             InitialScan::FromTip => u64::MAX,
             InitialScan::FromHeight(h) => u64::from(h),
-        };
-        self.write(CTX, move |tx| {
-            tx.open_table(META)
-                .ctx(CTX)?
-                .insert(meta_keys::INITIAL_SCAN_FROM, value)
-                .ctx(CTX)?;
-            Ok(())
-        })
-        .await
+        }
     }
+}
 
+impl Store {
     /// Up to `limit` movements with ids below `before` (all when `None`), newest id
     /// first: a page of the history that reads only what it returns.
     pub async fn movements_before(

@@ -264,6 +264,9 @@ pub enum EventKind {
     ExitClaimable,
     ExitReserveLow,
     ArkServerUnreachable,
+    /// What seed recovery found when an imported wallet was created (opt-in, like the
+    /// alerts).
+    SeedRecovery,
 }
 
 json_record!(
@@ -297,6 +300,11 @@ pub enum IdempotencyState {
 json_record!(
     /// [`IdempotencyEntry`] as JSON.
     IdempotencyRecord, IdempotencyEntry, "berth.idempotency_key"
+);
+
+json_record!(
+    /// [`WalletSetup`](crate::store::setup::WalletSetup) as JSON.
+    WalletSetupRecord, crate::store::setup::WalletSetup, "berth.wallet_setup"
 );
 
 json_record!(

@@ -11,8 +11,12 @@ use crate::store::schema::{self, META, SCHEMA_VERSION, meta_keys};
 type Migration = fn(&redb::WriteTransaction) -> Result<(), StoreError>;
 
 /// `MIGRATIONS[i]` migrates version `i` to `i + 1`. Version 0 is an empty file.
-const MIGRATIONS: [Migration; SCHEMA_VERSION as usize] =
-    [create_v1, add_berth_tables, add_device_tables];
+const MIGRATIONS: [Migration; SCHEMA_VERSION as usize] = [
+    create_v1,
+    add_berth_tables,
+    add_device_tables,
+    add_wallet_setup,
+];
 
 fn create_v1(tx: &redb::WriteTransaction) -> Result<(), StoreError> {
     schema::create_all(tx).map_err(|e| from_redb("creating the schema", e))
@@ -36,6 +40,14 @@ fn add_device_tables(tx: &redb::WriteTransaction) -> Result<(), StoreError> {
     let e = |e| from_redb(CTX, e);
     tx.open_table(schema::DEVICES).map_err(e)?;
     tx.open_table(schema::TOKENS).map_err(e)?;
+    Ok(())
+}
+
+/// Version 4: the wallet's setup record (creation and seed recovery). Additive: a
+/// wallet that exists already has none, and its bark properties still say it exists.
+fn add_wallet_setup(tx: &redb::WriteTransaction) -> Result<(), StoreError> {
+    tx.open_table(schema::WALLET_SETUP)
+        .map_err(|e| from_redb("adding the wallet setup table", e))?;
     Ok(())
 }
 

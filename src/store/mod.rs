@@ -5,7 +5,8 @@
 //! - [`bark`](self::bark): `bark::persist::BarkPersister` implemented directly on those
 //!   tables, one write transaction per trait method.
 //! - [`migrations`]: schema version check and migrations, in one transaction at open.
-//! - [`idempotency`], [`tokens`] (paired devices), `events`: Berth's own tables.
+//! - [`idempotency`], [`tokens`] (paired devices), `events`, [`setup`] (how the wallet
+//!   was created, and what its seed recovery found): Berth's own tables.
 //!
 //! Threading: redb calls block (page I/O, fsync), so every transaction runs on tokio's
 //! blocking pool. Write transactions are also serialised by a FIFO async mutex, so
@@ -24,6 +25,7 @@ mod events;
 pub mod idempotency;
 pub mod migrations;
 pub mod schema;
+pub mod setup;
 pub mod tokens;
 
 use std::path::{Path, PathBuf};
@@ -36,6 +38,7 @@ pub use self::error::StoreError;
 use self::error::{RedbResultExt, from_redb};
 pub use self::events::{EventBounds, EventPage, EventRetention};
 use self::schema::*;
+pub use self::setup::{Recovery, RecoveryCounts, WalletRecord};
 pub use self::tokens::DeviceRecord;
 
 /// Default redb page cache: enough for a wallet's working set on a small board

@@ -16,12 +16,12 @@ use crate::store::codec::{
     ActionCheckpointRecord, BdkChangeSetRecord, DeviceRecordKind, EventRecord, ExitChildTxRecord,
     ExitRecord, FullVtxoRecord, IdempotencyRecord, MovementRecord, PaidInvoiceRecord,
     PropertiesRecord, RoundStateRecord, SettledReceiveRecord, Stored, VtxoRowRecord,
-    VtxoStateRecord,
+    VtxoStateRecord, WalletSetupRecord,
 };
 
 /// The schema version this code writes. Bump it together with a migration in
 /// `migrations.rs`; a database with a higher version is refused.
-pub const SCHEMA_VERSION: u64 = 3;
+pub const SCHEMA_VERSION: u64 = 4;
 
 /// A VTXO id as `VtxoId::to_bytes`: txid (32 bytes) + output index (u32 little-endian,
 /// ark's encoding). Not ordered by output index; nothing relies on that.
@@ -184,6 +184,14 @@ pub const DEVICES: TableDefinition<&str, Stored<DeviceRecordKind>> =
 // <[u8; 32] token hash, &str device id>
 pub const TOKENS: TableDefinition<[u8; 32], &str> = TableDefinition::new("tokens");
 
+/// How the wallet came to be (since schema version 4): the network, fingerprint and
+/// origin (new or imported seed) that `create` recorded, and, once bark has created and
+/// first opened the wallet, how seed recovery went. At most one row; deleted with the
+/// wallet. A wallet made before version 4 has none (its bark properties say it exists).
+// <(), Stored<WalletSetupRecord>>
+pub const WALLET_SETUP: TableDefinition<(), Stored<WalletSetupRecord>> =
+    TableDefinition::new("wallet_setup");
+
 // --- retired tables (do not reuse these names) -------------------------------------
 //
 // (none yet)
@@ -215,5 +223,6 @@ pub fn create_all(tx: &redb::WriteTransaction) -> Result<(), redb::TableError> {
     tx.open_table(IDEMPOTENCY_KEYS_BY_TIME)?;
     tx.open_table(DEVICES)?;
     tx.open_table(TOKENS)?;
+    tx.open_table(WALLET_SETUP)?;
     Ok(())
 }

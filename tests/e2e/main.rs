@@ -6,6 +6,7 @@
 //! `cargo test --test e2e -- --nocapture --test-threads=1` to see each scenario's
 //! wall time (the stacks are heavy; one at a time suits a 2-core machine).
 
+mod barkd_fidelity;
 #[path = "../harness/mod.rs"]
 mod harness;
 mod stack;

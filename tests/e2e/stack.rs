@@ -378,28 +378,41 @@ impl Stack {
         self.berthd_with(name, "")
     }
 
-    /// [`Stack::berthd`] with this `berth.toml`.
+    /// [`Stack::berthd`] with this `berth.toml`. Created as a barkd client creates
+    /// one: the wallet must be usable the moment create returns, with no waiting.
     pub fn berthd_with(&self, name: &str, berth_toml: &str) -> Berthd {
+        let berthd = Berthd::start(name, &self.datadir_with_config(name, berth_toml));
+        let (status, body) = berthd.post("/api/v1/wallet/create", json!({"network": "regtest"}));
+        assert_eq!(status, 200, "{name}: create: {body}");
+        let wallet = berthd.get_ok("/api/v1/wallet");
+        assert_eq!(
+            wallet["loaded"], true,
+            "{name}: the wallet is loaded when create returns: {wallet}"
+        );
+        berthd
+    }
+
+    /// A new berthd datadir (with this `berth.toml`) whose `config.toml` points at this
+    /// stack; no wallet yet.
+    pub fn datadir_with_config(&self, name: &str, berth_toml: &str) -> PathBuf {
         let datadir = self.dir().join(format!("berthd-{name}"));
         std::fs::create_dir_all(&datadir).expect("berthd datadir");
         std::fs::set_permissions(&datadir, std::fs::Permissions::from_mode(0o700))
             .expect("chmod datadir");
         std::fs::write(datadir.join("berth.toml"), berth_toml).expect("berth.toml");
-        let config = format!(
+        std::fs::write(datadir.join("config.toml"), self.bark_config(&self.ark_url))
+            .expect("config.toml");
+        datadir
+    }
+
+    /// bark's `config.toml` for a wallet on this stack's bitcoind and `ark_url`.
+    pub fn bark_config(&self, ark_url: &str) -> String {
+        format!(
             "server_address = \"{}\"\nbitcoind_address = \"{}\"\nbitcoind_cookiefile = \"{}\"\n",
-            self.ark_url,
+            ark_url,
             self.bitcoind.url(),
             self.bitcoind.cookie().display()
-        );
-        std::fs::write(datadir.join("config.toml"), config).expect("config.toml");
-        let berthd = Berthd::start(name, &datadir);
-        let (status, body) = berthd.post("/api/v1/wallet/create", json!({"network": "regtest"}));
-        assert_eq!(status, 200, "{name}: create: {body}");
-        wait_for(&format!("{name}'s wallet to load"), 60, || {
-            let (_, wallet) = berthd.get("/api/v1/wallet");
-            (wallet["loaded"] == true).then_some(())
-        });
-        berthd
+        )
     }
 }
 
@@ -751,14 +764,12 @@ impl Berthd {
         }
     }
 
-    /// Start again on the same datadir (after [`Berthd::kill`]) and wait until the
-    /// wallet is loaded.
+    /// Start again on the same datadir (after [`Berthd::kill`]). Returns once berthd
+    /// answers `/ping`, as a client would see it come back: a request that needs the
+    /// wallet then waits for the load under way (`LOAD_WAIT`), as barkd's would find
+    /// its wallet open.
     pub fn restart(&mut self) {
         assert!(self.daemon.is_none(), "restart a killed berthd only");
         self.daemon = Some(Daemon::start(&self.datadir, &["-v"]));
-        wait_for(&format!("{}'s wallet to load again", self.name), 60, || {
-            let (_, wallet) = self.get("/api/v1/wallet");
-            (wallet["loaded"] == true).then_some(())
-        });
     }
 }

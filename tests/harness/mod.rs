@@ -415,8 +415,8 @@ pub fn invoice_hash(seed: u8) -> String {
 }
 
 /// Create a regtest wallet on `daemon` whose chain source is `bitcoind` and whose Ark
-/// server is a dead port: it loads (bark needs only its chain source for that) and
-/// can do everything that does not need the server.
+/// server is a dead port (`force`): a new seed needs no server to be created, so it is
+/// loaded when create returns, and can do everything that does not need the server.
 pub fn create_wallet_without_server(daemon: &Daemon, datadir: &Path, bitcoind: &Bitcoind) {
     let bearer = format!("Bearer {}", token(datadir));
     let create = serde_json::json!({
@@ -435,6 +435,12 @@ pub fn create_wallet_without_server(daemon: &Daemon, datadir: &Path, bitcoind: &
         &create,
     );
     assert_eq!(status, 200, "{raw}");
+    let (_, raw) = daemon.get("/api/v1/wallet", &[("Authorization", &bearer)]);
+    assert_eq!(
+        json_of(&raw)["loaded"],
+        serde_json::Value::Bool(true),
+        "loaded when create returns: {raw}"
+    );
 }
 
 /// Wait until the daemon's wallet is loaded.

@@ -27,7 +27,11 @@ use crate::api::AppState;
 #[allow(deprecated)]
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
-        .routes(routes!(wallet::wallet_exists, wallet::wallet_delete))
+        .routes(routes!(
+            wallet::wallet_exists,
+            wallet::create_wallet_alias,
+            wallet::wallet_delete
+        ))
         .routes(routes!(wallet::mnemonic))
         .routes(routes!(wallet::create_wallet))
         .routes(routes!(wallet::connected))

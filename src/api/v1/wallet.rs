@@ -20,6 +20,98 @@ pub struct WalletExistsResponse {
     /// Berth extension: whether the wallet is open in bark and its background work
     /// runs (false while its chain source has not been reached yet).
     pub loaded: bool,
+    /// Berth extension: what seed recovery found when this wallet was imported from its
+    /// phrase; null for a wallet made from a new seed (nothing to recover), for one
+    /// made before berthd recorded it, and without a wallet.
+    pub recovery: Option<RecoveryStatus>,
+}
+
+/// What bark's seed recovery found for an imported wallet. A phrase alone does not
+/// always bring every VTXO back (`docs/operations.md`): `status` says whether this
+/// one did, and the counts say what happened to each VTXO the recovery came across.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RecoveryStatus {
+    /// `pending` (the wallet is waiting for its Ark server, which recovery needs),
+    /// `complete` (every VTXO found was decided on), `incomplete` (some were found but
+    /// not restored: funds may be missing), or `failed` (recovery stopped before it
+    /// could read the server's records).
+    #[schema(example = "incomplete")]
+    pub status: &'static str,
+    /// What happened, for people.
+    pub message: String,
+    /// VTXOs the recovery came across in the server's records and mailboxes.
+    pub found: Option<u32>,
+    /// Restored as spendable.
+    pub recovered: Option<u32>,
+    pub recovered_sat: Option<u64>,
+    /// Returned, but the server would not confirm they are unspent: kept locked, not
+    /// spendable.
+    pub unconfirmed: Option<u32>,
+    pub unconfirmed_sat: Option<u64>,
+    /// Named in the mailboxes, but the Ark server could not return them.
+    pub unavailable: Option<u32>,
+    /// Not derivable from the seed within the key gap limit (`vtxo_key_gap_limit`).
+    pub beyond_gap_limit: Option<u32>,
+    /// Spent already (or settling elsewhere), by the server's word.
+    pub spent: Option<u32>,
+    /// Exited on-chain already.
+    pub exited: Option<u32>,
+    /// Unknown to the server.
+    pub unknown_to_server: Option<u32>,
+    /// When the recovery ended.
+    pub finished_at: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+impl RecoveryStatus {
+    /// The API's view of the store's record of a wallet. `None`: nothing to say.
+    pub fn of(record: &crate::store::WalletRecord) -> Option<RecoveryStatus> {
+        use crate::store::Recovery;
+        let empty = |status, message: String| RecoveryStatus {
+            status,
+            message,
+            found: None,
+            recovered: None,
+            recovered_sat: None,
+            unconfirmed: None,
+            unconfirmed_sat: None,
+            unavailable: None,
+            beyond_gap_limit: None,
+            spent: None,
+            exited: None,
+            unknown_to_server: None,
+            finished_at: None,
+        };
+        match &record.recovery {
+            None if record.imported => Some(empty(
+                "pending",
+                "Seed recovery runs once the wallet's Ark server answers.".into(),
+            )),
+            None | Some(Recovery::NotRun { .. }) => None,
+            Some(failed @ Recovery::Failed { at_us, .. }) => Some(RecoveryStatus {
+                finished_at: Some(crate::events::timestamp(*at_us)),
+                ..empty("failed", crate::engine::recovery_message(failed))
+            }),
+            Some(finished @ Recovery::Finished { at_us, counts }) => Some(RecoveryStatus {
+                status: if counts.not_restored() == 0 {
+                    "complete"
+                } else {
+                    "incomplete"
+                },
+                message: crate::engine::recovery_message(finished),
+                found: Some(counts.found()),
+                recovered: Some(counts.recovered),
+                recovered_sat: Some(counts.recovered_sat),
+                unconfirmed: Some(counts.unconfirmed),
+                unconfirmed_sat: Some(counts.unconfirmed_sat),
+                unavailable: Some(counts.unavailable),
+                beyond_gap_limit: Some(counts.beyond_gap_limit),
+                spent: Some(counts.spent),
+                exited: Some(counts.exited),
+                unknown_to_server: Some(counts.unknown_to_server),
+                finished_at: Some(crate::events::timestamp(*at_us)),
+            }),
+        }
+    }
 }
 
 /// `GET /api/v1/wallet`
@@ -29,7 +121,8 @@ pub struct WalletExistsResponse {
     tag = "wallet",
     summary = "Whether a wallet exists",
     description = "The wallet's fingerprint, or null when there is none. `loaded` (Berth) says \
-        whether it is open and its background work runs.",
+        whether it is open and its background work runs; `recovery` (Berth) what seed \
+        recovery found when it was imported from its phrase.",
     responses(
         (status = 200, description = "Wallet existence", body = WalletExistsResponse),
         (status = 500, description = "Internal error", body = ErrorResponse),
@@ -38,10 +131,11 @@ pub struct WalletExistsResponse {
 pub async fn wallet_exists(
     State(state): State<AppState>,
 ) -> Result<Json<WalletExistsResponse>, ApiError> {
-    let fingerprint = state.engine.wallet_fingerprint().await?;
+    let record = state.engine.wallet_record().await?;
     Ok(Json(WalletExistsResponse {
-        fingerprint: fingerprint.map(|f| f.to_string()),
+        fingerprint: record.as_ref().map(|r| r.fingerprint.to_string()),
         loaded: state.engine.is_loaded().await,
+        recovery: record.as_ref().and_then(RecoveryStatus::of),
     }))
 }
 
@@ -98,8 +192,8 @@ pub struct CreateWalletRequest {
     /// The chain source. Optional when the datadir has a `config.toml`.
     pub chain_source: Option<ChainSourceDto>,
     /// Create the wallet even when the Ark server or the chain source cannot be
-    /// reached now (it connects and syncs once they can), or when the datadir holds
-    /// files berthd does not know (they are left untouched).
+    /// reached now (the answer comes at once, and the wallet loads once they answer),
+    /// or when the datadir holds files berthd does not know (they are left untouched).
     #[serde(default)]
     pub force: bool,
 }
@@ -120,20 +214,30 @@ fn http_url(field: &str, value: &str) -> Result<String, ApiError> {
     }
 }
 
+/// What create answers, and when: shared by `POST /wallet/create` and barkd's alias.
+const CREATE_DESCRIPTION: &str = "Creates and loads a wallet, from a new or an imported \
+    mnemonic, without a restart. It answers once the wallet is loaded, so the next request \
+    (an address, the Ark info, `connected`) is served at once, as barkd's is. Importing a \
+    mnemonic runs bark's seed recovery before the answer (see `recovery` on \
+    `GET /api/v1/wallet`); it needs the Ark server. 422 when a wallet exists, when the \
+    datadir's seed file holds another seed (never overwritten, not even with `force`), or \
+    when the datadir holds files berthd does not know (`force` creates the wallet beside \
+    them, untouched). Without `force`, the chain source and the Ark server must answer: \
+    503 otherwise, and nothing is left behind. With `force` and an unreachable chain \
+    source (or, for an import, Ark server) it answers at once with the fingerprint; the \
+    wallet loads in the background once they answer, and `loaded` on `GET /api/v1/wallet` \
+    says when.";
+
 /// `POST /api/v1/wallet/create`
 #[utoipa::path(
     post,
     path = "/wallet/create",
     tag = "wallet",
     summary = "Create a wallet",
-    description = "Creates and loads a wallet, from a new or an imported mnemonic, without a \
-        restart. 422 when a wallet exists, when the datadir's `mnemonic` file holds another \
-        seed (never overwritten, not even with `force`), or when the datadir holds files \
-        berthd does not know (`force` creates the wallet beside them, untouched). Without \
-        `force`, the Ark server must be reachable (503 otherwise).",
+    description = CREATE_DESCRIPTION,
     request_body = CreateWalletRequest,
     responses(
-        (status = 200, description = "Wallet created", body = CreateWalletResponse),
+        (status = 200, description = "Wallet created and loaded (with `force`, maybe still loading)", body = CreateWalletResponse),
         (status = 400, description = "Malformed request", body = ErrorResponse),
         (status = 422, description = "A wallet exists, or the datadir holds another wallet's files", body = ErrorResponse),
         (status = 503, description = "Ark server or chain source unreachable", body = ErrorResponse),
@@ -142,6 +246,37 @@ fn http_url(field: &str, value: &str) -> Result<String, ApiError> {
 )]
 pub async fn create_wallet(
     State(state): State<AppState>,
+    body: Result<Json<CreateWalletRequest>, JsonRejection>,
+) -> Result<Json<CreateWalletResponse>, ApiError> {
+    create(state, body).await
+}
+
+/// `POST /api/v1/wallet`: barkd serves create here too (bark-rest 0.8 routes `POST` on
+/// the wallet resource to the same handler), beyond its published document.
+#[utoipa::path(
+    post,
+    path = "/wallet",
+    tag = "wallet",
+    summary = "Create a wallet (barkd's alias of /wallet/create)",
+    description = CREATE_DESCRIPTION,
+    request_body = CreateWalletRequest,
+    responses(
+        (status = 200, description = "Wallet created and loaded (with `force`, maybe still loading)", body = CreateWalletResponse),
+        (status = 400, description = "Malformed request", body = ErrorResponse),
+        (status = 422, description = "A wallet exists, or the datadir holds another wallet's files", body = ErrorResponse),
+        (status = 503, description = "Ark server or chain source unreachable", body = ErrorResponse),
+        (status = 500, description = "Internal error", body = ErrorResponse),
+    )
+)]
+pub async fn create_wallet_alias(
+    State(state): State<AppState>,
+    body: Result<Json<CreateWalletRequest>, JsonRejection>,
+) -> Result<Json<CreateWalletResponse>, ApiError> {
+    create(state, body).await
+}
+
+async fn create(
+    state: AppState,
     body: Result<Json<CreateWalletRequest>, JsonRejection>,
 ) -> Result<Json<CreateWalletResponse>, ApiError> {
     let Json(req) = body?;
@@ -269,6 +404,8 @@ pub struct WalletDeleteRequest {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct WalletDeleteResponse {
     pub deleted: bool,
+    /// The deleted wallet's fingerprint (as barkd 0.8 answers).
+    pub fingerprint: Option<String>,
     pub message: String,
 }
 
@@ -302,6 +439,7 @@ pub async fn wallet_delete(
     state.engine.delete(&req.fingerprint).await?;
     Ok(Json(WalletDeleteResponse {
         deleted: true,
+        fingerprint: Some(req.fingerprint.clone()),
         message: format!("wallet {} deleted", req.fingerprint),
     }))
 }
