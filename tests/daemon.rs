@@ -291,11 +291,85 @@ fn no_auth_rules() {
 #[test]
 fn second_instance_is_refused() {
     let (_tmp, datadir) = new_datadir();
-    let _first = Daemon::start(&datadir, &[]);
+    let first = Daemon::start(&datadir, &[]);
     match Daemon::try_start(&datadir, &[]) {
-        Err(out) => assert!(out.contains("already running"), "{out}"),
+        Err(out) => assert!(
+            out.contains("another barkd is already running")
+                && out.contains(&format!("(pid {})", first.child.id())),
+            "barkd's words and the holder's pid: {out}"
+        ),
         Ok(_) => panic!("a second berthd on the same datadir must not start"),
     }
+}
+
+/// barkd 0.8 takes `barkd.lock` with bark's own lock type at start: while that lock
+/// is held (here by this test process, through the same bark code barkd runs), berthd
+/// refuses with barkd's words; while berthd runs, bark's lock is refused. The lock file
+/// survives a wallet delete (`docs/operations.md`).
+#[test]
+fn berthd_and_barkd_share_one_lock() {
+    use bark::lock_manager::PidLockError;
+    use bark::lock_manager::pid_flock::FlockPidLockManager;
+    let (_tmp, datadir) = new_datadir();
+    let barkd = FlockPidLockManager::new_with_lock_file(&datadir, "barkd.lock").expect("lock");
+    match Daemon::try_start(&datadir, &[]) {
+        Err(out) => assert!(
+            out.contains("another barkd is already running")
+                && out.contains(&format!("(pid {})", std::process::id())),
+            "{out}"
+        ),
+        Ok(_) => panic!("berthd must not start beside a barkd"),
+    }
+    drop(barkd);
+
+    let daemon = Daemon::start(&datadir, &[]);
+    match FlockPidLockManager::new_with_lock_file(&datadir, "barkd.lock") {
+        Err(PidLockError::AlreadyHeld { pid, .. }) => assert_eq!(pid, Some(daemon.child.id())),
+        other => panic!("barkd must not start beside berthd: {:?}", other.err()),
+    }
+    assert!(
+        !datadir.join("berthd.lock").exists(),
+        "the retired lock file is not made"
+    );
+}
+
+/// The same against a real barkd 0.8.0 (`cargo install bark-cli --version 0.8.0`, or
+/// `BARKD=1` for the regtest stack script): each refuses the other's datadir.
+#[test]
+#[ignore = "needs BARKD_EXEC (barkd 0.8.0); run with --include-ignored"]
+fn a_real_barkd_and_berthd_refuse_each_other() {
+    let barkd_exec = std::env::var_os("BARKD_EXEC").expect("BARKD_EXEC names a barkd binary");
+    let (_tmp, datadir) = new_datadir();
+    let barkd_port = free_port().to_string();
+    let run_barkd = || {
+        std::process::Command::new(&barkd_exec)
+            .args(["--datadir"])
+            .arg(&datadir)
+            .args(["--port", &barkd_port, "--no-logfile"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn barkd")
+    };
+    let mut barkd = run_barkd();
+    wait_until("barkd to answer /ping", 30, || {
+        try_request(barkd_port.parse().expect("port"), "GET", "/ping", &[], None).is_ok()
+    });
+    match Daemon::try_start(&datadir, &[]) {
+        Err(out) => assert!(out.contains("another barkd is already running"), "{out}"),
+        Ok(_) => panic!("berthd must not start beside a real barkd"),
+    }
+    barkd.kill().expect("stop barkd");
+    barkd.wait().expect("reap barkd");
+
+    let _berthd = Daemon::start(&datadir, &[]);
+    let refused = run_barkd().wait_with_output().expect("barkd runs");
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "barkd must refuse: {stderr}");
+    assert!(
+        stderr.contains("another barkd is already running"),
+        "{stderr}"
+    );
 }
 
 #[test]

@@ -981,6 +981,25 @@ mod tests {
         assert_eq!(started.elapsed(), LOAD_WAIT);
     }
 
+    /// bark tells the Ark server it is berthd (`<name>/<version>`, the form the server
+    /// accepts), unless `config.toml` names a client of its own.
+    #[test]
+    fn the_ark_server_is_told_the_client_is_berthd() {
+        let config = with_user_agent(bark::Config::network_default(Network::Regtest));
+        assert_eq!(
+            config.user_agent.as_deref(),
+            Some(concat!("berthd/", env!("CARGO_PKG_VERSION")))
+        );
+        let pinned = bark::Config {
+            user_agent: Some("kiosk/2".into()),
+            ..bark::Config::network_default(Network::Regtest)
+        };
+        assert_eq!(
+            with_user_agent(pinned).user_agent.as_deref(),
+            Some("kiosk/2")
+        );
+    }
+
     /// The recovery message says what was not restored, and why, in words.
     #[test]
     fn the_recovery_message_names_what_was_not_restored() {
