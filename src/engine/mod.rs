@@ -25,12 +25,14 @@ mod lifecycle;
 pub mod lightning;
 mod offchain;
 mod onchain;
+mod recovery;
 mod rounds;
 pub mod supervisor;
 mod wallet_tasks;
 
 pub use exits::{ExitList, ExitProgress};
-pub use lifecycle::{LOAD_WAIT, recovery_message};
+pub use lifecycle::LOAD_WAIT;
+pub use recovery::recovery_message;
 
 use crate::events::EventHub;
 use crate::store::{Store, StoreError, WalletRecord};
