@@ -209,6 +209,8 @@ impl Engine {
                 tracing::info!(%fingerprint, imported, "wallet created");
                 Ok(fingerprint)
             }
+            // A storage failure is fatal (the daemon stops), never a reason to go on.
+            Err(OpenError::Store(e)) => Err(EngineError::Store(e)),
             Err(e) if req.force => {
                 tracing::warn!(%fingerprint, error = %e,
                     "wallet created; it loads once its chain source and Ark server answer");
@@ -227,19 +229,18 @@ impl Engine {
                         tracing::warn!(file = %path.display(), error = %e, "cannot remove a file of the failed create");
                     }
                 }
-                Err(match e {
-                    OpenError::ChainSource(_) => EngineError::Unavailable(
+                let missing = match e {
+                    OpenError::ChainSource(_) => {
                         "the chain source is unreachable; pass \"force\": true to create the \
                          wallet anyway (it loads once the chain source answers)"
-                            .into(),
-                    ),
-                    OpenError::Bark(_) => EngineError::Unavailable(
+                    }
+                    // bark's create fails this way when it cannot reach the server.
+                    _ => {
                         "the Ark server is unreachable or refused the wallet; pass \"force\": \
                          true to create the wallet anyway (it loads once the server answers)"
-                            .into(),
-                    ),
-                    OpenError::Store(e) => EngineError::Store(e),
-                })
+                    }
+                };
+                Err(EngineError::Unavailable(missing.into()))
             }
         }
     }
@@ -457,22 +458,15 @@ impl Engine {
             );
             self.store.restart_wallet_creation().await?;
         }
-        let chain = async {
-            let chain = bark::chain::ChainSource::new(
-                config.chain_source()?,
-                network,
-                config.fallback_fee_rate,
-            )
-            .await?;
-            tokio::time::timeout(CHAIN_CHECK_BOUND, chain.require_version())
-                .await
-                .map_err(|_| {
-                    anyhow::anyhow!("no answer within {} s", CHAIN_CHECK_BOUND.as_secs())
-                })??;
-            anyhow::Ok(chain)
-        }
-        .await
-        .map_err(OpenError::ChainSource)?;
+        // The chain source is checked first when this open creates the wallet (nothing
+        // of it is stored while the source is away, and the answer can say which source
+        // is missing) or has the first on-chain scan to run; a plain reopen leaves the
+        // check to bark's open, which makes it anyway.
+        let initial_scan = self.store.initial_scan().await?;
+        let chain = match (mode, initial_scan) {
+            (OpenMode::Existing, None) => None,
+            _ => Some(checked_chain_source(&config, network).await?),
+        };
 
         let persister: Arc<dyn BarkPersister> = Arc::new(self.store.clone());
         let mut onchain = bark::onchain::OnchainWallet::load_or_create(
@@ -482,7 +476,7 @@ impl Engine {
         )
         .await
         .map_err(OpenError::Bark)?;
-        if let Some(scan) = self.store.initial_scan().await? {
+        if let (Some(scan), Some(chain)) = (initial_scan, &chain) {
             // A new wallet's first on-chain scan: from its birthday (imported seed) or
             // the tip (fresh seed). Runs once; a failure leaves it pending for the retry.
             // Before bark creates the wallet, so that recovery can check recovered
@@ -492,7 +486,7 @@ impl Engine {
                 InitialScan::FromHeight(h) => bitcoin_ext::BlockHeight::new(h),
             };
             onchain
-                .initial_wallet_scan(&chain, Some(start))
+                .initial_wallet_scan(chain, Some(start))
                 .await
                 .map_err(OpenError::ChainSource)?;
             self.store.clear_initial_scan().await?;
@@ -659,6 +653,28 @@ impl Engine {
             previous.task.abort();
         }
     }
+}
+
+/// A client of the wallet's chain source that has answered bark's version check
+/// (bounded: an unreachable source must not hold a create or the loader for minutes).
+async fn checked_chain_source(
+    config: &bark::Config,
+    network: Network,
+) -> Result<bark::chain::ChainSource, OpenError> {
+    async {
+        let chain = bark::chain::ChainSource::new(
+            config.chain_source()?,
+            network,
+            config.fallback_fee_rate,
+        )
+        .await?;
+        tokio::time::timeout(CHAIN_CHECK_BOUND, chain.require_version())
+            .await
+            .map_err(|_| anyhow::anyhow!("no answer within {} s", CHAIN_CHECK_BOUND.as_secs()))??;
+        anyhow::Ok(chain)
+    }
+    .await
+    .map_err(OpenError::ChainSource)
 }
 
 /// bark's config with berthd named as the client (bark sends it to the Ark server,
