@@ -281,8 +281,20 @@ fn delete_is_guarded_and_then_complete() {
         )
     };
 
+    // No wallet: barkd's answer (200, deleted false), and the datadir untouched.
+    std::fs::write(datadir.join("keep.me"), "not berthd's").expect("a foreign file");
     let (status, raw) = delete(serde_json::json!({"dangerous": true, "fingerprint": "00000000"}));
-    assert_eq!(status, 422, "no wallet to delete: {raw}");
+    assert_eq!(status, 200, "no wallet to delete: {raw}");
+    assert_eq!(
+        (
+            json_of(&raw)["deleted"].clone(),
+            json_of(&raw)["fingerprint"].clone()
+        ),
+        (serde_json::Value::Bool(false), serde_json::Value::Null),
+        "{raw}"
+    );
+    assert!(datadir.join("keep.me").exists());
+    std::fs::remove_file(datadir.join("keep.me")).expect("clean up");
     let (status, raw) = daemon.post(
         "/api/v1/wallet/create",
         &auth,
@@ -319,9 +331,8 @@ fn delete_is_guarded_and_then_complete() {
 }
 
 #[test]
-fn wallet_loads_once_its_chain_source_answers_and_again_after_restart() {
-    let Some(bitcoind) = Bitcoind::start_or_skip("wallet_loads_once_its_chain_source_answers")
-    else {
+fn an_import_waits_for_its_ark_server_and_a_new_seed_loads_at_once() {
+    let Some(bitcoind) = Bitcoind::start_or_skip("an_import_waits_for_its_ark_server") else {
         return;
     };
     let (_tmp, datadir) = new_datadir();
@@ -342,33 +353,38 @@ fn wallet_loads_once_its_chain_source_answers_and_again_after_restart() {
         })
         .to_string()
     };
-    // An import scans the chain from its birthday before the wallet is loaded.
+    // An import scans the chain from its birthday, but loads only once seed recovery
+    // has run, which needs the Ark server: with `force` the answer comes at once.
     let (status, raw) = daemon.post(
         "/api/v1/wallet/create",
         &auth,
         &body(Some(MNEMONIC), Some(0)),
     );
     assert_eq!(status, 200, "{raw}");
-    let loaded = |d: &Daemon| {
-        json_of(&d.get("/api/v1/wallet", &auth).1)["loaded"] == serde_json::Value::Bool(true)
-    };
-    wait_until("the wallet to load", 60, || loaded(&daemon));
-    let log = std::fs::read_to_string(datadir.join("debug.log")).expect("debug.log");
-    assert!(
-        log.contains("initial on-chain scan done"),
-        "the import ran its first scan"
-    );
+    let wallet = |d: &Daemon| json_of(&d.get("/api/v1/wallet", &auth).1);
+    let now = wallet(&daemon);
+    assert_eq!(now["loaded"], false, "{now}");
+    assert_eq!(now["recovery"]["status"], "pending", "{now}");
+    wait_until("the import's first on-chain scan", 60, || {
+        std::fs::read_to_string(datadir.join("debug.log"))
+            .is_ok_and(|log| log.contains("initial on-chain scan done"))
+    });
     let (status, elapsed) = daemon.terminate();
     assert_eq!(status.code(), Some(0));
     assert!(
         elapsed < Duration::from_secs(10),
-        "stopping bark's daemon took {elapsed:?}"
+        "stopping took {elapsed:?}"
     );
 
+    // After a restart it still waits for its server; a request that needs it waits for
+    // the attempt under way, then says so.
     let daemon = Daemon::start(&datadir, &[]);
-    wait_until("the wallet to load after a restart", 60, || loaded(&daemon));
+    let (status, raw) = daemon.get("/api/v1/onchain/balance", &auth);
+    assert_eq!(status, 503, "{raw}");
+    assert_eq!(wallet(&daemon)["recovery"]["status"], "pending");
 
-    // A fresh seed scans from the tip.
+    // A fresh seed needs no server: loaded when create returns, and again after a
+    // restart, with no waiting by the client.
     let delete =
         serde_json::json!({"dangerous": true, "fingerprint": expected_fingerprint()}).to_string();
     let (status, raw) = request(
@@ -379,10 +395,17 @@ fn wallet_loads_once_its_chain_source_answers_and_again_after_restart() {
         Some(&delete),
     );
     assert_eq!(status, 200, "{raw}");
-    assert!(!loaded(&daemon), "a deleted wallet is unloaded");
+    assert_eq!(wallet(&daemon)["fingerprint"], serde_json::Value::Null);
     let (status, raw) = daemon.post("/api/v1/wallet/create", &auth, &body(None, None));
     assert_eq!(status, 200, "{raw}");
-    wait_until("a new wallet to load", 60, || loaded(&daemon));
+    let now = wallet(&daemon);
+    assert_eq!(now["loaded"], true, "{now}");
+    assert_eq!(now["recovery"], serde_json::Value::Null, "{now}");
+    let (status, _) = daemon.terminate();
+    assert_eq!(status.code(), Some(0));
+    let daemon = Daemon::start(&datadir, &[]);
+    let (status, raw) = daemon.get("/api/v1/onchain/balance", &auth);
+    assert_eq!(status, 200, "the first request waits for the load: {raw}");
 }
 
 #[test]

@@ -587,10 +587,13 @@ impl Engine {
     /// Delete the wallet: only when the caller names its fingerprint (so a script
     /// cannot delete whatever wallet happens to be there). Unloads it, empties its
     /// tables in one transaction, then removes its seed and configuration files.
-    /// barkd's lock and the auth token stay.
-    pub async fn delete(&self, fingerprint: &str) -> Result<(), EngineError> {
+    /// barkd's lock and the auth token stay. `Ok(false)` when there is no wallet (as
+    /// barkd answers; unlike barkd, files berthd has no wallet for are left alone).
+    pub async fn delete(&self, fingerprint: &str) -> Result<bool, EngineError> {
         let _lifecycle = self.lifecycle.lock().await;
-        let existing = self.require_wallet().await?;
+        let Some(existing) = self.wallet_fingerprint().await? else {
+            return Ok(false);
+        };
         if existing.to_string() != fingerprint {
             return Err(EngineError::InvalidRequest(format!(
                 "fingerprint {fingerprint:?} does not match the wallet's"
@@ -610,7 +613,7 @@ impl Engine {
             }
         }
         tracing::warn!(%existing, "wallet deleted");
-        Ok(())
+        Ok(true)
     }
 
     /// Stop the wallet's background tasks and unload it (shutdown, delete). The event

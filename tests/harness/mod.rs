@@ -294,11 +294,37 @@ impl Bitcoind {
             .stderr(Stdio::null())
             .spawn()
             .expect("BITCOIND_EXEC is set but bitcoind does not start");
-        Some(Bitcoind {
+        let bitcoind = Bitcoind {
             child,
             rpc_port,
             datadir,
-        })
+        };
+        // Ready when its RPC answers with the cookie's credentials, as a wallet's chain
+        // source would first use it: a test must not race bitcoind's start.
+        wait_until("bitcoind's RPC", 60, || bitcoind.rpc_answers());
+        Some(bitcoind)
+    }
+
+    fn rpc_answers(&self) -> bool {
+        use base64::Engine as _;
+        let Ok(cookie) = std::fs::read_to_string(self.cookie()) else {
+            return false;
+        };
+        let basic = format!(
+            "Basic {}",
+            base64::engine::general_purpose::STANDARD.encode(cookie.trim())
+        );
+        let call = r#"{"jsonrpc":"1.0","id":"ready","method":"getblockcount","params":[]}"#;
+        matches!(
+            try_request(
+                self.rpc_port,
+                "POST",
+                "/",
+                &[("Authorization", &basic)],
+                Some(call)
+            ),
+            Ok((200, _))
+        )
     }
 
     pub fn url(&self) -> String {
@@ -436,11 +462,10 @@ pub fn create_wallet_without_server(daemon: &Daemon, datadir: &Path, bitcoind: &
     );
     assert_eq!(status, 200, "{raw}");
     let (_, raw) = daemon.get("/api/v1/wallet", &[("Authorization", &bearer)]);
-    assert_eq!(
-        json_of(&raw)["loaded"],
-        serde_json::Value::Bool(true),
-        "loaded when create returns: {raw}"
-    );
+    if json_of(&raw)["loaded"] != serde_json::Value::Bool(true) {
+        let log = std::fs::read_to_string(datadir.join("debug.log")).unwrap_or_default();
+        panic!("not loaded when create returns: {raw}\n{log}");
+    }
 }
 
 /// Wait until the daemon's wallet is loaded.

@@ -416,13 +416,15 @@ pub struct WalletDeleteResponse {
     path = "/wallet",
     tag = "wallet",
     summary = "Delete the wallet",
-    description = "Unloads the wallet and removes its database and seed. Needs `dangerous: true` \
-        and the wallet's fingerprint.",
+    description = "Unloads the wallet and removes its database, seed and `config.toml`; \
+        `barkd.lock` and `auth_token` stay. Needs `dangerous: true` and the wallet's \
+        fingerprint. Without a wallet the answer is 200 with `deleted: false`, as barkd's \
+        (berthd does not remove datadir files it has no wallet for, such as a seed file \
+        without a wallet: barkd would).",
     request_body = WalletDeleteRequest,
     responses(
-        (status = 200, description = "Wallet deleted", body = WalletDeleteResponse),
+        (status = 200, description = "Wallet deleted, or there was none (`deleted: false`)", body = WalletDeleteResponse),
         (status = 400, description = "Not confirmed, another wallet's fingerprint, or malformed", body = ErrorResponse),
-        (status = 422, description = "No wallet", body = ErrorResponse),
         (status = 500, description = "Internal error", body = ErrorResponse),
     )
 )]
@@ -436,7 +438,13 @@ pub async fn wallet_delete(
             "deleting the wallet destroys its seed: set \"dangerous\": true to confirm".into(),
         ));
     }
-    state.engine.delete(&req.fingerprint).await?;
+    if !state.engine.delete(&req.fingerprint).await? {
+        return Ok(Json(WalletDeleteResponse {
+            deleted: false,
+            fingerprint: None,
+            message: "no wallet to delete".into(),
+        }));
+    }
     Ok(Json(WalletDeleteResponse {
         deleted: true,
         fingerprint: Some(req.fingerprint.clone()),
