@@ -7,9 +7,10 @@
 //! - `failing`: the wallet database stopped after a storage error, the disk is nearly
 //!   full (< 64 MiB), or a VTXO is past its exit deadline.
 //! - `degraded`: the wallet is not loaded yet, the Ark server is unreachable, the chain
-//!   tip is unknown, VTXOs are within the exit margin, the exit reserve is short, the
-//!   disk is low (< 1 GiB), a background task keeps failing, or the wallet was imported
-//!   and seed recovery could not restore everything it found.
+//!   tip is unknown, VTXOs are within the exit margin, no refresh can complete under
+//!   the server's VTXO lifetime, the exit reserve is short, the disk is low (< 1 GiB),
+//!   a background task keeps failing, or the wallet was imported and seed recovery
+//!   could not restore everything it found.
 //! - `ready`: none of these (also before any wallet exists).
 
 use std::time::SystemTime;
@@ -75,6 +76,43 @@ pub struct VtxoExpiryHealth {
     pub expiring: usize,
     /// Within the exit margin: being refreshed, or exited.
     pub at_risk: usize,
+    /// Of `at_risk`, those locked or in a pending round: the watchdog never exits them.
+    pub held: usize,
+    /// When the Ark server said its next round starts (`null` when it did not answer).
+    pub next_round_at: Option<chrono::DateTime<chrono::Utc>>,
+    /// The watchdog's thresholds in effect (`null` before its first check of a
+    /// loaded wallet).
+    pub thresholds: Option<WatchdogThresholds>,
+}
+
+/// The watchdog's thresholds and what they come from (`docs/headless.md`, "Thresholds").
+/// Block counts are to a VTXO's exit deadline unless said otherwise.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct WatchdogThresholds {
+    /// A `vtxo-expiring` alert this close to the deadline.
+    pub warn_blocks: u32,
+    /// A VTXO this close to the deadline is at risk: exited if no refresh can happen.
+    pub exit_margin_blocks: u32,
+    /// bark's `vtxo_refresh_expiry_threshold`: the maintenance refresh takes a VTXO into
+    /// the next round this close to its expiry.
+    pub refresh_threshold_blocks: u32,
+    /// Failed refresh attempts before a VTXO at risk is exited.
+    pub refresh_attempts: u32,
+    /// The shortest server VTXO lifetime with which bark completes a refresh
+    /// (`round_tx_required_confirmations + 2 × vtxo_exit_margin + vtxo_exit_delta`);
+    /// `null` while the exit delta is unknown.
+    pub refresh_needs_lifetime_blocks: Option<u32>,
+    /// Whether a refresh can complete under the server's lifetime. When not, the
+    /// maintenance refresh does not join rounds and VTXOs at risk are exited.
+    pub refresh_possible: bool,
+    /// bark's `vtxo_exit_margin`: the least exit margin.
+    pub bark_exit_margin_blocks: u32,
+    /// The Ark server's VTXO lifetime (`null` until the wallet has reached it); the
+    /// thresholds are at most half of it.
+    pub vtxo_lifetime_blocks: Option<u32>,
+    /// The Ark server's exit delta: blocks from an exit's confirmation until its funds
+    /// are claimable. It does not move the exit deadline.
+    pub vtxo_exit_delta_blocks: Option<u32>,
 }
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -200,10 +238,19 @@ pub async fn health(State(state): State<AppState>) -> (StatusCode, Json<Health>)
                 failing.push("a VTXO is past the point where it can be exited safely".into())
             }
             _ if seen.at_risk > 0 => degraded.push(format!(
-                "{} VTXO(s) are near expiry (being refreshed or exited)",
-                seen.at_risk
+                "{} VTXO(s) are near expiry (being refreshed or exited; {} locked or in a round)",
+                seen.at_risk, seen.held
             )),
             _ => {}
+        }
+        if let Some(t) = seen.thresholds.filter(|t| !t.refresh_possible) {
+            degraded.push(format!(
+                "no refresh can complete: the Ark server's VTXO lifetime ({} blocks) is shorter \
+                 than bark needs before it forfeits a round's inputs ({} blocks); VTXOs near \
+                 expiry will be exited",
+                t.sources.vtxo_lifetime.unwrap_or(0),
+                t.refresh_needs_lifetime.unwrap_or(0)
+            ));
         }
         if seen.reserve.is_some_and(|r| !r.sufficient()) {
             degraded.push("the on-chain balance cannot pay for exiting every VTXO".into());
@@ -249,6 +296,19 @@ pub async fn health(State(state): State<AppState>) -> (StatusCode, Json<Health>)
             blocks_until_first_at_risk: seen.first_deadline,
             expiring: seen.expiring,
             at_risk: seen.at_risk,
+            held: seen.held,
+            next_round_at: seen.next_round_at.map(utc),
+            thresholds: seen.thresholds.map(|t| WatchdogThresholds {
+                warn_blocks: t.warn_blocks,
+                exit_margin_blocks: t.exit_margin_blocks,
+                refresh_threshold_blocks: t.refresh_threshold_blocks,
+                refresh_attempts: t.refresh_attempts,
+                refresh_needs_lifetime_blocks: t.refresh_needs_lifetime,
+                refresh_possible: t.refresh_possible,
+                bark_exit_margin_blocks: t.sources.bark_exit_margin,
+                vtxo_lifetime_blocks: t.sources.vtxo_lifetime,
+                vtxo_exit_delta_blocks: t.sources.vtxo_exit_delta,
+            }),
         },
         exits: ExitsHealth {
             in_progress: phase("start")

@@ -35,8 +35,8 @@
 //! [watchdog]
 //! enabled = true                # start exits of VTXOs near expiry when refresh keeps failing
 //! check_interval_secs = 60
-//! warn_blocks = 288             # vtxo-expiring alerts this many blocks before the deadline
-//! exit_margin_blocks = 72       # act this many blocks before it
+//! # warn_blocks = 288           # only to act earlier than the values derived from bark's
+//! # exit_margin_blocks = 72      # config and the Ark server (docs/headless.md, "Thresholds")
 //! refresh_attempts = 3          # failed refreshes before exiting
 //! # auto_exit_fee_budget_sat = 50000  # most it spends on one automatic exit batch
 //!
@@ -188,10 +188,12 @@ pub struct WatchdogSection {
     pub enabled: bool,
     /// Seconds between checks (1 to 3600); a new block also triggers one.
     pub check_interval_secs: u64,
-    /// Alert when a VTXO is this close to its exit deadline, in blocks.
-    pub warn_blocks: u64,
-    /// Act (refresh, then exit) this close to the deadline, in blocks.
-    pub exit_margin_blocks: u64,
+    /// Alert when a VTXO is this close to its exit deadline, in blocks. Unset: derived
+    /// from the wallet's bark config; a value can only make the alert come earlier.
+    pub warn_blocks: Option<u64>,
+    /// Treat a VTXO this close to its exit deadline as at risk, in blocks. Unset:
+    /// bark's `vtxo_exit_margin`; a value can only make the watchdog act earlier.
+    pub exit_margin_blocks: Option<u64>,
     /// Failed refresh attempts before an exit is started (1 to 100).
     pub refresh_attempts: u64,
     /// Most the estimated fees of one automatic exit batch may be, in sats.
@@ -203,8 +205,8 @@ impl Default for WatchdogSection {
         WatchdogSection {
             enabled: true,
             check_interval_secs: 60,
-            warn_blocks: 288,
-            exit_margin_blocks: 72,
+            warn_blocks: None,
+            exit_margin_blocks: None,
             refresh_attempts: 3,
             auto_exit_fee_budget_sat: None,
         }
@@ -436,6 +438,31 @@ impl BerthToml {
                 1,
                 397,
             ),
+            (
+                "watchdog.check_interval_secs",
+                parsed.watchdog.check_interval_secs,
+                1,
+                3600,
+            ),
+            (
+                "watchdog.refresh_attempts",
+                parsed.watchdog.refresh_attempts,
+                1,
+                100,
+            ),
+            // Block counts: nothing longer than a server's VTXO lifetime (a u16) can matter.
+            (
+                "watchdog.warn_blocks",
+                parsed.watchdog.warn_blocks.unwrap_or(1),
+                1,
+                65_535,
+            ),
+            (
+                "watchdog.exit_margin_blocks",
+                parsed.watchdog.exit_margin_blocks.unwrap_or(1),
+                1,
+                65_535,
+            ),
         ];
         for (key, value, min, max) in ranges {
             if !(min..=max).contains(&value) {
@@ -598,8 +625,21 @@ mod tests {
         assert!(load(Some("[events]\nmax_age_days = 4000\n")).is_err());
         assert!(load(Some("[server]\nmax_body_kib = 0\n")).is_err());
         assert!(load(Some("[tls]\nleaf_validity_days = 398\n")).is_err());
+        assert!(load(Some("[watchdog]\nrefresh_attempts = 0\n")).is_err());
+        assert!(load(Some("[watchdog]\nexit_margin_blocks = 0\n")).is_err());
+        assert!(load(Some("[watchdog]\nwarn_blocks = 70000\n")).is_err());
         let half = load(Some("[tls]\ncert_file = \"/x.pem\"\n")).expect_err("cert alone");
         assert!(half.to_string().contains("key_file"), "{half}");
+    }
+
+    #[test]
+    fn watchdog_thresholds_are_unset_unless_written() {
+        let d = load(None).expect("defaults");
+        assert_eq!(d.watchdog.warn_blocks, None);
+        assert_eq!(d.watchdog.exit_margin_blocks, None);
+        let c = load(Some("[watchdog]\nexit_margin_blocks = 40\n")).expect("custom");
+        assert_eq!(c.watchdog.exit_margin_blocks, Some(40));
+        assert_eq!(c.watchdog.warn_blocks, None);
     }
 
     #[test]

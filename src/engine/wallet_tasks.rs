@@ -19,7 +19,9 @@
 //! The maintenance refresh joins a round at its first attempt, as bark's daemon does,
 //! but through the public `join_next_round` (bark's interactive join for maintenance is
 //! crate-private): the participation registered just before the attempt is joined by
-//! `progress_pending_rounds` with that same attempt event.
+//! `progress_pending_rounds` with that same attempt event. Each round event is handled
+//! under the autopilot's round gate (see `autopilot`), and failed participations are
+//! reported to the watchdog as failed refresh attempts.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -157,6 +159,9 @@ impl Engine {
                 Err(e) => return Err(format!("the round event stream failed: {e:#}")),
             };
             delivered = true;
+            // The watchdog reads VTXO states and acts on them under the same gate: it
+            // never exits a VTXO this round is about to lock, nor joins one twice.
+            let _gate = self.autopilot.round_gate().await;
             if let RoundEvent::Attempt(attempt) = &event
                 && attempt.attempt_seq == 0
             {
@@ -166,6 +171,7 @@ impl Engine {
                 tracing::warn!(target: "berth::rounds", error = %format!("{e:#}"),
                     "cannot advance the wallet's rounds");
             }
+            self.count_failed_rounds(loaded).await;
         }
         if delivered {
             Ok(())
@@ -175,12 +181,29 @@ impl Engine {
     }
 
     /// Register the VTXOs bark considers due (near expiry, or uneconomical to exit)
-    /// for the round that is starting. A failure is logged and counted; the next round
-    /// tries again, and the watchdog exits a VTXO whose refresh keeps failing.
+    /// for the round that is starting, leaving out those already in a participation
+    /// (one the watchdog or a client registered): two participations over one VTXO
+    /// would fight over it when the attempt locks its inputs. A failure is logged and
+    /// counted; the next round tries again, and the watchdog exits a VTXO whose
+    /// refresh keeps failing.
+    ///
+    /// Not at all when the server's VTXO lifetime is too short for bark to forfeit the
+    /// inputs (`autopilot::Thresholds::refresh_possible`): the round would lock them
+    /// for good, and the watchdog could no longer exit them.
     async fn join_for_maintenance_refresh(&self, loaded: &LoadedWallet) {
+        if let Some(t) = self.autopilot.status().thresholds
+            && !t.refresh_possible
+        {
+            tracing::warn!(target: "berth::rounds", vtxo_lifetime = ?t.sources.vtxo_lifetime,
+                needs = ?t.refresh_needs_lifetime,
+                "not joining the round for a maintenance refresh: bark would not forfeit \
+                 into VTXOs this short-lived");
+            return;
+        }
         let wallet = &loaded.wallet;
         let joined = async {
-            let due = wallet.get_vtxos_to_refresh().await?;
+            let scheduled = super::autopilot::participation_inputs(wallet).await?;
+            let due = wallet.get_vtxos_to_refresh_with_excluded(scheduled).await?;
             if due.is_empty() {
                 return Ok(None);
             }
@@ -206,6 +229,25 @@ impl Engine {
                     "cannot join the round for a maintenance refresh");
                 self.autopilot.record_refresh(false);
             }
+        }
+    }
+
+    /// Tell the watchdog about participations that failed (the server refused or
+    /// aborted the round): each is a failed refresh attempt of its inputs. A failed
+    /// state stays listed until the next sync; the autopilot counts each once.
+    async fn count_failed_rounds(&self, loaded: &LoadedWallet) {
+        match loaded.wallet.pending_round_states().await {
+            Ok(states) => {
+                for state in states
+                    .iter()
+                    .filter(|s| s.state().flow_kind() == bark::round::RoundFlowKind::Failed)
+                {
+                    let inputs = state.state().participation().inputs.iter().map(|v| v.id());
+                    self.autopilot.record_failed_round(state.id(), inputs);
+                }
+            }
+            Err(e) => tracing::warn!(target: "berth::rounds", error = %format!("{e:#}"),
+                "cannot list the wallet's rounds"),
         }
     }
 

@@ -9,6 +9,7 @@
 mod barkd_fidelity;
 #[path = "../harness/mod.rs"]
 mod harness;
+mod refresh_window;
 mod stack;
 
 use std::time::Instant;
@@ -1107,8 +1108,9 @@ fn watchdog_exits_a_vtxo_near_expiry_when_the_server_is_gone() {
         return;
     };
     let started = Instant::now();
-    // Tight windows so the scenario takes seconds: warn 100 blocks before the exit
-    // deadline, act 40 before it, exit after 2 failed refreshes.
+    // Margins wider than the derived ones (12 blocks: berth.toml may only make the
+    // watchdog act earlier) so the scenario takes seconds: warn 100 blocks before the
+    // exit deadline, act 40 before it, exit after 2 failed refreshes.
     let alice = stack.berthd_with(
         "alice",
         "[watchdog]\ncheck_interval_secs = 1\nwarn_blocks = 100\nexit_margin_blocks = 40\n\
@@ -1118,14 +1120,18 @@ fn watchdog_exits_a_vtxo_near_expiry_when_the_server_is_gone() {
     let vtxos = alice.get_ok("/api/v1/wallet/vtxos");
     let vtxo = vtxos[0]["id"].as_str().expect("id").to_string();
     let expiry = vtxos[0]["expiry_height"].as_u64().expect("expiry_height");
-    wait_for(
+    let health = wait_for(
         "/health to say ready once the wallet was checked",
         30,
         || {
             let (status, health) = alice.get("/health");
-            (status == 200 && health["status"] == "ready").then_some(())
+            let checked = health["vtxo_expiry"]["thresholds"].is_object();
+            (status == 200 && health["status"] == "ready" && checked).then_some(health)
         },
     );
+    let thresholds = &health["vtxo_expiry"]["thresholds"];
+    assert_eq!(thresholds["warn_blocks"], 100, "{health}");
+    assert_eq!(thresholds["exit_margin_blocks"], 40, "{health}");
 
     stack.stop_captaind();
     // A board exits in one transaction: its deadline is expiry - 1. Leave 30 blocks:

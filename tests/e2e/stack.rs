@@ -267,6 +267,17 @@ pub struct Stack {
 impl Stack {
     /// The whole stack, funded and ready; `None` (after saying why) without binaries.
     pub fn start_or_skip(test: &str) -> Option<Stack> {
+        Self::start_with_terms_or_skip(test, DEFAULT_VTXO_LIFETIME, DEFAULT_VTXO_EXIT_DELTA)
+    }
+
+    /// [`Stack::start_or_skip`] with an Ark server whose VTXOs live `vtxo_lifetime`
+    /// blocks (its rounds' and its VTXO pool's) and whose exits wait `vtxo_exit_delta`
+    /// blocks before they are claimable.
+    pub fn start_with_terms_or_skip(
+        test: &str,
+        vtxo_lifetime: u16,
+        vtxo_exit_delta: u16,
+    ) -> Option<Stack> {
         let bins = Binaries::from_env_or_skip(test)?;
         let started = Instant::now();
         let dir = tempfile::Builder::new()
@@ -284,7 +295,13 @@ impl Stack {
         std::fs::create_dir_all(&captaind_dir).expect("captaind dir");
         let public_port = free_port();
         let admin_port = free_port();
-        let config = captaind_config(&captaind_dir, &bitcoind, pg_port, public_port, admin_port);
+        let config = captaind_config(
+            &captaind_dir,
+            &bitcoind,
+            pg_port,
+            [public_port, admin_port],
+            [vtxo_lifetime, vtxo_exit_delta],
+        );
         let config_path = captaind_dir.join("captaind.toml");
         std::fs::write(&config_path, config).expect("captaind.toml");
         let create = Command::new(&bins.captaind)
@@ -557,21 +574,26 @@ fn start_postgres(bins: &Path, dir: &Path) -> (Process, u16) {
     (process, port)
 }
 
+/// captaind's default VTXO lifetime (`captaind.default.toml`), in blocks.
+pub const DEFAULT_VTXO_LIFETIME: u16 = 432;
+/// The exit delta of these tests' Ark server, in blocks.
+pub const DEFAULT_VTXO_EXIT_DELTA: u16 = 12;
+
 fn captaind_config(
     dir: &Path,
     bitcoind: &Bitcoind,
     pg_port: u16,
-    public: u16,
-    admin: u16,
+    [public, admin]: [u16; 2],
+    [vtxo_lifetime, vtxo_exit_delta]: [u16; 2],
 ) -> String {
     // Fast regtest timings, no fees, rounds only on request (trigger_round). The
     // keys are those of captaind.default.toml in the Ark server's sources.
     format!(
         r#"data_dir = "{data}"
 network = "regtest"
-vtxo_lifetime = 432
+vtxo_lifetime = {vtxo_lifetime}
 min_board_amount = "20000 sat"
-vtxo_exit_delta = 12
+vtxo_exit_delta = {vtxo_exit_delta}
 max_vtxo_exit_depth = 50
 max_arkoor_fanout = 4
 required_board_confirmations = 3
@@ -643,7 +665,7 @@ ppm_expiry_table = []
 [vtxopool]
 vtxo_targets = ["10000sat:3"]
 vtxo_target_issue_threshold = 50
-vtxo_lifetime = 432
+vtxo_lifetime = {vtxo_lifetime}
 vtxo_pre_expiry = 12
 max_vtxo_exit_depth = 3
 issue_interval = "3s"

@@ -73,8 +73,8 @@ pub enum WalletNotification {
 /// An alert of the autopilot (Berth extension), delivered only to clients that name
 /// its type in `types=` (so barkd clients never see one): `vtxo-expiring` (VTXOs
 /// approach the point after which they can no longer be exited safely),
-/// `exit-started` (the watchdog started exits because refresh kept failing near
-/// expiry), `exit-claimable` (exited funds can be claimed with `POST /exits/claim/*`;
+/// `exit-started` (the watchdog started exits because no refresh could happen before
+/// their exit deadline), `exit-claimable` (exited funds can be claimed with `POST /exits/claim/*`;
 /// Berth never claims on its own), `exit-reserve-low` (the on-chain wallet's
 /// confirmed balance does not cover the fees of exiting every VTXO),
 /// `ark-server-unreachable`; and `seed-recovery` (once, when an imported wallet is
