@@ -287,14 +287,9 @@ impl Engine {
         let datadir = self.datadir.clone();
         let unexpected = tokio::task::spawn_blocking(move || datadir::unexpected_entries(&datadir))
             .await
-            .map_err(|e| EngineError::Internal {
-                context: "listing the datadir",
-                source: e.into(),
-            })?
-            .map_err(|e| EngineError::Internal {
-                context: "listing the datadir",
-                source: e.into(),
-            })?;
+            .map_err(anyhow::Error::from)
+            .and_then(|listed| listed.map_err(anyhow::Error::from))
+            .map_err(EngineError::internal("listing the datadir"))?;
         if !unexpected.is_empty() {
             let listed = unexpected.join(", ");
             if !req.force {
