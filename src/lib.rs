@@ -1,8 +1,8 @@
 //! Berth: a self-custodial bitcoin wallet daemon for a home appliance, serving the barkd
 //! REST + websocket API on top of the `bark` engine.
 //!
-//! Module map (see `../shared/design/ARCHITECTURE.md` for the layout and the direction
-//! of dependencies: `api → engine → store`; nothing below depends on anything above):
+//! Module map (`docs/architecture.md` has the layout and the direction of dependencies:
+//! `api → engine → store`; nothing below depends on anything above):
 //! - [`app`]: composition root — command line in, running daemon out.
 //! - [`cli`]: the `berthd` command line (barkd's flags and environment variables).
 //! - [`config`]: Berth's own settings file, `berth.toml`.

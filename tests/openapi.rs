@@ -28,8 +28,8 @@ fn generated() -> String {
 }
 
 fn barkd() -> Value {
-    // `../shared` is there for every developer and CI run (see its README).
-    let path = repo_file("../shared/api/barkd-openapi-0.6.0.json");
+    // barkd's published document, version 0.6.0 (docs/barkd-compatibility.md).
+    let path = repo_file("tests/fixtures/barkd-openapi-0.6.0.json");
     let text = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("barkd's OpenAPI document at {}: {e}", path.display()));
     serde_json::from_str(&text).expect("barkd's document is JSON")

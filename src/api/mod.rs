@@ -1,4 +1,4 @@
-//! The HTTP API: barkd's REST contract (`../shared/api/`), served by axum.
+//! The HTTP API: barkd's REST contract (`docs/barkd-compatibility.md`), served by axum.
 //!
 //! Layers, outermost first: CORS (deny unless `--allowed-origins`), the request time
 //! and body size limits, bearer-token auth with the per-address failure backoff

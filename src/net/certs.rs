@@ -1,5 +1,5 @@
 //! The TLS identity of the LAN listener: a local CA, the leaf it signs, and the rustls
-//! configuration that serves them (APPLIANCE.md §1).
+//! configuration that serves them (`docs/lan.md`).
 //!
 //! Why a CA and not one self-signed certificate: a paired phone pins the *CA*
 //! (`sha256/` + base64url of the SHA-256 of its SubjectPublicKeyInfo, see [`spki_pin`]).

@@ -15,8 +15,8 @@
 //! Whether to announce at all is the `[discovery] mdns` switch in `berth.toml`; the
 //! config and the daemon wiring call [`announce`] and keep the [`MdnsHandle`].
 //!
-//! The switch should be off on an image that runs avahi (APPLIANCE.md §1 ships a static
-//! avahi service file there instead): two responders would both answer for
+//! The switch should be off on an image that runs avahi (a static avahi service file
+//! announces the service there instead): two responders would both answer for
 //! `<hostname>.local`, and any address avahi publishes that we do not counts as a name
 //! conflict to mdns-sd's probe, which then announces us as `<hostname>-2.local`.
 //!

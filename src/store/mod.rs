@@ -250,7 +250,7 @@ impl Store {
         )
     }
 
-    /// Check that the tables agree with each other (the promises of RELIABILITY.md):
+    /// Check that the tables agree with each other (the promises of `docs/reliability.md`):
     /// every VTXO has exactly one state-index entry matching its one current state, a
     /// full record and a history ending in that state; no lock is held by a movement
     /// that does not exist; movement and round ids never exceed their counters; every
