@@ -2,65 +2,17 @@
 //! stays bark's format, untouched, so a barkd datadir keeps working).
 //!
 //! Every key is optional; unknown keys are refused so a typo does not silently fall
-//! back to a default. Example:
-//!
-//! ```toml
-//! [store]
-//! cache_size_mib = 16   # redb page cache
-//!
-//! [events]
-//! max_count = 10000     # events kept in the log, newest first
-//! max_age_days = 30     # events older than this are removed
-//!
-//! [server]
-//! max_connections = 4096
-//! tls_handshake_timeout_secs = 10
-//! header_read_timeout_secs = 30
-//! request_timeout_secs = 120
-//! max_body_kib = 1024
-//!
-//! [tls]
-//! leaf_validity_days = 397          # the generated leaf certificate's lifetime
-//! # cert_file = "/etc/berth/tls.crt" # your own certificate chain (PEM) and key,
-//! # key_file = "/etc/berth/tls.key"  # instead of the generated local CA
-//!
-//! [discovery]
-//! mdns = false          # announce _berth._tcp on the LAN (on for the appliance)
-//!
-//! [exits]
-//! progress_interval_secs = 30   # advance live exits at least this often (and on every block)
-//! fee_rate_sat_vb = 0           # exit and CPFP fee rate; 0: the chain source's estimate
-//! max_fee_rate_sat_vb = 500     # cap on the estimate
-//!
-//! [watchdog]
-//! enabled = true                # start exits of VTXOs near expiry when refresh keeps failing
-//! check_interval_secs = 60
-//! # warn_blocks = 288           # only to act earlier than the values derived from bark's
-//! # exit_margin_blocks = 72      # config and the Ark server (docs/headless.md, "Thresholds")
-//! refresh_attempts = 3          # failed refreshes before exiting
-//! # auto_exit_fee_budget_sat = 50000  # most it spends on one automatic exit batch
-//!
-//! [seed]                        # how a new seed is sealed (docs/seed.md)
-//! sources = []                  # "passphrase", "credential", "secure-element"; several
-//!                               # are combined. Empty: a passphrase if BERTH_SEED_PASSPHRASE
-//!                               # is set, else barkd's plaintext mnemonic file
-//! # passphrase_file = "/etc/berth/seed-passphrase"
-//! credential = "berth-seed"     # under $CREDENTIALS_DIRECTORY, or an absolute path
-//! i2c_bus = "/dev/i2c-1"        # the secure element
-//! i2c_address = 0x60
-//! # secure_element_slot = 9     # the slot provisioned with the key (required for it)
-//! argon2_memory_kib = 65536     # Argon2id costs for a new passphrase seal
-//! argon2_iterations = 3
-//! argon2_parallelism = 1
-//! ```
+//! back to a default, and values out of range stop the start. Every key, its default
+//! and its range: `docs/configuration.md` (`tests/configuration.rs` holds the page
+//! against this file).
 
 use std::path::Path;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 pub const BERTH_TOML: &str = "berth.toml";
 
-#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields, default)]
 pub struct BerthToml {
     pub store: StoreSection,
@@ -74,7 +26,7 @@ pub struct BerthToml {
 }
 
 /// A key source named in `[seed] sources`.
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "kebab-case")]
 pub enum SeedSource {
     Passphrase,
@@ -82,7 +34,7 @@ pub enum SeedSource {
     SecureElement,
 }
 
-#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields, default)]
 pub struct SeedSection {
     /// The key sources that seal a new seed, combined when several.
@@ -159,7 +111,7 @@ impl SeedSection {
     }
 }
 
-#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields, default)]
 pub struct ExitsSection {
     /// Seconds between progress passes over live exits without a new block (5 to 3600).
@@ -181,7 +133,7 @@ impl Default for ExitsSection {
     }
 }
 
-#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields, default)]
 pub struct WatchdogSection {
     /// Start exits on its own (never claims). Off: alerts only.
@@ -213,7 +165,7 @@ impl Default for WatchdogSection {
     }
 }
 
-#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields, default)]
 pub struct ServerSection {
     /// Most connections open at once (16 to 65,536).
@@ -242,7 +194,7 @@ impl Default for ServerSection {
     }
 }
 
-#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields, default)]
 pub struct TlsSection {
     /// Lifetime of the generated leaf certificate, in days (1 to 397, the most
@@ -264,14 +216,14 @@ impl Default for TlsSection {
     }
 }
 
-#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields, default)]
 pub struct DiscoverySection {
     /// Announce the API on the LAN by DNS-SD (`_berth._tcp`).
     pub mdns: bool,
 }
 
-#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields, default)]
 pub struct EventsSection {
     /// Events kept in the durable log (1 to 1,000,000).
@@ -290,7 +242,7 @@ impl Default for EventsSection {
     }
 }
 
-#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields, default)]
 pub struct StoreSection {
     /// redb page cache, in MiB (1 to 4096).
@@ -437,6 +389,24 @@ impl BerthToml {
                 parsed.tls.leaf_validity_days,
                 1,
                 397,
+            ),
+            (
+                "exits.progress_interval_secs",
+                parsed.exits.progress_interval_secs,
+                5,
+                3600,
+            ),
+            (
+                "exits.fee_rate_sat_vb",
+                parsed.exits.fee_rate_sat_vb,
+                0,
+                10_000,
+            ),
+            (
+                "exits.max_fee_rate_sat_vb",
+                parsed.exits.max_fee_rate_sat_vb,
+                1,
+                10_000,
             ),
             (
                 "watchdog.check_interval_secs",
@@ -626,6 +596,9 @@ mod tests {
         assert!(load(Some("[server]\nmax_body_kib = 0\n")).is_err());
         assert!(load(Some("[tls]\nleaf_validity_days = 398\n")).is_err());
         assert!(load(Some("[watchdog]\nrefresh_attempts = 0\n")).is_err());
+        assert!(load(Some("[exits]\nprogress_interval_secs = 0\n")).is_err());
+        assert!(load(Some("[exits]\nmax_fee_rate_sat_vb = 0\n")).is_err());
+        assert!(load(Some("[exits]\nfee_rate_sat_vb = 20000\n")).is_err());
         assert!(load(Some("[watchdog]\nexit_margin_blocks = 0\n")).is_err());
         assert!(load(Some("[watchdog]\nwarn_blocks = 70000\n")).is_err());
         let half = load(Some("[tls]\ncert_file = \"/x.pem\"\n")).expect_err("cert alone");
