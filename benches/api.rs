@@ -73,9 +73,7 @@ fn main() {
     if !std::env::args().any(|a| a == "--bench") {
         return;
     }
-    let Some(bitcoind) = harness::Bitcoind::start_or_skip("bench-api") else {
-        return;
-    };
+    let bitcoind = harness::Bitcoind::start("bench-api");
     let oha = std::env::var("OHA").unwrap_or_else(|_| "oha".into());
     let requests: u64 = std::env::var("BERTH_BENCH_REQUESTS")
         .ok()

@@ -181,9 +181,7 @@ fn main() {
         // `cargo test --benches` builds and runs this; the load run is for `cargo bench`.
         return;
     }
-    let Some(bitcoind) = Bitcoind::start_or_skip("bench-events") else {
-        return;
-    };
+    let bitcoind = Bitcoind::start("bench-events");
     let polls = env_or("BERTH_BENCH_POLLS", 1000);
     let sockets = env_or("BERTH_BENCH_SOCKETS", 200);
     let rate = env_or("BERTH_BENCH_RATE", 100).max(1);

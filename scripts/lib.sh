@@ -10,3 +10,51 @@ free_port() {
   done
   return 1
 }
+
+# cargo_test LOG ARGS...: run `cargo test --locked ARGS...`, its output on the terminal
+# and appended to LOG; tests that skip themselves at run time (a tool this machine
+# lacks) append to $BERTH_SKIP_LOG, which the caller sets. Returns cargo's status.
+cargo_test() {
+  local log=$1
+  shift
+  local status=0
+  cargo test --locked "$@" 2>&1 | tee -a "$log" || status=$?
+  return "$status"
+}
+
+# test_summary LOG SKIP_LOG: one closing line over every test binary in LOG (cargo
+# prints one per binary): passed, failed, and skipped with the reasons. A test that
+# skipped itself at run time (listed in SKIP_LOG) ran as "ok" but proved nothing, so
+# it counts as skipped, not passed. `#[ignore]`d tools (reason "tool: ...") are helpers
+# that scripts run, not tests, and are counted apart.
+test_summary() {
+  awk -F'\t' -v skiplog="$2" '
+    BEGIN {
+      # A test that met several missing tools is listed once per tool: count it once.
+      while ((getline line < skiplog) > 0) {
+        split(line, f, "\t")
+        if (!(f[1] in seen)) { seen[f[1]] = 1; runtime[f[2]]++; nrun++ }
+      }
+    }
+    /^test result:/ {
+      n = split($0, w, /[ ;.]+/)
+      for (i = 1; i < n; i++) {
+        if (w[i+1] == "passed") passed += w[i]
+        if (w[i+1] == "failed") failed += w[i]
+      }
+    }
+    /^test .* \.\.\. ignored, / {
+      reason = $0; sub(/^.* \.\.\. ignored, /, "", reason)
+      if (reason ~ /^tool:/) tools++; else { ignored[reason]++; nign++ }
+    }
+    END {
+      skipped = nign + nrun; passed -= nrun
+      why = ""
+      for (r in ignored) why = why (why == "" ? "" : "; ") ignored[r] ": " r
+      for (r in runtime) why = why (why == "" ? "" : "; ") runtime[r] ": " r
+      printf "all tests: %d passed, %d failed, %d skipped", passed, failed, skipped
+      if (skipped > 0) printf " (%s)", why
+      if (tools > 0) printf "; %d tools not run as tests", tools
+      printf "\n"
+    }' "$1"
+}

@@ -221,7 +221,10 @@ fn a_datadir_another_user_owns_is_refused_before_anything_is_written() {
     std::fs::create_dir_all(&datadir).expect("mkdir");
     const NOBODY: u32 = 65534;
     if let Err(e) = std::os::unix::fs::chown(&datadir, Some(NOBODY), Some(NOBODY)) {
-        eprintln!("SKIP a_datadir_another_user_owns_is_refused: cannot chown as this user ({e})");
+        harness::skip(
+            "a_datadir_another_user_owns_is_refused_before_anything_is_written",
+            &format!("cannot chown as this user ({e})"),
+        );
         return;
     }
     for args in [
@@ -336,7 +339,7 @@ fn berthd_and_barkd_share_one_lock() {
 /// The same against a real barkd 0.8.0 (`cargo install bark-cli --version 0.8.0`, or
 /// `BARKD=1` for the regtest stack script): each refuses the other's datadir.
 #[test]
-#[ignore = "needs BARKD_EXEC (barkd 0.8.0); run with --include-ignored"]
+#[ignore = "needs BARKD_EXEC: run scripts/e2e"]
 fn a_real_barkd_and_berthd_refuse_each_other() {
     let barkd_exec = std::env::var_os("BARKD_EXEC").expect("BARKD_EXEC names a barkd binary");
     let (_tmp, datadir) = new_datadir();

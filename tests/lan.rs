@@ -668,7 +668,10 @@ fn open_files_limit() -> usize {
 #[test]
 fn the_tls_listener_is_announced_by_dns_sd_when_switched_on() {
     if berth::net::mdns::multicast_interface().is_none() {
-        eprintln!("skipped: no multicast-capable interface, nothing can be announced");
+        harness::skip(
+            "the_tls_listener_is_announced_by_dns_sd_when_switched_on",
+            "no multicast-capable interface, nothing can be announced",
+        );
         return;
     }
     let (_tmp, datadir) = datadir_with_berth_toml("[discovery]\nmdns = true\n");

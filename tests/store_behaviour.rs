@@ -1184,8 +1184,8 @@ async fn state_survives_reopen_and_a_second_open_is_refused() {
 /// Not a check: `scripts/measure-store-fsyncs` runs this under strace with different
 /// `BERTH_MEASURE_WRITES` to count the fsyncs one durable write costs.
 #[tokio::test]
-#[ignore = "measurement helper for scripts/measure-store-fsyncs"]
-async fn measure_write_loop() {
+#[ignore = "tool: scripts/measure-store-fsyncs runs it"]
+async fn tool_measure_write_loop() {
     let writes: u64 = std::env::var("BERTH_MEASURE_WRITES")
         .ok()
         .and_then(|n| n.parse().ok())

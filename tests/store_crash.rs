@@ -53,8 +53,8 @@ fn read_pool(dir: &Path) -> Vec<Vtxo<Full>> {
 /// The child side: apply `ops.json` in order and print `done <i> ok|err` after each.
 /// Runs only when the parent spawns this test binary with `CHILD_ENV` set.
 #[test]
-#[ignore = "run by crash_kill_9_keeps_every_reported_operation as a child process"]
-fn crash_child() {
+#[ignore = "tool: the child process of crash_kill_9_keeps_every_reported_operation"]
+fn tool_crash_child() {
     let Ok(dir) = std::env::var(CHILD_ENV) else {
         return;
     };
@@ -134,7 +134,7 @@ async fn crash_kill_9_keeps_every_reported_operation() {
         let mut child = Command::new(std::env::current_exe().expect("exe"))
             .args([
                 "--exact",
-                "crash_child",
+                "tool_crash_child",
                 "--ignored",
                 "--nocapture",
                 "--test-threads=1",

@@ -5,7 +5,7 @@
 //! The fixtures are committed files under `tests/fixtures/`, `store-v<N>.redb` written
 //! by the code of schema version N. Before bumping the schema version, write the
 //! current version's fixture (old fixtures stay, new ones are added) with:
-//! `cargo test --test store_migration -- --ignored write_fixtures`
+//! `cargo test --test store_migration -- --ignored tool_write_fixtures`
 
 mod common;
 
@@ -53,7 +53,7 @@ async fn open_migrated(found: u64) -> (tempfile::TempDir, Store) {
     (dir, db)
 }
 
-/// The bark wallet state every fixture holds (see `write_fixtures`).
+/// The bark wallet state every fixture holds (see `tool_write_fixtures`).
 async fn assert_wallet_state(db: &Store) {
     assert_eq!(
         db.read_properties().await.expect("props"),
@@ -88,7 +88,7 @@ async fn assert_wallet_state(db: &Store) {
 }
 
 /// The device the tests pair on a migrated file (there were no device tables before
-/// version 3); `write_fixtures` pairs it too, from version 3 on.
+/// version 3); `tool_write_fixtures` pairs it too, from version 3 on.
 fn fixture_device() -> DeviceRecord {
     DeviceRecord {
         id: "00112233445566ff".into(),
@@ -99,7 +99,7 @@ fn fixture_device() -> DeviceRecord {
     }
 }
 
-/// The seed recovery `write_fixtures` records (since version 4).
+/// The seed recovery `tool_write_fixtures` records (since version 4).
 fn fixture_recovery() -> Recovery {
     Recovery::Finished {
         at_us: FIXTURE_AT_US,
@@ -208,8 +208,8 @@ const FIXTURE_KEY: ([u8; 32], [u8; 32]) = ([0x1d; 32], [0x2e; 32]);
 /// stay as they are) and `store-v999.redb`. Ignored: run by hand before bumping the
 /// schema version, so the version being left has a fixture written by its own code.
 #[tokio::test]
-#[ignore = "writes tests/fixtures; run by hand when the schema version changes"]
-async fn write_fixtures() {
+#[ignore = "tool: writes tests/fixtures, run by hand when the schema version changes"]
+async fn tool_write_fixtures() {
     let v = &VTXO_VECTORS;
     let path = fixture(&format!("store-v{SCHEMA_VERSION}.redb"));
     let _ = std::fs::remove_file(&path);

@@ -1,7 +1,8 @@
 //! systemd integration: the real berthd against a real `NOTIFY_SOCKET` (READY, STATUS,
 //! WATCHDOG, STOPPING), the journal detection, and the unit files checked by systemd's
 //! own tools (`systemd-analyze verify` and `security`, `systemd-sysusers`,
-//! `systemd-tmpfiles`; skipped with a message where they are not installed).
+//! `systemd-tmpfiles`; counted as skipped where they are not installed, which
+//! `scripts/ensure-deps` prevents).
 
 mod harness;
 
@@ -172,14 +173,16 @@ fn journal_stream_of_another_stream_keeps_logging_to_stderr() {
     );
 }
 
-fn tool(name: &str) -> Option<PathBuf> {
+/// `name` on the PATH; `None` when it is not installed, after recording `test` as
+/// skipped.
+fn tool(test: &str, name: &str) -> Option<PathBuf> {
     let found = std::env::var_os("PATH")
         .into_iter()
         .flat_map(|paths| std::env::split_paths(&paths).collect::<Vec<_>>())
         .map(|dir| dir.join(name))
         .find(|path| path.is_file());
     if found.is_none() {
-        println!("skipped: {name} is not installed");
+        harness::skip(test, &format!("{name} is not installed"));
     }
     found
 }
@@ -202,7 +205,10 @@ fn unit_copy() -> (tempfile::TempDir, PathBuf) {
 
 #[test]
 fn the_unit_verifies_and_its_exposure_is_ok() {
-    let Some(analyze) = tool("systemd-analyze") else {
+    let Some(analyze) = tool(
+        "the_unit_verifies_and_its_exposure_is_ok",
+        "systemd-analyze",
+    ) else {
         return;
     };
     let (_dir, unit) = unit_copy();
@@ -235,8 +241,11 @@ fn the_unit_verifies_and_its_exposure_is_ok() {
 
 #[test]
 fn sysusers_and_tmpfiles_make_the_user_and_the_datadir() {
-    let (Some(sysusers), Some(tmpfiles)) = (tool("systemd-sysusers"), tool("systemd-tmpfiles"))
-    else {
+    const TEST: &str = "sysusers_and_tmpfiles_make_the_user_and_the_datadir";
+    let (Some(sysusers), Some(tmpfiles)) = (
+        tool(TEST, "systemd-sysusers"),
+        tool(TEST, "systemd-tmpfiles"),
+    ) else {
         return;
     };
     let root = tempfile::tempdir().expect("tempdir");

@@ -1,10 +1,11 @@
 //! End-to-end tests: berthd against a real bitcoind, Ark server (captaind) and
 //! PostgreSQL, driven only through its REST API, as a phone app would drive it.
 //!
-//! Needs `BITCOIND_EXEC`, `CAPTAIND_EXEC` and `POSTGRES_BINS` (README, "End-to-end
-//! tests"); each test is skipped, saying so, without them. Run with
-//! `cargo test --test e2e -- --nocapture --test-threads=1` to see each scenario's
-//! wall time (the stacks are heavy; one at a time suits a 2-core machine).
+//! Needs `BITCOIND_EXEC`, `CAPTAIND_EXEC` and `POSTGRES_BINS` (`docs/testing.md`), so
+//! every scenario is `#[ignore]`d: `scripts/test` reports them as skipped, and
+//! `scripts/e2e` runs them (and fails without the binaries), one at a time, showing
+//! each scenario's wall time (the stacks are heavy; one at a time suits a 2-core
+//! machine).
 
 mod barkd_fidelity;
 #[path = "../harness/mod.rs"]
@@ -21,10 +22,9 @@ use stack::{Stack, wait_for};
 /// Scenario 1: create a wallet; get an on-chain address; fund it; sync; the on-chain
 /// balance shows the funds.
 #[test]
+#[ignore = "needs the regtest stack: run scripts/e2e"]
 fn onchain_funds_arrive() {
-    let Some(stack) = Stack::start_or_skip("onchain_funds_arrive") else {
-        return;
-    };
+    let stack = Stack::start("onchain_funds_arrive");
     let started = Instant::now();
     let alice = stack.berthd("alice");
 
@@ -162,10 +162,9 @@ fn fund_onchain(stack: &Stack, berthd: &stack::Berthd, sats: u64) {
 /// Scenario 2: board an amount and board all; mine confirmations; the VTXOs become
 /// spendable; pending boards are listed, then gone.
 #[test]
+#[ignore = "needs the regtest stack: run scripts/e2e"]
 fn boards_become_spendable() {
-    let Some(stack) = Stack::start_or_skip("boards_become_spendable") else {
-        return;
-    };
+    let stack = Stack::start("boards_become_spendable");
     let started = Instant::now();
     let alice = stack.berthd("alice");
     fund_onchain(&stack, &alice, 1_000_000);
@@ -298,10 +297,9 @@ fn board_and_confirm(stack: &Stack, berthd: &stack::Berthd, sats: u64) {
 /// Scenario 3: an Ark payment (arkoor) from one berthd to another's Ark address;
 /// balances and history on both sides.
 #[test]
+#[ignore = "needs the regtest stack: run scripts/e2e"]
 fn ark_payment_between_two_berthds() {
-    let Some(stack) = Stack::start_or_skip("ark_payment_between_two_berthds") else {
-        return;
-    };
+    let stack = Stack::start("ark_payment_between_two_berthds");
     let started = Instant::now();
     let alice = stack.berthd("alice");
     let bob = stack.berthd("bob");
@@ -499,10 +497,9 @@ fn ark_payment_between_two_berthds() {
 /// Scenario 4: refresh VTXOs in a round; send on-chain from the Ark balance; offboard
 /// everything to an on-chain address.
 #[test]
+#[ignore = "needs the regtest stack: run scripts/e2e"]
 fn refresh_send_onchain_and_offboard() {
-    let Some(stack) = Stack::start_or_skip("refresh_send_onchain_and_offboard") else {
-        return;
-    };
+    let stack = Stack::start("refresh_send_onchain_and_offboard");
     let started = Instant::now();
     let alice = stack.berthd("alice");
     board_and_confirm(&stack, &alice, 400_000);
@@ -631,10 +628,9 @@ fn refresh_send_onchain_and_offboard() {
 /// the phases and their history; nothing is claimed until the claim call, which sends
 /// the funds to an address where they confirm.
 #[test]
+#[ignore = "needs the regtest stack: run scripts/e2e"]
 fn headless_unilateral_exit() {
-    let Some(stack) = Stack::start_or_skip("headless_unilateral_exit") else {
-        return;
-    };
+    let stack = Stack::start("headless_unilateral_exit");
     let started = Instant::now();
     let alice = stack.berthd("alice");
     // The board leaves confirmed on-chain coins behind to pay the exit's fees.
@@ -744,10 +740,9 @@ fn headless_unilateral_exit() {
 /// and in the middle of an exit, and restarted; both flows complete and the balances
 /// are right.
 #[test]
+#[ignore = "needs the regtest stack: run scripts/e2e"]
 fn crash_during_board_and_exit() {
-    let Some(stack) = Stack::start_or_skip("crash_during_board_and_exit") else {
-        return;
-    };
+    let stack = Stack::start("crash_during_board_and_exit");
     let started = Instant::now();
     let mut alice = stack.berthd("alice");
     fund_onchain(&stack, &alice, 600_000);
@@ -865,13 +860,12 @@ fn summary(notifications: &[serde_json::Value]) -> Vec<(String, u64, String)> {
 /// see `movement-created` and `movement-updated` for a board and an Ark payment, in
 /// the same order; the receiver's long-poll sees the payment arrive.
 #[test]
+#[ignore = "needs the regtest stack: run scripts/e2e"]
 fn notifications_follow_board_and_payment() {
     use futures_util::StreamExt as _;
     use tokio_tungstenite::tungstenite::Message;
 
-    let Some(stack) = Stack::start_or_skip("notifications_follow_board_and_payment") else {
-        return;
-    };
+    let stack = Stack::start("notifications_follow_board_and_payment");
     let started = Instant::now();
     let alice = stack.berthd("alice");
     let bob = stack.berthd("bob");
@@ -1001,12 +995,11 @@ fn notifications_follow_board_and_payment() {
 /// says the server has no Lightning node; receives and sends answer by hash, invoice
 /// and preimage.
 #[test]
+#[ignore = "needs the regtest stack: run scripts/e2e"]
 fn lightning_payments_start_and_are_tracked() {
     use lightning_invoice::Currency;
 
-    let Some(stack) = Stack::start_or_skip("lightning_payments_start_and_are_tracked") else {
-        return;
-    };
+    let stack = Stack::start("lightning_payments_start_and_are_tracked");
     let started = Instant::now();
     let alice = stack.berthd("alice");
     board_and_confirm(&stack, &alice, 300_000);
@@ -1103,10 +1096,9 @@ fn lightning_payments_start_and_are_tracked() {
 /// exit driver takes it to claimable; nothing is claimed until `claim` is called. The
 /// alerts reach a client that asked for them, and `/health` says what is wrong.
 #[test]
+#[ignore = "needs the regtest stack: run scripts/e2e"]
 fn watchdog_exits_a_vtxo_near_expiry_when_the_server_is_gone() {
-    let Some(mut stack) = Stack::start_or_skip("watchdog_exits_a_vtxo_near_expiry") else {
-        return;
-    };
+    let mut stack = Stack::start("watchdog_exits_a_vtxo_near_expiry");
     let started = Instant::now();
     // Margins wider than the derived ones (12 blocks: berth.toml may only make the
     // watchdog act earlier) so the scenario takes seconds: warn 100 blocks before the
@@ -1215,10 +1207,9 @@ fn watchdog_exits_a_vtxo_near_expiry_when_the_server_is_gone() {
 /// round, with no API call; the watchdog is off so only the maintenance refresh acts.
 /// `/health` shows the wallet's tasks, all healthy.
 #[test]
+#[ignore = "needs the regtest stack: run scripts/e2e"]
 fn maintenance_refresh_joins_a_round_on_its_own() {
-    let Some(stack) = Stack::start_or_skip("maintenance_refresh") else {
-        return;
-    };
+    let stack = Stack::start("maintenance_refresh");
     let started = Instant::now();
     let alice = stack.berthd_with("alice", "[watchdog]\nenabled = false\n");
     board_and_confirm(&stack, &alice, 200_000);

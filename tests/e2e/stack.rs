@@ -1,9 +1,10 @@
 //! The regtest stack: bitcoind, PostgreSQL and captaind (the Ark server) on loopback,
 //! in one temporary directory, and berthd processes pointed at them.
 //!
-//! Binaries come from `BITCOIND_EXEC`, `CAPTAIND_EXEC` and `POSTGRES_BINS` (see the
-//! README). Without them a test says why it is skipped and passes; with them, any
-//! failure to start is a loud test failure. Every process is stopped by pid when the
+//! Binaries come from `BITCOIND_EXEC`, `CAPTAIND_EXEC` and `POSTGRES_BINS`
+//! (`docs/testing.md`). The tests are `#[ignore]`d, so `scripts/test` reports them as skipped;
+//! run without the variables (`--include-ignored`), they fail; with them, any failure
+//! to start is a loud test failure. Every process is stopped by pid when the
 //! stack is dropped, also when the test panics; a failed test keeps the directory, with
 //! every log in it, and prints where it is.
 
@@ -25,26 +26,24 @@ pub struct Binaries {
 }
 
 impl Binaries {
-    /// `None`, after printing why, when any variable is unset.
-    pub fn from_env_or_skip(test: &str) -> Option<Binaries> {
+    /// The binaries the variables name. The e2e tests are `#[ignore]`d (see
+    /// `scripts/test`); run without the variables, they fail here.
+    pub fn from_env(test: &str) -> Binaries {
         let get = |name: &str| std::env::var_os(name).map(PathBuf::from);
         match (
             get("BITCOIND_EXEC"),
             get("CAPTAIND_EXEC"),
             get("POSTGRES_BINS"),
         ) {
-            (Some(bitcoind), Some(captaind), Some(postgres_bins)) => Some(Binaries {
+            (Some(bitcoind), Some(captaind), Some(postgres_bins)) => Binaries {
                 bitcoind,
                 captaind,
                 postgres_bins,
-            }),
-            _ => {
-                println!(
-                    "skipping e2e test {test}: set BITCOIND_EXEC, CAPTAIND_EXEC and POSTGRES_BINS \
-                     to run it (README, \"End-to-end tests\")"
-                );
-                None
-            }
+            },
+            _ => panic!(
+                "e2e test {test} needs BITCOIND_EXEC, CAPTAIND_EXEC and POSTGRES_BINS: run it \
+                 with scripts/e2e (docs/testing.md)"
+            ),
         }
     }
 }
@@ -265,20 +264,16 @@ pub struct Stack {
 }
 
 impl Stack {
-    /// The whole stack, funded and ready; `None` (after saying why) without binaries.
-    pub fn start_or_skip(test: &str) -> Option<Stack> {
-        Self::start_with_terms_or_skip(test, DEFAULT_VTXO_LIFETIME, DEFAULT_VTXO_EXIT_DELTA)
+    /// The whole stack, funded and ready.
+    pub fn start(test: &str) -> Stack {
+        Self::start_with_terms(test, DEFAULT_VTXO_LIFETIME, DEFAULT_VTXO_EXIT_DELTA)
     }
 
-    /// [`Stack::start_or_skip`] with an Ark server whose VTXOs live `vtxo_lifetime`
+    /// [`Stack::start`] with an Ark server whose VTXOs live `vtxo_lifetime`
     /// blocks (its rounds' and its VTXO pool's) and whose exits wait `vtxo_exit_delta`
     /// blocks before they are claimable.
-    pub fn start_with_terms_or_skip(
-        test: &str,
-        vtxo_lifetime: u16,
-        vtxo_exit_delta: u16,
-    ) -> Option<Stack> {
-        let bins = Binaries::from_env_or_skip(test)?;
+    pub fn start_with_terms(test: &str, vtxo_lifetime: u16, vtxo_exit_delta: u16) -> Stack {
+        let bins = Binaries::from_env(test);
         let started = Instant::now();
         let dir = tempfile::Builder::new()
             .prefix(&format!("berth-e2e-{test}-"))
@@ -338,7 +333,7 @@ impl Stack {
         };
         stack.fund_captaind();
         stack.started_in = started.elapsed();
-        Some(stack)
+        stack
     }
 
     pub fn dir(&self) -> &Path {

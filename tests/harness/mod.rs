@@ -263,8 +263,27 @@ impl Daemon {
     }
 }
 
-/// A regtest bitcoind from `BITCOIND_EXEC`, on free loopback ports with cookie auth;
-/// `None` (after saying why) when the variable is not set.
+/// For a test that cannot run on this machine (a tool or a capability it lacks): say
+/// why on stderr and, when `scripts/test` runs the suite, add a line to
+/// `$BERTH_SKIP_LOG`, so that its closing line counts the test as skipped, not passed.
+/// The test returns right after.
+pub fn skip(test: &str, reason: &str) {
+    eprintln!("skipped {test}: {reason}");
+    if let Some(log) = std::env::var_os("BERTH_SKIP_LOG") {
+        use std::io::Write as _;
+        let line = format!("{test}\t{reason}\n");
+        let written = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .and_then(|mut file| file.write_all(line.as_bytes()));
+        written.expect("append to BERTH_SKIP_LOG");
+    }
+}
+
+/// A regtest bitcoind from `BITCOIND_EXEC`, on free loopback ports with cookie auth.
+/// Tests that need one are `#[ignore]`d (see `scripts/test`); run with the variable
+/// set (`scripts/e2e`), a missing one fails the test.
 pub struct Bitcoind {
     child: Child,
     pub rpc_port: u16,
@@ -272,11 +291,13 @@ pub struct Bitcoind {
 }
 
 impl Bitcoind {
-    pub fn start_or_skip(test: &str) -> Option<Bitcoind> {
-        let Some(exec) = std::env::var_os("BITCOIND_EXEC") else {
-            println!("skipping {test}: BITCOIND_EXEC is not set (see README, regtest stack)");
-            return None;
-        };
+    pub fn start(test: &str) -> Bitcoind {
+        let exec = std::env::var_os("BITCOIND_EXEC").unwrap_or_else(|| {
+            panic!(
+                "{test} needs BITCOIND_EXEC, a regtest bitcoind: run it with scripts/e2e \
+                 (docs/testing.md)"
+            )
+        });
         let datadir = tempfile::tempdir().expect("tempdir");
         let rpc_port = free_port();
         let child = Command::new(exec)
@@ -302,7 +323,7 @@ impl Bitcoind {
         // Ready when its RPC answers with the cookie's credentials, as a wallet's chain
         // source would first use it: a test must not race bitcoind's start.
         wait_until("bitcoind's RPC", 60, || bitcoind.rpc_answers());
-        Some(bitcoind)
+        bitcoind
     }
 
     fn rpc_answers(&self) -> bool {
