@@ -424,7 +424,8 @@ async fn daemon(cli: Cli, datadir: PathBuf) -> anyhow::Result<()> {
         quiet: cli.quiet,
         file: logfile.as_deref(),
     })?;
-    if matches!(auth, AuthPolicy::Disabled) {
+    let token_required = !matches!(auth, AuthPolicy::Disabled);
+    if !token_required {
         tracing::warn!(
             "authentication is disabled: anyone who reaches the port controls the wallet"
         );
@@ -500,6 +501,12 @@ async fn daemon(cli: Cli, datadir: PathBuf) -> anyhow::Result<()> {
         None => Transport::Plain,
     };
     tracing::info!("Server starting on {}://{bound}", transport.scheme());
+    if token_required {
+        tracing::info!(
+            "the bearer token (admin) is in {}",
+            datadir.join(datadir::AUTH_TOKEN_FILE).display()
+        );
+    }
     let pin = identity.as_ref().map(|i| i.ca_pin());
     if let Some(pin) = &pin {
         tracing::info!(%pin, "clients pin the TLS CA by this key");

@@ -1,6 +1,6 @@
 //! Berth's OpenAPI document: generated from the code, checked in as `docs/openapi.json`,
 //! served at `/api-docs/openapi.json`, and compatible with barkd's 0.6.0 document under
-//! the API README's rules 1–2 (`openapi_compat`).
+//! the rules of `docs/barkd-compatibility.md` (`openapi_compat`).
 //!
 //! After an API change, regenerate the checked-in copy with
 //! `BERTH_BLESS=1 cargo test --test openapi`.
