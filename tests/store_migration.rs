@@ -15,7 +15,7 @@ use ark::test_util::VTXO_VECTORS;
 use bark::movement::MovementStatus;
 use bark::persist::BarkPersister;
 use bark::vtxo::{VtxoState, VtxoStateKind};
-use berth::store::codec::EventKind;
+use berth::events::EventKind;
 use berth::store::idempotency::Claim;
 use berth::store::schema::{META, SCHEMA_VERSION, meta_keys};
 use berth::store::{

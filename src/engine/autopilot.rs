@@ -37,7 +37,7 @@ use ark::VtxoId;
 use bitcoin::{Amount, FeeRate};
 
 use super::{Engine, EngineError};
-use crate::store::codec::{Alert, EventKind};
+use crate::events::{Alert, EventKind};
 
 /// What the autopilot may do, from `berth.toml` `[watchdog]` and `[exits]`.
 #[derive(Debug, Clone)]

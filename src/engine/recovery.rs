@@ -12,7 +12,7 @@
 //! undecided.
 
 use super::Engine;
-use crate::store::codec::{Alert, EventKind};
+use crate::events::{Alert, EventKind};
 use crate::store::{Recovery, RecoveryCounts};
 use bark::persist::BarkPersister;
 

@@ -13,6 +13,8 @@
 //! cursor is below what retention or a wallet delete removed, or when bark's own
 //! channel overflowed before the recorder caught up (recorded in the log itself).
 
+pub mod vocabulary;
+
 use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, OnceLock, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -22,8 +24,8 @@ use futures_util::{FutureExt as _, StreamExt as _};
 use tokio::sync::{Mutex, watch};
 use tokio_stream::wrappers::errors::BroadcastStreamRecvError;
 
-pub use crate::store::codec::EventKind;
-use crate::store::codec::StoredEvent;
+pub use self::vocabulary::{Alert, EventKind};
+use crate::store::records::StoredEvent;
 use crate::store::{EventRetention, Store, StoreError};
 
 /// Most events one read returns: bounds what a reader holds at once.
@@ -41,7 +43,7 @@ pub struct Event {
     pub kind: EventKind,
     pub movement: Option<bark::movement::Movement>,
     /// An alert's details (alert kinds only).
-    pub alert: Option<crate::store::codec::Alert>,
+    pub alert: Option<Alert>,
     /// The API's JSON for this event, rendered once by the first reader that needs it.
     pub rendered: OnceLock<Box<serde_json::value::RawValue>>,
 }
@@ -166,11 +168,7 @@ impl EventHub {
     }
 
     /// Append an alert (one of the autopilot's opt-in kinds).
-    pub async fn alert(
-        &self,
-        kind: EventKind,
-        alert: crate::store::codec::Alert,
-    ) -> Result<Arc<Event>, StoreError> {
+    pub async fn alert(&self, kind: EventKind, alert: Alert) -> Result<Arc<Event>, StoreError> {
         self.append_with(kind, None, Some(alert)).await
     }
 
@@ -178,7 +176,7 @@ impl EventHub {
         &self,
         kind: EventKind,
         movement: Option<bark::movement::Movement>,
-        alert: Option<crate::store::codec::Alert>,
+        alert: Option<Alert>,
     ) -> Result<Arc<Event>, StoreError> {
         let _order = self.append_order.lock().await;
         let (id, stored) = self

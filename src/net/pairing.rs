@@ -19,7 +19,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use bitcoin::hashes::{Hash, sha256};
 
-use crate::store::tokens::DeviceRecord;
+use crate::store::DeviceRecord;
 use crate::store::{Store, StoreError};
 
 /// What a credential may do. A route needs exactly one scope (`api::scopes`);

@@ -40,8 +40,9 @@ use lightning_invoice::Bolt11Invoice;
 use redb::{ReadableTable, WriteTransaction};
 
 use crate::store::Store;
-use crate::store::codec::{ActionCheckpointRow, Envelope, Record, Stored, VtxoRow};
+use crate::store::codec::{Envelope, Record, Stored};
 use crate::store::error::{RedbResultExt, StoreError};
+use crate::store::records::{ActionCheckpointRow, VtxoRow};
 use crate::store::schema::*;
 
 // --- key encodings -----------------------------------------------------------------

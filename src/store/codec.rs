@@ -22,10 +22,12 @@ use std::marker::PhantomData;
 
 use ark::vtxo::{Bare, Full};
 use ark::{ProtocolEncoding, Vtxo};
-use bark::vtxo::VtxoState;
 use bitcoin::Weight;
 
 use crate::store::error::StoreError;
+use crate::store::records::{
+    ActionCheckpointRow, DeviceRecord, IdempotencyEntry, StoredEvent, VtxoRow, WalletSetup,
+};
 
 /// One kind of stored record: its Rust type, its redb type name and its encoding.
 pub trait Record: 'static {
@@ -184,7 +186,7 @@ json_record!(
 );
 json_record!(
     /// One entry of a VTXO's state history: `bark::vtxo::VtxoState` as JSON.
-    VtxoStateRecord, VtxoState, "berth.vtxo_state"
+    VtxoStateRecord, bark::vtxo::VtxoState, "berth.vtxo_state"
 );
 json_record!(
     /// `bark::persist::models::StoredExit` as JSON.
@@ -204,98 +206,15 @@ json_record!(
     "berth.settled_lightning_receive"
 );
 
-/// A wallet action checkpoint with the order it was first stored in, so listings can
-/// be oldest first (the trait's contract) while upserts keep the original position.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-pub struct ActionCheckpointRow {
-    pub created_seq: u64,
-    pub checkpoint: bark::actions::WalletActionCheckpoint,
-}
-
 json_record!(
     /// [`ActionCheckpointRow`] as JSON.
     ActionCheckpointRecord, ActionCheckpointRow, "berth.wallet_action_checkpoint"
 );
 
-/// One entry of the event log. The movement is bark's own type, so an event renders
-/// with the same code as the history, whatever the API's shape becomes.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-pub struct StoredEvent {
-    /// Microseconds since the Unix epoch; strictly greater than the previous event's.
-    pub at_us: u64,
-    pub kind: EventKind,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub movement: Option<bark::movement::Movement>,
-    /// What an alert says (alert kinds only).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub alert: Option<Alert>,
-}
-
-/// The details of an alert raised by Berth's own background work (the autopilot): a
-/// sentence for people, and the facts behind it for programs.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Alert {
-    pub message: String,
-    /// The VTXOs concerned.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub vtxos: Vec<String>,
-    /// Their total value.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub amount_sat: Option<u64>,
-    /// Blocks left before the first of them can no longer be exited safely.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub blocks_left: Option<i64>,
-    /// How much the on-chain wallet lacks to pay for exiting every VTXO.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub shortfall_sat: Option<u64>,
-}
-
-/// What an event says happened. Names are the API's `type` values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum EventKind {
-    MovementCreated,
-    MovementUpdated,
-    /// bark's notification channel overflowed before the log recorded everything.
-    ChannelLagging,
-    /// Alerts of the autopilot (opt-in types, `docs/events.md`).
-    VtxoExpiring,
-    ExitStarted,
-    ExitClaimable,
-    ExitReserveLow,
-    ArkServerUnreachable,
-    /// What seed recovery found when an imported wallet was created (opt-in, like the
-    /// alerts).
-    SeedRecovery,
-}
-
 json_record!(
     /// [`StoredEvent`] as JSON.
     EventRecord, StoredEvent, "berth.event"
 );
-
-/// A claimed idempotency key: which request claimed it, when, and how it went.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct IdempotencyEntry {
-    /// Microseconds since the Unix epoch.
-    pub at_us: u64,
-    /// SHA-256 of the request (method, path, body).
-    pub request: [u8; 32],
-    pub state: IdempotencyState,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "kebab-case", tag = "state")]
-pub enum IdempotencyState {
-    InFlight,
-    /// berthd stopped while the request ran.
-    Interrupted,
-    /// It succeeded with this answer (a JSON body).
-    Done {
-        status: u16,
-        body: Vec<u8>,
-    },
-}
 
 json_record!(
     /// [`IdempotencyEntry`] as JSON.
@@ -303,14 +222,14 @@ json_record!(
 );
 
 json_record!(
-    /// [`WalletSetup`](crate::store::setup::WalletSetup) as JSON.
-    WalletSetupRecord, crate::store::setup::WalletSetup, "berth.wallet_setup"
+    /// [`WalletSetup`] as JSON.
+    WalletSetupRecord, WalletSetup, "berth.wallet_setup"
 );
 
 json_record!(
-    /// [`DeviceRecord`](crate::store::tokens::DeviceRecord) as JSON. (The value type
-    /// already has the plain name, so the kind is `...Kind`.)
-    DeviceRecordKind, crate::store::tokens::DeviceRecord, "berth.device"
+    /// [`DeviceRecord`] as JSON. (The value type already has the plain name, so the
+    /// kind is `...Kind`.)
+    DeviceRecordKind, DeviceRecord, "berth.device"
 );
 
 /// A round state. bark's `RoundState` has no serde of its own; its persistence model
@@ -348,39 +267,6 @@ impl Record for FullVtxoRecord {
     }
     fn decode_payload(_version: u8, payload: &[u8]) -> Result<Self::Value, StoreError> {
         Vtxo::<Full>::deserialize(payload).map_err(|e| StoreError::decode(Self::TYPE_NAME, e))
-    }
-}
-
-/// What listings need of a VTXO: the bare VTXO, the exit summaries bark caches, the
-/// `registered` flag and the current state. The full VTXO lives in its own table.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct VtxoRow {
-    pub bare: Vtxo<Bare>,
-    pub exit_depth: u16,
-    pub exit_tx_weight: Weight,
-    pub registered: bool,
-    pub state: VtxoState,
-}
-
-impl VtxoRow {
-    pub fn from_full(vtxo: &Vtxo<Full>, state: VtxoState) -> Self {
-        VtxoRow {
-            bare: vtxo.to_bare(),
-            exit_depth: vtxo.exit_depth(),
-            exit_tx_weight: vtxo.transactions().map(|t| t.tx.weight()).sum(),
-            registered: false,
-            state,
-        }
-    }
-
-    pub fn to_wallet_vtxo(&self) -> bark::WalletVtxo {
-        bark::WalletVtxo {
-            vtxo: self.bare.clone(),
-            state: self.state.clone(),
-            exit_depth: self.exit_depth,
-            exit_tx_weight: self.exit_tx_weight,
-            registered: self.registered,
-        }
     }
 }
 

@@ -9,8 +9,9 @@
 use redb::{ReadableTable, ReadableTableMetadata};
 
 use crate::store::Store;
-use crate::store::codec::{Envelope, IdempotencyEntry, IdempotencyState};
+use crate::store::codec::Envelope;
 use crate::store::error::{RedbResultExt, StoreError};
+use crate::store::records::{IdempotencyEntry, IdempotencyState};
 use crate::store::schema::{IDEMPOTENCY_KEYS, IDEMPOTENCY_KEYS_BY_TIME};
 
 /// Most keys remembered; beyond it the oldest are forgotten first.

@@ -1,7 +1,8 @@
 //! The wallet database: every piece of wallet state in one redb file.
 //!
 //! - [`schema`]: every table, with its key and value types.
-//! - [`codec`]: the versioned envelope every value is stored in.
+//! - [`codec`]: the versioned envelope every value is stored in, and its record kinds.
+//! - [`records`]: the values of Berth's own records.
 //! - [`bark`](self::bark): `bark::persist::BarkPersister` implemented directly on those
 //!   tables, one write transaction per trait method.
 //! - [`migrations`]: schema version check and migrations, in one transaction at open.
@@ -24,6 +25,7 @@ pub mod error;
 mod events;
 pub mod idempotency;
 pub mod migrations;
+pub mod records;
 pub mod schema;
 pub mod setup;
 pub mod tokens;
@@ -37,9 +39,9 @@ pub use self::bark::InitialScan;
 pub use self::error::StoreError;
 use self::error::{RedbResultExt, from_redb};
 pub use self::events::{EventBounds, EventPage, EventRetention};
+pub use self::records::{DeviceRecord, Recovery, RecoveryCounts};
 use self::schema::*;
-pub use self::setup::{Recovery, RecoveryCounts, WalletRecord};
-pub use self::tokens::DeviceRecord;
+pub use self::setup::WalletRecord;
 
 /// Default redb page cache: enough for a wallet's working set on a small board
 /// (redb's own default is 1 GiB).
@@ -96,7 +98,7 @@ struct Inner {
 struct VtxoRowMemo(std::sync::Mutex<std::collections::HashMap<VtxoKey, MemoisedRow>>);
 
 /// A decoded row and the stored bytes it was decoded from.
-type MemoisedRow = (Box<[u8]>, codec::VtxoRow);
+type MemoisedRow = (Box<[u8]>, records::VtxoRow);
 
 /// Most rows kept (a few hundred bytes each).
 const VTXO_ROW_MEMO_CAPACITY: usize = 8192;
@@ -106,7 +108,7 @@ impl VtxoRowMemo {
         &self,
         id: VtxoKey,
         stored: &codec::Envelope<'_, codec::VtxoRowRecord>,
-    ) -> Result<codec::VtxoRow, StoreError> {
+    ) -> Result<records::VtxoRow, StoreError> {
         {
             let rows = self.0.lock().unwrap_or_else(|e| e.into_inner());
             if let Some((bytes, row)) = rows.get(&id)
@@ -139,7 +141,7 @@ impl Store {
         &self,
         id: VtxoKey,
         stored: &codec::Envelope<'_, codec::VtxoRowRecord>,
-    ) -> Result<codec::VtxoRow, StoreError> {
+    ) -> Result<records::VtxoRow, StoreError> {
         self.inner.vtxo_rows.decode(id, stored)
     }
 

@@ -19,72 +19,8 @@ use crate::store::Store;
 use crate::store::bark::InitialScan;
 use crate::store::codec::Envelope;
 use crate::store::error::{RedbResultExt, StoreError};
+use crate::store::records::{Recovery, WalletSetup};
 use crate::store::schema::{META, PROPERTIES, WALLET_SETUP, meta_keys};
-
-/// The row of [`WALLET_SETUP`].
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct WalletSetup {
-    pub network: Network,
-    pub fingerprint: Fingerprint,
-    /// Imported from a phrase: seed recovery runs when bark creates it.
-    pub imported: bool,
-    /// `None` while the creation is unfinished: bark has not yet created the wallet and
-    /// opened it (with its seed recovery) to the end.
-    pub recovery: Option<Recovery>,
-}
-
-/// How seed recovery went, when bark created the wallet.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(tag = "outcome", rename_all = "kebab-case")]
-pub enum Recovery {
-    /// Not run: a newly generated seed has nothing to recover.
-    NotRun { at_us: u64 },
-    /// The scan stopped with an error before it could report anything.
-    Failed { at_us: u64, reason: String },
-    /// The scan ran to its end; the counts say what it found.
-    Finished { at_us: u64, counts: RecoveryCounts },
-}
-
-/// What a finished scan found, by what became of each VTXO (bark's `RecoveryReport`,
-/// with the undecided ones split by whether the server returned them at all).
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct RecoveryCounts {
-    /// Restored as spendable.
-    pub recovered: u32,
-    pub recovered_sat: u64,
-    /// Returned by the server (or carried by the mailbox), but the server did not say
-    /// whether they are unspent: kept locked, not spendable.
-    pub unconfirmed: u32,
-    pub unconfirmed_sat: u64,
-    /// Named in the mailboxes, but the server could not return them.
-    pub unavailable: u32,
-    /// Not derivable from the seed within the key gap limit.
-    pub beyond_gap_limit: u32,
-    /// Spent, or in a flow that settles elsewhere, by the server's word.
-    pub spent: u32,
-    /// Exited on-chain already.
-    pub exited: u32,
-    /// Unknown to the server.
-    pub unknown_to_server: u32,
-}
-
-impl RecoveryCounts {
-    /// VTXOs recovery came across, whatever became of them.
-    pub fn found(&self) -> u32 {
-        self.recovered
-            + self.unconfirmed
-            + self.unavailable
-            + self.beyond_gap_limit
-            + self.spent
-            + self.exited
-            + self.unknown_to_server
-    }
-
-    /// VTXOs that may be the wallet's money but were not restored as spendable.
-    pub fn not_restored(&self) -> u32 {
-        self.unconfirmed + self.unavailable + self.beyond_gap_limit
-    }
-}
 
 /// The wallet as Berth knows it, whether or not bark has created it yet.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -18,31 +18,8 @@ use redb::{ReadableTable, ReadableTableMetadata};
 use crate::store::Store;
 use crate::store::codec::Envelope;
 use crate::store::error::{RedbResultExt, StoreError};
+pub use crate::store::records::{DEVICE_ID_LEN, DeviceRecord, MAX_DEVICE_NAME_LEN};
 use crate::store::schema::{DEVICES, TOKENS};
-
-/// Length of a device id: 16 lowercase hex characters.
-pub const DEVICE_ID_LEN: usize = 16;
-
-/// Longest device name the store accepts, in bytes (UTF-8).
-pub const MAX_DEVICE_NAME_LEN: usize = 64;
-
-/// A paired device. Stored as JSON (record kind `berth.device`, version 1); a field
-/// added later gets a serde default, so older records keep decoding.
-///
-/// `Debug` prints every field: `token_hash` is a SHA-256 of the token, not the token.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct DeviceRecord {
-    /// 16 lowercase hex characters, chosen by the caller.
-    pub id: String,
-    /// Human-readable name, at most [`MAX_DEVICE_NAME_LEN`] bytes.
-    pub name: String,
-    /// What the device may do, as a bit set the store does not interpret.
-    pub scopes: u8,
-    /// SHA-256 of the device's bearer token.
-    pub token_hash: [u8; 32],
-    /// When the device was paired, in microseconds since the Unix epoch.
-    pub created_at_us: u64,
-}
 
 /// Refuse a record whose id or name the store cannot keep.
 fn check_record(record: &DeviceRecord) -> Result<(), StoreError> {

@@ -100,7 +100,7 @@ pub struct AlertNotification {
 }
 
 impl AlertNotification {
-    fn new(kind: &'static str, a: &crate::store::codec::Alert) -> Self {
+    fn new(kind: &'static str, a: &crate::events::Alert) -> Self {
         AlertNotification {
             kind,
             message: a.message.clone(),

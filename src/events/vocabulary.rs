@@ -1,0 +1,42 @@
+//! The event vocabulary: what an event in the durable log says happened, and what an
+//! alert of Berth's own background work says. Both the API (as the `type` of a
+//! notification) and the store (inside a stored event) speak it; it depends on nothing
+//! of Berth's, so each can.
+
+/// The details of an alert raised by Berth's own background work (the autopilot): a
+/// sentence for people, and the facts behind it for programs.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Alert {
+    pub message: String,
+    /// The VTXOs concerned.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub vtxos: Vec<String>,
+    /// Their total value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub amount_sat: Option<u64>,
+    /// Blocks left before the first of them can no longer be exited safely.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocks_left: Option<i64>,
+    /// How much the on-chain wallet lacks to pay for exiting every VTXO.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shortfall_sat: Option<u64>,
+}
+
+/// What an event says happened. Names are the API's `type` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EventKind {
+    MovementCreated,
+    MovementUpdated,
+    /// bark's notification channel overflowed before the log recorded everything.
+    ChannelLagging,
+    /// Alerts of the autopilot (opt-in types, `docs/events.md`).
+    VtxoExpiring,
+    ExitStarted,
+    ExitClaimable,
+    ExitReserveLow,
+    ArkServerUnreachable,
+    /// What seed recovery found when an imported wallet was created (opt-in, like the
+    /// alerts).
+    SeedRecovery,
+}

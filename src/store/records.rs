@@ -1,0 +1,180 @@
+//! The values Berth stores, apart from bark's own types: plain data with serde (or, for
+//! [`VtxoRow`], a fixed binary layout in `codec`). Each is the value of one record kind
+//! in `codec` and one table in `schema`; `docs/storage.md` documents their encodings.
+//! Nothing here reads or writes the database.
+
+use ark::Vtxo;
+use ark::vtxo::{Bare, Full};
+use bark::vtxo::VtxoState;
+use bitcoin::Network;
+use bitcoin::Weight;
+use bitcoin::bip32::Fingerprint;
+
+use crate::events::vocabulary::{Alert, EventKind};
+
+/// A wallet action checkpoint with the order it was first stored in, so listings can
+/// be oldest first (the trait's contract) while upserts keep the original position.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct ActionCheckpointRow {
+    pub created_seq: u64,
+    pub checkpoint: bark::actions::WalletActionCheckpoint,
+}
+
+/// One entry of the event log. The movement is bark's own type, so an event renders
+/// with the same code as the history, whatever the API's shape becomes.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct StoredEvent {
+    /// Microseconds since the Unix epoch; strictly greater than the previous event's.
+    pub at_us: u64,
+    pub kind: EventKind,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub movement: Option<bark::movement::Movement>,
+    /// What an alert says (alert kinds only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alert: Option<Alert>,
+}
+
+/// A claimed idempotency key: which request claimed it, when, and how it went.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct IdempotencyEntry {
+    /// Microseconds since the Unix epoch.
+    pub at_us: u64,
+    /// SHA-256 of the request (method, path, body).
+    pub request: [u8; 32],
+    pub state: IdempotencyState,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case", tag = "state")]
+pub enum IdempotencyState {
+    InFlight,
+    /// berthd stopped while the request ran.
+    Interrupted,
+    /// It succeeded with this answer (a JSON body).
+    Done {
+        status: u16,
+        body: Vec<u8>,
+    },
+}
+
+/// What listings need of a VTXO: the bare VTXO, the exit summaries bark caches, the
+/// `registered` flag and the current state. The full VTXO lives in its own table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VtxoRow {
+    pub bare: Vtxo<Bare>,
+    pub exit_depth: u16,
+    pub exit_tx_weight: Weight,
+    pub registered: bool,
+    pub state: VtxoState,
+}
+
+impl VtxoRow {
+    pub fn from_full(vtxo: &Vtxo<Full>, state: VtxoState) -> Self {
+        VtxoRow {
+            bare: vtxo.to_bare(),
+            exit_depth: vtxo.exit_depth(),
+            exit_tx_weight: vtxo.transactions().map(|t| t.tx.weight()).sum(),
+            registered: false,
+            state,
+        }
+    }
+
+    pub fn to_wallet_vtxo(&self) -> bark::WalletVtxo {
+        bark::WalletVtxo {
+            vtxo: self.bare.clone(),
+            state: self.state.clone(),
+            exit_depth: self.exit_depth,
+            exit_tx_weight: self.exit_tx_weight,
+            registered: self.registered,
+        }
+    }
+}
+
+/// The row of `WALLET_SETUP` (`store::setup`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct WalletSetup {
+    pub network: Network,
+    pub fingerprint: Fingerprint,
+    /// Imported from a phrase: seed recovery runs when bark creates it.
+    pub imported: bool,
+    /// `None` while the creation is unfinished: bark has not yet created the wallet and
+    /// opened it (with its seed recovery) to the end.
+    pub recovery: Option<Recovery>,
+}
+
+/// How seed recovery went, when bark created the wallet.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "outcome", rename_all = "kebab-case")]
+pub enum Recovery {
+    /// Not run: a newly generated seed has nothing to recover.
+    NotRun { at_us: u64 },
+    /// The scan stopped with an error before it could report anything.
+    Failed { at_us: u64, reason: String },
+    /// The scan ran to its end; the counts say what it found.
+    Finished { at_us: u64, counts: RecoveryCounts },
+}
+
+/// What a finished scan found, by what became of each VTXO (bark's `RecoveryReport`,
+/// with the undecided ones split by whether the server returned them at all).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RecoveryCounts {
+    /// Restored as spendable.
+    pub recovered: u32,
+    pub recovered_sat: u64,
+    /// Returned by the server (or carried by the mailbox), but the server did not say
+    /// whether they are unspent: kept locked, not spendable.
+    pub unconfirmed: u32,
+    pub unconfirmed_sat: u64,
+    /// Named in the mailboxes, but the server could not return them.
+    pub unavailable: u32,
+    /// Not derivable from the seed within the key gap limit.
+    pub beyond_gap_limit: u32,
+    /// Spent, or in a flow that settles elsewhere, by the server's word.
+    pub spent: u32,
+    /// Exited on-chain already.
+    pub exited: u32,
+    /// Unknown to the server.
+    pub unknown_to_server: u32,
+}
+
+impl RecoveryCounts {
+    /// VTXOs recovery came across, whatever became of them.
+    pub fn found(&self) -> u32 {
+        self.recovered
+            + self.unconfirmed
+            + self.unavailable
+            + self.beyond_gap_limit
+            + self.spent
+            + self.exited
+            + self.unknown_to_server
+    }
+
+    /// VTXOs that may be the wallet's money but were not restored as spendable.
+    pub fn not_restored(&self) -> u32 {
+        self.unconfirmed + self.unavailable + self.beyond_gap_limit
+    }
+}
+
+/// Length of a device id: 16 lowercase hex characters.
+pub const DEVICE_ID_LEN: usize = 16;
+
+/// Longest device name the store accepts, in bytes (UTF-8).
+pub const MAX_DEVICE_NAME_LEN: usize = 64;
+
+/// A paired device. Stored as JSON (record kind `berth.device`, version 1); a field
+/// added later gets a serde default, so older records keep decoding.
+///
+/// `Debug` prints every field: `token_hash` is a SHA-256 of the token, not the token.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct DeviceRecord {
+    /// 16 lowercase hex characters, chosen by the caller.
+    pub id: String,
+    /// Human-readable name, at most [`MAX_DEVICE_NAME_LEN`] bytes.
+    pub name: String,
+    /// What the device may do, as a bit set the store does not interpret.
+    pub scopes: u8,
+    /// SHA-256 of the device's bearer token.
+    pub token_hash: [u8; 32],
+    /// When the device was paired, in microseconds since the Unix epoch.
+    pub created_at_us: u64,
+}
