@@ -222,8 +222,11 @@ fn daemon_serves_the_document_without_a_credential() {
 #[test]
 fn every_fund_moving_operation_documents_the_idempotency_key() {
     let ours: Value = serde_json::from_str(&generated()).expect("JSON");
-    for path in berth::api::idempotency::FUND_MOVING {
-        let op = &ours["paths"][format!("/api/v1{path}")]["post"];
+    let table = berth::api::route_table();
+    let moving: Vec<&str> = table.fund_moving().map(|r| r.path.as_str()).collect();
+    assert_eq!(moving.len(), 18, "{moving:?}");
+    for path in moving {
+        let op = &ours["paths"][path]["post"];
         assert!(op.is_object(), "{path} is a documented POST");
         let documented = op["parameters"].as_array().is_some_and(|ps| {
             ps.iter()

@@ -13,16 +13,18 @@
 //!
 //! Requests without the header, and other routes, pass through untouched.
 
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use bitcoin::hashes::{Hash, HashEngine, sha256};
 
 use crate::api::error::ApiError;
+use crate::api::routes::RouteTable;
 use crate::store::Store;
 use crate::store::idempotency::Claim;
 
@@ -35,34 +37,6 @@ pub const TTL: Duration = Duration::from_secs(24 * 3600);
 const MAX_REQUEST: usize = 64 * 1024;
 /// Largest answer kept for replay.
 const MAX_ANSWER: usize = 1024 * 1024;
-
-/// The operations that move funds (paths under `/api/v1`, all POST): those that take
-/// an `Idempotency-Key`.
-pub const FUND_MOVING: &[&str] = &[
-    "/boards/board-all",
-    "/boards/board-amount",
-    "/exits/claim/all",
-    "/exits/claim/vtxos",
-    "/exits/start/all",
-    "/exits/start/vtxos",
-    "/lightning/pay",
-    "/onchain/drain",
-    "/onchain/send",
-    "/onchain/send-many",
-    "/wallet/offboard/all",
-    "/wallet/offboard/vtxos",
-    "/wallet/refresh/all",
-    "/wallet/refresh/counterparty",
-    "/wallet/refresh/delegated/vtxos",
-    "/wallet/refresh/vtxos",
-    "/wallet/send",
-    "/wallet/send-onchain",
-];
-
-fn fund_moving(path: &str) -> bool {
-    path.strip_prefix("/api/v1")
-        .is_some_and(|p| FUND_MOVING.contains(&p))
-}
 
 fn now_us() -> u64 {
     SystemTime::now()
@@ -90,11 +64,17 @@ pub fn request_hash(method: &str, path: &str, body: &[u8]) -> [u8; 32] {
     hash(&[method.as_bytes(), path.as_bytes(), body])
 }
 
-pub async fn layer(State(store): State<Store>, request: Request, next: Next) -> Response {
+/// The layer, over the routes that move funds (declared with `moves_funds`,
+/// `api::routes`); it runs before routing, so it looks the request's path up itself.
+pub async fn layer(
+    State((store, table)): State<(Store, Arc<RouteTable>)>,
+    request: Request,
+    next: Next,
+) -> Response {
     let Some(key) = request.headers().get(HEADER).cloned() else {
         return next.run(request).await;
     };
-    if request.method() != Method::POST || !fund_moving(request.uri().path()) {
+    if !table.moves_funds(request.method(), request.uri().path()) {
         return next.run(request).await;
     }
     let key = match key.to_str() {
@@ -188,10 +168,13 @@ mod tests {
 
     #[test]
     fn only_fund_moving_paths_take_a_key() {
-        assert!(fund_moving("/api/v1/wallet/send"));
-        assert!(fund_moving("/api/v1/boards/board-amount"));
-        assert!(!fund_moving("/api/v1/wallet/sync"));
-        assert!(!fund_moving("/wallet/send"));
+        let table = crate::api::route_table();
+        let post = axum::http::Method::POST;
+        assert!(table.moves_funds(&post, "/api/v1/wallet/send"));
+        assert!(table.moves_funds(&post, "/api/v1/boards/board-amount"));
+        assert!(!table.moves_funds(&post, "/api/v1/wallet/sync"));
+        assert!(!table.moves_funds(&post, "/wallet/send"));
+        assert!(!table.moves_funds(&axum::http::Method::GET, "/api/v1/wallet/send"));
     }
 
     #[test]

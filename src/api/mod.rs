@@ -18,6 +18,7 @@ pub mod idempotency;
 pub mod limits;
 pub mod metrics;
 pub mod openapi;
+pub mod routes;
 pub mod scopes;
 pub mod tickets;
 pub mod v1;
@@ -35,6 +36,7 @@ use utoipa_axum::routes;
 use crate::api::auth::Access;
 use crate::api::backoff::AuthFailures;
 use crate::api::error::ApiError;
+use crate::api::routes::{RouteTable, Routes};
 use crate::api::tickets::TicketBook;
 use crate::api::v1::notifications::SocketCount;
 use crate::engine::Engine;
@@ -69,21 +71,41 @@ pub struct ApiOptions {
     pub limits: limits::RequestLimits,
 }
 
+/// Every route of the API, declared with who may call it (`routes`).
+fn declared() -> routes::Declared {
+    Routes::new()
+        .public(routes!(ping))
+        .public(routes!(health::health))
+        .read(routes!(metrics::metrics))
+        .nest("/api/v1", v1::routes())
+        .declared()
+}
+
+/// Every operation with its method, path and who may call it.
+pub fn route_table() -> RouteTable {
+    declared().table
+}
+
 /// Berth's OpenAPI document, as served at `/api-docs/openapi.json`.
 pub fn openapi() -> utoipa::openapi::OpenApi {
+    let routes = declared();
     let mut document = OpenApiRouter::<AppState>::with_openapi(openapi::ApiDoc::openapi())
-        .routes(routes!(ping))
-        .routes(routes!(health::health))
-        .routes(routes!(metrics::metrics))
-        .nest("/api/v1", v1::router().merge(v1::public_router()))
+        .merge(routes.protected)
+        .merge(routes.public)
         .into_openapi();
-    openapi::finish(&mut document);
+    openapi::finish(&mut document, &routes.table);
     document
 }
 
 pub fn router(state: AppState, options: ApiOptions) -> Router {
-    let (v1_routes, _) = v1::router().split_for_parts();
-    let (public_routes, _) = v1::public_router().split_for_parts();
+    let routes::Declared {
+        protected,
+        public,
+        table,
+    } = declared();
+    let table = Arc::new(table);
+    let (protected, _) = protected.split_for_parts();
+    let (public, _) = public.split_for_parts();
     // Serialised once: the document is fixed for the life of the process. It is plain
     // data, so serialising it cannot fail in practice; if it ever did, say so.
     let document = match openapi().to_pretty_json() {
@@ -99,29 +121,27 @@ pub fn router(state: AppState, options: ApiOptions) -> Router {
         failures: Arc::clone(&state.failures),
     };
     let requests = Arc::clone(&state.requests);
-    let protected = Router::new()
-        .route("/metrics", get(metrics::metrics))
-        .nest("/api/v1", v1_routes)
+    let protected = protected
         // After routing, so the matched path names the route.
-        .route_layer(axum::middleware::from_fn(scopes::require_scope))
+        .route_layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&table),
+            scopes::require_scope,
+        ))
         .fallback(|| async { ApiError::not_found("no such endpoint") })
         // Inner to auth: only an authenticated request claims an idempotency key.
         .layer(axum::middleware::from_fn_with_state(
-            state.engine.store().clone(),
+            (state.engine.store().clone(), table),
             idempotency::layer,
         ))
         .layer(axum::middleware::from_fn_with_state(
             access,
             auth::require_token,
         ));
-    let mut app = Router::new()
-        .route("/ping", get(ping))
-        .route("/health", get(health::health))
+    let mut app = public
         .route(
             "/api-docs/openapi.json",
             get(move || async move { ([(header::CONTENT_TYPE, "application/json")], document) }),
         )
-        .nest("/api/v1", public_routes)
         .merge(protected)
         .with_state(state);
     app = limits::apply(app, options.limits);

@@ -1,7 +1,8 @@
 //! Berth's OpenAPI document, generated from the handlers' own annotations.
 //!
 //! Each documented route is registered together with its description (`routes!` in
-//! `v1`), so a served operation cannot go undocumented. The document is served at
+//! its group's declarations, `api::routes`), so a served operation cannot go
+//! undocumented. The document is served at
 //! `/api-docs/openapi.json`, checked in as `docs/openapi.json`, and `tests/openapi.rs`
 //! compares it with barkd's 0.6.0 document under the rules of `docs/barkd-compatibility.md`.
 
@@ -55,9 +56,9 @@ pub struct ApiDoc;
 
 /// What is added once every route is in the document (a modifier on `ApiDoc` itself
 /// would run before the routes are merged in, and see no operations).
-pub fn finish(openapi: &mut utoipa::openapi::OpenApi) {
+pub fn finish(openapi: &mut utoipa::openapi::OpenApi, table: &crate::api::routes::RouteTable) {
     BearerAuth.modify(openapi);
-    IdempotencyKeys.modify(openapi);
+    IdempotencyKeys(table).modify(openapi);
 }
 
 /// A documented error answer: `ErrorResponse` as JSON.
@@ -160,11 +161,11 @@ impl Modify for BearerAuth {
     }
 }
 
-/// Documents `Idempotency-Key` on the fund-moving operations
-/// (`crate::api::idempotency::FUND_MOVING`).
-struct IdempotencyKeys;
+/// Documents `Idempotency-Key` on the operations declared as moving funds
+/// (`crate::api::routes`).
+struct IdempotencyKeys<'a>(&'a crate::api::routes::RouteTable);
 
-impl Modify for IdempotencyKeys {
+impl Modify for IdempotencyKeys<'_> {
     fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
         use utoipa::openapi::path::{ParameterBuilder, ParameterIn};
         let parameter = ParameterBuilder::new()
@@ -181,11 +182,11 @@ impl Modify for IdempotencyKeys {
                     .schema_type(utoipa::openapi::schema::Type::String),
             ))
             .build();
-        for path in crate::api::idempotency::FUND_MOVING {
+        for route in self.0.fund_moving() {
             let Some(op) = openapi
                 .paths
                 .paths
-                .get_mut(&format!("/api/v1{path}"))
+                .get_mut(&route.path)
                 .and_then(|item| item.post.as_mut())
             else {
                 continue;

@@ -4,9 +4,16 @@ use axum::Json;
 use axum::extract::State;
 use serde::Serialize;
 use utoipa::ToSchema;
+use utoipa_axum::routes;
 
 use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorResponse};
+use crate::api::routes::Routes;
+
+/// The group's routes, each with who may call it (`api::routes`).
+pub(super) fn routes(routes: Routes) -> Routes {
+    routes.read(routes!(tip))
+}
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct TipResponse {

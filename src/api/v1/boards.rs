@@ -5,11 +5,21 @@ use axum::extract::State;
 use axum::extract::rejection::JsonRejection;
 use serde::Deserialize;
 use utoipa::ToSchema;
+use utoipa_axum::routes;
 
 use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorResponse};
+use crate::api::routes::Routes;
 use crate::api::v1::common::PendingBoardInfo;
 use crate::api::v1::common::amount;
+
+/// The group's routes, each with who may call it (`api::routes`).
+pub(super) fn routes(routes: Routes) -> Routes {
+    routes
+        .moves_funds(routes!(board_amount))
+        .moves_funds(routes!(board_all))
+        .read(routes!(get_pending_boards))
+}
 
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct BoardRequest {

@@ -9,11 +9,21 @@ use axum::extract::rejection::{JsonRejection, PathRejection};
 use axum::extract::{Path, Request, State};
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
+use utoipa_axum::routes;
 
 use crate::api::AppState;
 use crate::api::auth::peer_ip;
 use crate::api::error::{ApiError, ErrorResponse, NotFoundResponse};
+use crate::api::routes::Routes;
 use crate::net::pairing::{Device, DeviceError, Redeem};
+
+/// The group's routes, each with who may call it (`api::routes`).
+pub(super) fn routes(routes: Routes) -> Routes {
+    routes
+        .admin(routes!(list_devices))
+        .admin(routes!(revoke_device))
+        .public(routes!(pair))
+}
 
 // No `Debug`: the code is a credential and must not reach a log by accident.
 #[derive(Deserialize, utoipa::ToSchema)]

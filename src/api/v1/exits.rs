@@ -9,10 +9,31 @@ use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
+use utoipa_axum::routes;
 
 use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorResponse, NotFoundResponse};
+use crate::api::routes::Routes;
 use crate::api::v1::common::{TransactionInfo, parse_vtxo_id, parse_vtxo_ids};
+
+/// The group's routes, each with who may call it (`api::routes`).
+#[allow(deprecated)]
+pub(super) fn routes(routes: Routes) -> Routes {
+    routes
+        .moves_funds(routes!(exit_start_all))
+        .moves_funds(routes!(exit_start_vtxos))
+        .send(routes!(exit_progress))
+        .read(routes!(exit_list_all))
+        .read(routes!(exit_list_live))
+        .read(routes!(exit_list_finished))
+        .read(routes!(exit_status))
+        .read(routes!(exit_status_deprecated))
+        .moves_funds(routes!(exit_claim_all))
+        .moves_funds(routes!(exit_claim_vtxos))
+        .send(routes!(exit_cancel))
+        .read(routes!(exit_list_deprecated))
+        .read(routes!(emergency_exit_fee))
+}
 
 /// A block: its height and hash.
 #[derive(Debug, Serialize, ToSchema)]

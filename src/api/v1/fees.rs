@@ -6,10 +6,25 @@ use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
+use utoipa_axum::routes;
 
 use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorResponse};
+use crate::api::routes::Routes;
 use crate::api::v1::common::amount;
+
+/// The group's routes, each with who may call it (`api::routes`).
+pub(super) fn routes(routes: Routes) -> Routes {
+    routes
+        .read(routes!(board_fee))
+        .read(routes!(onchain_fee_rates))
+        .read(routes!(lightning_pay_fee))
+        .read(routes!(lightning_receive_fee))
+        // A fee estimate sent as a POST body; it changes nothing.
+        .read(routes!(offboard_fee))
+        .read(routes!(offboard_all_fee))
+        .read(routes!(send_onchain_fee))
+}
 
 /// A fee rate that grows with how far off a VTXO's expiry is.
 #[derive(Debug, Serialize, ToSchema)]

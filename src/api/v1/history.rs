@@ -4,10 +4,20 @@ use axum::Json;
 use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use serde::Deserialize;
+use utoipa_axum::routes;
 
 use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorResponse, NotFoundResponse};
+use crate::api::routes::Routes;
 use crate::api::v1::common::{Movement, Page, PageQuery};
+
+/// The group's routes, each with who may call it (`api::routes`).
+pub(super) fn routes(routes: Routes) -> Routes {
+    routes
+        .read(routes!(list))
+        // Labels rewrite the wallet's records: not for a read-only display.
+        .send(routes!(update_metadata))
+}
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]

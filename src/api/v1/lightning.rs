@@ -14,11 +14,25 @@ use bark::persist::models::SettledLightningReceive;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
+use utoipa_axum::routes;
 
 use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorResponse, NotFoundResponse};
+use crate::api::routes::Routes;
 use crate::api::v1::common::{WalletVtxoInfo, amount};
 use crate::engine::lightning::{LightningDestination, receive_phase, send_phase};
+
+/// The group's routes, each with who may call it (`api::routes`).
+pub(super) fn routes(routes: Routes) -> Routes {
+    routes
+        .moves_funds(routes!(pay))
+        .read(routes!(list_receive_statuses))
+        .read(routes!(get_receive_status))
+        .receive(routes!(cancel_receive))
+        .read(routes!(get_send_status))
+        .receive(routes!(generate_invoice))
+        .receive(routes!(generate_invoice_for_address))
+}
 
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct LightningPayRequest {

@@ -7,9 +7,19 @@ use axum::extract::State;
 use axum::extract::rejection::JsonRejection;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
+use utoipa_axum::routes;
 
 use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorResponse};
+use crate::api::routes::Routes;
+
+/// The group's routes, each with who may call it (`api::routes`).
+pub(super) fn routes(routes: Routes) -> Routes {
+    routes
+        // A signature by the wallet's key can authorise things elsewhere.
+        .send(routes!(sign_message))
+        .read(routes!(verify_message))
+}
 
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct SignMessageRequest {

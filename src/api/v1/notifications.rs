@@ -32,11 +32,22 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use tokio::time::Instant;
 use utoipa::ToSchema;
+use utoipa_axum::routes;
 
 use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorResponse};
+use crate::api::routes::Routes;
 use crate::api::v1::common::Movement;
 use crate::events::{Event, EventHub, EventKind, MAX_PAGE, Woken};
+
+/// The group's routes, each with who may call it (`api::routes`).
+pub(super) fn routes(routes: Routes) -> Routes {
+    routes
+        .read(routes!(wait_notification))
+        .read(routes!(websocket_ticket))
+        .read(routes!(notifications_sse))
+        .public(routes!(notifications_socket))
+}
 
 /// The long-poll window (barkd's).
 const WAIT_WINDOW_SECS: u64 = 30;

@@ -5,10 +5,26 @@ use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::{Query, State};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
+use utoipa_axum::routes;
 
 use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorResponse};
+use crate::api::routes::Routes;
 use crate::api::v1::common::{Page, PageQuery, amount};
+
+/// The group's routes, each with who may call it (`api::routes`).
+pub(super) fn routes(routes: Routes) -> Routes {
+    routes
+        .receive(routes!(onchain_address))
+        .read(routes!(onchain_balance))
+        // Syncing only catches up with the chain and the Ark server.
+        .read(routes!(onchain_sync))
+        .moves_funds(routes!(onchain_send))
+        .moves_funds(routes!(onchain_send_many))
+        .moves_funds(routes!(onchain_drain))
+        .read(routes!(onchain_transactions))
+        .read(routes!(onchain_utxos))
+}
 
 /// An on-chain address.
 #[derive(Debug, Serialize, ToSchema)]

@@ -5,13 +5,53 @@ use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
+use utoipa_axum::routes;
 
 use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorResponse, NotFoundResponse};
+use crate::api::routes::Routes;
 use crate::api::v1::common::{
     Movement, Page, PageQuery, WalletVtxoInfo, amount, parse_vtxo_id, parse_vtxo_ids,
 };
 use crate::engine::{BitcoindAuth, ChainSource, CreateWallet, WalletConfig};
+
+/// The group's routes, each with who may call it (`api::routes`).
+#[allow(deprecated)]
+pub(super) fn routes(routes: Routes) -> Routes {
+    routes
+        .read(routes!(wallet_exists))
+        // barkd's alias of create.
+        .admin(routes!(create_wallet_alias))
+        .admin(routes!(wallet_delete))
+        .admin(routes!(mnemonic))
+        .admin(routes!(create_wallet))
+        .read(routes!(connected))
+        .read(routes!(balance))
+        .read(routes!(vtxos))
+        .read(routes!(get_vtxo))
+        .read(routes!(get_vtxo_encoded))
+        .read(routes!(sync))
+        .receive(routes!(address))
+        .moves_funds(routes!(send))
+        .read(routes!(movements))
+        .read(routes!(history))
+        .moves_funds(routes!(refresh_vtxos))
+        // Refreshes spend VTXOs (and fees) into new ones.
+        .moves_funds(routes!(refresh_all))
+        .read(routes!(pending_rounds))
+        .moves_funds(routes!(offboard_all))
+        .moves_funds(routes!(offboard_vtxos))
+        .moves_funds(routes!(send_onchain))
+        .read(routes!(ark_info))
+        .receive(routes!(peek_address))
+        .read(routes!(next_round))
+        .read(routes!(sync_mailbox))
+        .moves_funds(routes!(refresh_counterparty))
+        .moves_funds(routes!(refresh_delegated))
+        // Adds a VTXO someone handed over: receiving.
+        .receive(routes!(import_vtxo))
+        .receive(routes!(bip321_uri))
+}
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct WalletExistsResponse {
