@@ -18,10 +18,10 @@ use crate::cli::{Cli, Command, SecretCommand, StoreCommand, TlsCommand};
 use crate::datadir;
 use crate::engine::Engine;
 use crate::events::EventHub;
-use crate::net::certs::{ServerIdentity, TlsSource};
 use crate::net::listener::{TlsConfigSource, Transport};
 use crate::net::pairing::{Devices, PairingCodes};
 use crate::store::{Store, StoreConfig};
+use crate::tls::{ServerIdentity, TlsSource};
 
 /// Run `berthd` as the command line says; the exit code to end the process with.
 pub fn main(cli: Cli) -> ExitCode {
@@ -168,7 +168,7 @@ fn tls_source(datadir: &Path, settings: &crate::config::BerthToml) -> TlsSource 
             key: key.clone(),
         },
         _ => TlsSource::Generated {
-            dir: datadir.join("tls"),
+            dir: datadir.join(crate::tls::TLS_DIR),
             leaf_validity_days: settings.tls.leaf_validity_days as u32,
         },
     }
@@ -180,7 +180,7 @@ fn tls_show(datadir: &Path) -> anyhow::Result<()> {
     let source = tls_source(datadir, &settings);
     let identity = ServerIdentity::open(source.clone())?;
     println!("pin: {}", identity.ca_pin());
-    let summary = crate::net::certs::describe(&source)?;
+    let summary = crate::tls::describe(&source)?;
     println!("CA valid until: {}", summary.ca_not_after.to_rfc3339());
     if let Some(leaf) = summary.leaf {
         println!(
@@ -512,7 +512,7 @@ async fn daemon(cli: Cli, datadir: PathBuf) -> anyhow::Result<()> {
         tracing::info!(%pin, "clients pin the TLS CA by this key");
     }
     let renewer = identity.clone().map(spawn_tls_renewer);
-    let hostname = crate::net::certs::hostname();
+    let hostname = crate::tls::hostname();
     let announcement = announce_if_enabled(&settings, &hostname, bound.port(), pin.as_deref());
     let (control_done, control_stop) = tokio::sync::watch::channel(false);
     // Without its control socket berthd still serves the API; only pairing waits.

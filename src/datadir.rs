@@ -83,7 +83,7 @@ const KNOWN_FILES: &[&str] = &[
     RETIRED_LOCK_FILE,
     LOG_FILE,
     crate::config::BERTH_TOML,
-    crate::net::certs::TLS_DIR,
+    crate::tls::TLS_DIR,
     crate::net::control::CONTROL_SOCKET,
 ];
 

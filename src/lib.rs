@@ -12,7 +12,8 @@
 //! - [`store`]: the wallet database (redb).
 //! - [`keys`]: the seed at rest (sealed envelope, key sources, the ATECC608 driver).
 //! - [`events`]: the durable event log and its fan-out.
-//! - [`net`]: the listener, TLS certificates, pairing, mDNS.
+//! - [`net`]: the listener, the control socket, pairing, mDNS.
+//! - [`tls`]: the listener's TLS identity (local CA, leaf, renewal, the pin).
 //! - [`telemetry`], [`shutdown`], [`systemd`]: logging, signals, service notifications.
 
 pub mod api;
@@ -28,3 +29,4 @@ pub mod shutdown;
 pub mod store;
 pub mod systemd;
 pub mod telemetry;
+pub mod tls;

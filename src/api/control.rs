@@ -121,7 +121,7 @@ async fn open_window(
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0);
-    let lan_ips = crate::net::certs::lan_ips();
+    let lan_ips = crate::tls::lan_ips();
     tracing::info!(scopes = ?scopes, "pairing window opened for 10 minutes");
     Ok(Json(OpenWindowResponse {
         uri: state.target.uri(&lan_ips, code.expose(), expires_at),

@@ -82,6 +82,14 @@ pub trait TlsConfigSource: Send + Sync {
     fn current(&self) -> Arc<rustls::ServerConfig>;
 }
 
+/// Berth's identity (generated or user-supplied) swaps in a renewed certificate by
+/// handing out a new configuration.
+impl TlsConfigSource for crate::tls::ServerIdentity {
+    fn current(&self) -> Arc<rustls::ServerConfig> {
+        self.config()
+    }
+}
+
 /// How connections are served.
 #[derive(Clone)]
 pub enum Transport {
@@ -326,10 +334,9 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn an_unfinished_tls_handshake_is_cut_off() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let identity = crate::net::certs::ServerIdentity::open(
-            crate::net::certs::TlsSource::generated_in(dir.path()),
-        )
-        .expect("identity");
+        let identity =
+            crate::tls::ServerIdentity::open(crate::tls::TlsSource::generated_in(dir.path()))
+                .expect("identity");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");

@@ -1,8 +1,8 @@
-//! Networking around the API: the listener (TLS, connection cap, timeouts), the
-//! certificates it serves, the local control socket, pairing and device tokens, and
-//! the DNS-SD announcement (`docs/architecture.md`, layout).
+//! Networking around the API: the listener (TLS, connection cap, timeouts), the local
+//! control socket, pairing and device tokens, and the DNS-SD announcement
+//! (`docs/architecture.md`, layout). The certificates the listener serves are
+//! [`crate::tls`]'s.
 
-pub mod certs;
 pub mod control;
 pub mod listener;
 pub mod mdns;

@@ -1,5 +1,5 @@
 //! A TLS client for tests that trusts one CA only — the daemon's local CA — the way a
-//! paired phone does. (Also compiled into `src/net/certs.rs`'s unit tests, which test it.)
+//! paired phone does. (Also compiled into the unit tests of `src/tls/`, which test it.)
 
 use std::sync::Arc;
 
