@@ -14,8 +14,7 @@ use rcgen::{
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, UnixTime};
 
-use super::certificate::pin_of_spki;
-use super::der;
+use super::certificate::{CertificateFields, pin_of_spki};
 use super::files::{first_cert, parse_key, parse_key_pair, pem_of, read_optional};
 use super::names::{HostNames, SubjectName};
 use super::{
@@ -107,19 +106,20 @@ fn local_ca(
     cert: CertificateDer<'static>,
     key: KeyPair,
 ) -> Result<LocalCa, CertError> {
-    let fields = der::certificate(&cert).map_err(|e| bad_file(cert_path, e.0))?;
-    if fields.spki != key.subject_public_key_info().as_slice() {
+    let fields = CertificateFields::parse(&cert).map_err(|e| bad_file(cert_path, e.0))?;
+    if fields.spki() != key.subject_public_key_info().as_slice() {
         return Err(CertError::CaKeyMismatch {
             cert: cert_path.to_path_buf(),
             key: key_path.to_path_buf(),
         });
     }
-    let common_name =
-        der::single_common_name(fields.subject).ok_or_else(|| CertError::ForeignCa {
+    let common_name = fields
+        .single_common_name()
+        .ok_or_else(|| CertError::ForeignCa {
             path: cert_path.to_path_buf(),
         })?;
     let not_after = fields.not_after().map_err(|e| bad_file(cert_path, e.0))?;
-    let pin = pin_of_spki(fields.spki);
+    let pin = pin_of_spki(fields.spki());
     Ok(LocalCa {
         issuer: Issuer::new(ca_params(&common_name), key),
         cert,

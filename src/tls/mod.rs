@@ -23,9 +23,9 @@
 //! certificate re-made from that key (same key, same pin). A `ca.pem` without its key,
 //! or with a key that is not its own, is an error telling the operator what to do.
 //!
-//! Certificates are read with rustls-webpki (chain, expiry and name checks) and a small
-//! DER walk (SubjectPublicKeyInfo, validity and subject alternative names, for the pin
-//! and `berthd tls show`) instead of a full X.509 parser.
+//! Certificates are checked with rustls-webpki (chain, expiry and names, the way clients
+//! check them) and read with x509-parser (SubjectPublicKeyInfo, validity, subject
+//! alternative names and the CA's common name, for the pin and `berthd tls show`).
 //!
 //! Everything here does blocking file I/O: call it before serving or on `spawn_blocking`.
 //!
@@ -41,14 +41,14 @@
 //!   when they change.
 //! - `names.rs`: what a leaf is issued for — [`hostname`], [`lan_ips`], [`HostNames`].
 //! - `summary.rs`: [`describe`], what `berthd tls show` prints.
-//! - `certificate.rs`: [`spki_pin`]; `der.rs`: the DER walk that reads a certificate's
-//!   fields back.
+//! - `certificate.rs`: reading a certificate's fields back (x509-parser), and
+//!   [`spki_pin`].
 //! - `files.rs`: reading the PEM files, writing a certificate as PEM.
 //!
 //! Dependencies: `tls` uses `datadir` (atomic writes) and nothing else of ours; the
 //! listener (`net::listener`), the API's pairing and `app` use it. Inside, every file
 //! may use this one's vocabulary; `identity` uses `issuance` and `user_files`; they and
-//! `summary` read certificates through `certificate`, `der` and `files`, and `issuance`
+//! `summary` read certificates through `certificate` and `files`, and `issuance`
 //! takes the names to issue for from `names`. Nothing points back up.
 
 use std::path::{Path, PathBuf};
@@ -61,7 +61,6 @@ use rustls::crypto::CryptoProvider;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
 mod certificate;
-mod der;
 mod files;
 mod identity;
 mod issuance;

@@ -2,8 +2,7 @@
 
 use chrono::{DateTime, Utc};
 
-use super::certificate::pin_of_spki;
-use super::der;
+use super::certificate::{CertificateFields, Malformed, pin_of_spki};
 use super::files::{first_cert, parse_certs, read_optional};
 use super::{CA_CERT_FILE, CertError, LEAF_CERT_FILE, TlsSource, bad_file, io};
 
@@ -57,13 +56,13 @@ pub fn describe(source: &TlsSource) -> Result<TlsSummary, CertError> {
             )
         }
     };
-    let ca_fields = der::certificate(&ca).map_err(|e| bad_file(&ca_path, e.0))?;
+    let ca_fields = CertificateFields::parse(&ca).map_err(|e| bad_file(&ca_path, e.0))?;
     let leaf = match &leaf {
         Some(leaf) => {
-            let bad = |e: der::Malformed| bad_file(&leaf_path, e.0);
-            let fields = der::certificate(leaf).map_err(bad)?;
+            let bad = |e: Malformed| bad_file(&leaf_path, e.0);
+            let fields = CertificateFields::parse(leaf).map_err(bad)?;
             Some(LeafSummary {
-                names: der::subject_alt_names(fields.extensions).map_err(bad)?,
+                names: fields.subject_alt_names().map_err(bad)?,
                 not_before: fields.not_before().map_err(bad)?,
                 not_after: fields.not_after().map_err(bad)?,
             })
@@ -71,7 +70,7 @@ pub fn describe(source: &TlsSource) -> Result<TlsSummary, CertError> {
         None => None,
     };
     Ok(TlsSummary {
-        ca_pin: pin_of_spki(ca_fields.spki),
+        ca_pin: pin_of_spki(ca_fields.spki()),
         ca_not_after: ca_fields.not_after().map_err(|e| bad_file(&ca_path, e.0))?,
         leaf,
     })

@@ -10,8 +10,7 @@ use bitcoin::hashes::{Hash as _, HashEngine as _, sha256};
 use chrono::{DateTime, Utc};
 use rustls::crypto::CryptoProvider;
 
-use super::certificate::spki_pin;
-use super::der;
+use super::certificate::{CertificateFields, spki_pin};
 use super::files::{parse_certs, parse_key};
 use super::{CertError, DAY, RENEW_BEFORE_DAYS, Served, bad_file, io, server_config};
 
@@ -58,7 +57,7 @@ pub(super) fn served_from_user_files(
     };
     let pin = spki_pin(last).map_err(|e| bad_file(cert_chain, e.to_string()))?;
     // Not fatal (the operator renews it), but worth saying.
-    if let Ok(not_after) = der::certificate(&leaf).and_then(|fields| fields.not_after())
+    if let Ok(not_after) = CertificateFields::parse(&leaf).and_then(|fields| fields.not_after())
         && not_after < DateTime::<Utc>::from(now + DAY * RENEW_BEFORE_DAYS)
     {
         tracing::warn!(target: "berth::tls", path = %cert_chain.display(), %not_after,
