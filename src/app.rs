@@ -15,7 +15,7 @@ use crate::api::tickets::TicketBook;
 use crate::api::v1::notifications::SocketCount;
 use crate::api::{ApiOptions, AppState};
 use crate::cli::{Cli, Command, SecretCommand, StoreCommand, TlsCommand};
-use crate::datadir;
+use crate::datadir::{self, Layout};
 use crate::engine::Engine;
 use crate::events::EventHub;
 use crate::net::listener::{TlsConfigSource, Transport};
@@ -25,29 +25,27 @@ use crate::tls::{ServerIdentity, TlsSource};
 
 /// Run `berthd` as the command line says; the exit code to end the process with.
 pub fn main(cli: Cli) -> ExitCode {
-    let datadir = cli.datadir.clone().unwrap_or_else(datadir::default_path);
-    if let Err(e) = datadir::check_owner(&datadir) {
+    let layout = Layout::new(cli.datadir.clone().unwrap_or_else(Layout::default_root));
+    if let Err(e) = layout.check_owner() {
         eprintln!("berthd: {e}");
         return ExitCode::FAILURE;
     }
     let result = match &cli.command {
-        Some(Command::Secret { action }) => secret(&datadir, action),
+        Some(Command::Secret { action }) => secret(&layout, action),
         Some(Command::Store {
             command: StoreCommand::Check { path },
         }) => {
-            let path = path
-                .clone()
-                .unwrap_or_else(|| datadir.join(datadir::DB_FILE));
+            let path = path.clone().unwrap_or_else(|| layout.database());
             runtime().and_then(|rt| rt.block_on(check_store(&path)))
         }
         Some(Command::Tls {
             command: TlsCommand::Show,
-        }) => tls_show(&datadir),
-        Some(Command::Seed { command }) => seed_command(&datadir, command),
+        }) => tls_show(&layout),
+        Some(Command::Seed { command }) => seed_command(&layout, command),
         Some(Command::Pair { scopes, name }) => {
-            runtime().and_then(|rt| rt.block_on(pair(&datadir, scopes, name.as_deref())))
+            runtime().and_then(|rt| rt.block_on(pair(&layout, scopes, name.as_deref())))
         }
-        None => runtime().and_then(|rt| rt.block_on(daemon(cli, datadir))),
+        None => runtime().and_then(|rt| rt.block_on(daemon(cli, layout))),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -69,11 +67,11 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .context("cannot start the async runtime")
 }
 
-fn secret(datadir: &Path, action: &SecretCommand) -> anyhow::Result<()> {
-    datadir::ensure(datadir)?;
+fn secret(layout: &Layout, action: &SecretCommand) -> anyhow::Result<()> {
+    layout.ensure()?;
     let token = match action {
-        SecretCommand::Show => datadir::load_or_create_token(datadir)?,
-        SecretCommand::Refresh { secret } => datadir::refresh_token(datadir, *secret)?,
+        SecretCommand::Show => layout.load_or_create_token()?,
+        SecretCommand::Refresh { secret } => layout.refresh_token(*secret)?,
     };
     println!("{}", token.expose());
     Ok(())
@@ -147,37 +145,37 @@ fn spawn_watchdog(
 
 /// The datadir's seed, with the key sources of `berth.toml [seed]`, the passphrase of
 /// `BERTH_SEED_PASSPHRASE` and systemd's `$CREDENTIALS_DIRECTORY`.
-fn seeds(datadir: &Path, settings: &crate::config::BerthToml) -> crate::keys::Seeds {
+fn seeds(layout: &Layout, settings: &crate::config::BerthToml) -> crate::keys::Seeds {
     let passphrase = std::env::var(crate::keys::PASSPHRASE_ENV)
         .ok()
         .filter(|p| !p.is_empty())
         .map(zeroize::Zeroizing::new);
     let credentials = std::env::var_os("CREDENTIALS_DIRECTORY").map(PathBuf::from);
     crate::keys::Seeds::new(
-        datadir.to_path_buf(),
+        layout.seed_files(),
         settings.seed.settings(passphrase, credentials),
     )
 }
 
 /// Where the listener's certificate comes from: the user's files, or the datadir's
 /// generated local CA.
-fn tls_source(datadir: &Path, settings: &crate::config::BerthToml) -> TlsSource {
+fn tls_source(layout: &Layout, settings: &crate::config::BerthToml) -> TlsSource {
     match (&settings.tls.cert_file, &settings.tls.key_file) {
         (Some(cert_chain), Some(key)) => TlsSource::UserSupplied {
             cert_chain: cert_chain.clone(),
             key: key.clone(),
         },
         _ => TlsSource::Generated {
-            dir: datadir.join(crate::tls::TLS_DIR),
+            dir: layout.tls_dir(),
             leaf_validity_days: settings.tls.leaf_validity_days as u32,
         },
     }
 }
 
-fn tls_show(datadir: &Path) -> anyhow::Result<()> {
-    datadir::ensure(datadir)?;
-    let settings = crate::config::BerthToml::load(datadir)?;
-    let source = tls_source(datadir, &settings);
+fn tls_show(layout: &Layout) -> anyhow::Result<()> {
+    layout.ensure()?;
+    let settings = crate::config::BerthToml::load(&layout.berth_toml())?;
+    let source = tls_source(layout, &settings);
     let identity = ServerIdentity::open(source.clone())?;
     println!("pin: {}", identity.ca_pin());
     let summary = crate::tls::describe(&source)?;
@@ -195,15 +193,15 @@ fn tls_show(datadir: &Path) -> anyhow::Result<()> {
 
 /// `berthd seed status` and `berthd seed seal`. They work beside a running daemon: the
 /// daemon already holds the seed it unlocked, and reads the envelope at its next start.
-fn seed_command(datadir: &Path, command: &crate::cli::SeedCommand) -> anyhow::Result<()> {
+fn seed_command(layout: &Layout, command: &crate::cli::SeedCommand) -> anyhow::Result<()> {
     use crate::keys::{Kdf, SeedStatus};
-    let settings = crate::config::BerthToml::load(datadir)?;
-    let seeds = seeds(datadir, &settings);
+    let settings = crate::config::BerthToml::load(&layout.berth_toml())?;
+    let seeds = seeds(layout, &settings);
     match command {
         crate::cli::SeedCommand::Status => match seeds.status()? {
             SeedStatus::None => println!(
                 "seed: none (no wallet has been created in {})",
-                datadir.display()
+                layout.root().display()
             ),
             SeedStatus::Plaintext => println!(
                 "seed: plaintext mnemonic file (barkd's format; `berthd seed seal` seals it)"
@@ -239,13 +237,14 @@ fn seed_command(datadir: &Path, command: &crate::cli::SeedCommand) -> anyhow::Re
 }
 
 /// Open a pairing window on the running daemon and show the QR code.
-async fn pair(datadir: &Path, scopes: &[String], name: Option<&str>) -> anyhow::Result<()> {
+async fn pair(layout: &Layout, scopes: &[String], name: Option<&str>) -> anyhow::Result<()> {
     let request = crate::api::control::OpenWindowRequest {
         scopes: scopes.to_vec(),
         name: name.map(String::from),
     };
     let body = serde_json::to_vec(&request).context("encoding the request")?;
-    let (status, answer) = crate::net::control::post(datadir, "/pairing", body).await?;
+    let (status, answer) =
+        crate::net::control::post(&layout.control_socket(), "/pairing", body).await?;
     if !status.is_success() {
         let message = serde_json::from_slice::<serde_json::Value>(&answer)
             .ok()
@@ -404,20 +403,20 @@ fn parse_origins(origins: &[String]) -> anyhow::Result<Vec<axum::http::HeaderVal
         .collect()
 }
 
-async fn daemon(cli: Cli, datadir: PathBuf) -> anyhow::Result<()> {
+async fn daemon(cli: Cli, layout: Layout) -> anyhow::Result<()> {
     // Refusals first, before touching anything.
     check_no_auth(&cli)?;
     let tls = use_tls(&cli)?;
     let origins = parse_origins(&cli.allowed_origins)?;
-    datadir::ensure(&datadir)?;
-    let _instance = datadir::lock(&datadir)?;
-    let settings = crate::config::BerthToml::load(&datadir)?;
-    let auth = auth_policy(&cli, datadir::load_or_create_token(&datadir)?);
+    layout.ensure()?;
+    let _instance = layout.lock()?;
+    let settings = crate::config::BerthToml::load(&layout.berth_toml())?;
+    let auth = auth_policy(&cli, layout.load_or_create_token()?);
 
     let logfile = match (&cli.logfile, cli.no_logfile) {
         (_, true) => None,
         (Some(path), false) => Some(path.clone()),
-        (None, false) => Some(datadir.join(datadir::LOG_FILE)),
+        (None, false) => Some(layout.log_file()),
     };
     crate::telemetry::init(crate::telemetry::LogOptions {
         verbose: cli.verbose,
@@ -433,8 +432,7 @@ async fn daemon(cli: Cli, datadir: PathBuf) -> anyhow::Result<()> {
     let systemd = Arc::new(crate::systemd::Notifier::from_env());
     systemd.status("opening the wallet database");
 
-    let (store, report) =
-        Store::open_async(&datadir.join(datadir::DB_FILE), &settings.store_config()).await?;
+    let (store, report) = Store::open_async(&layout.database(), &settings.store_config()).await?;
     if !report.integrity_ok {
         tracing::warn!("the wallet database was repaired after an unclean shutdown");
     }
@@ -449,8 +447,8 @@ async fn daemon(cli: Cli, datadir: PathBuf) -> anyhow::Result<()> {
     let pruner = events.spawn_pruner();
     let engine = Engine::new(
         store.clone(),
-        datadir.clone(),
-        seeds(&datadir, &settings),
+        layout.clone(),
+        seeds(&layout, &settings),
         Arc::clone(&events),
         autopilot_policy(&settings),
     );
@@ -461,7 +459,7 @@ async fn daemon(cli: Cli, datadir: PathBuf) -> anyhow::Result<()> {
     let pairing = Arc::new(PairingCodes::default());
     let identity = if tls {
         systemd.status("preparing the TLS certificate");
-        let source = tls_source(&datadir, &settings);
+        let source = tls_source(&layout, &settings);
         Some(
             tokio::task::spawn_blocking(move || ServerIdentity::open(source))
                 .await
@@ -504,7 +502,7 @@ async fn daemon(cli: Cli, datadir: PathBuf) -> anyhow::Result<()> {
     if token_required {
         tracing::info!(
             "the bearer token (admin) is in {}",
-            datadir.join(datadir::AUTH_TOKEN_FILE).display()
+            layout.auth_token().display()
         );
     }
     let pin = identity.as_ref().map(|i| i.ca_pin());
@@ -516,7 +514,7 @@ async fn daemon(cli: Cli, datadir: PathBuf) -> anyhow::Result<()> {
     let announcement = announce_if_enabled(&settings, &hostname, bound.port(), pin.as_deref());
     let (control_done, control_stop) = tokio::sync::watch::channel(false);
     // Without its control socket berthd still serves the API; only pairing waits.
-    let control_task = match crate::net::control::bind(&datadir) {
+    let control_task = match crate::net::control::bind(&layout.control_socket()) {
         Ok(control) => {
             let control_app = crate::api::control::router(ControlState {
                 pairing,
@@ -577,7 +575,7 @@ async fn daemon(cli: Cli, datadir: PathBuf) -> anyhow::Result<()> {
     if let Some(task) = control_task {
         let _ = task.await;
     }
-    let _ = std::fs::remove_file(crate::net::control::socket_path(&datadir));
+    let _ = std::fs::remove_file(layout.control_socket());
     if let Some(announcement) = announcement {
         announcement.stop();
     }

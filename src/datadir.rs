@@ -1,4 +1,6 @@
-//! The data directory: its layout, its single-instance lock and the secret files in it.
+//! The data directory: every file Berth keeps in it, by name ([`Layout`]), and the API's
+//! bearer token (barkd's format). Other modules are handed the paths they need; how a
+//! file is written safely is `fsutil`'s business.
 //!
 //! Layout (barkd-compatible names where barkd has the file):
 //! - `auth_token`: the API bearer token (barkd's format, see [`AuthToken`]), 0600.
@@ -8,6 +10,9 @@
 //! - `seed.sealed` (and `seed.sealed.prev` while it is replaced): the sealed seed
 //!   (`keys`).
 //! - `berth.redb`: the wallet database (`docs/storage.md`).
+//! - `berth.toml`: Berth's own settings (`config`; `docs/configuration.md`).
+//! - `tls/`: the LAN listener's generated certificates (`tls`).
+//! - `control.sock`: the local control socket (`net::control`).
 //! - `barkd.lock`: barkd's own instance lock, held (flock, with the holder's pid in it)
 //!   by the running daemon, so a barkd and a berthd refuse each other's datadir and a
 //!   second berthd refuses too. It survives a wallet delete.
@@ -15,261 +20,182 @@
 //!   barkd's, so a barkd could run beside it). A leftover one is removed at start.
 //! - `debug.log`: the log file, unless logging goes elsewhere.
 
-use std::fs::{File, OpenOptions};
-use std::io::Write;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 
-pub const AUTH_TOKEN_FILE: &str = "auth_token";
-pub const CONFIG_FILE: &str = "config.toml";
-pub const MNEMONIC_FILE: &str = "mnemonic";
-pub const DB_FILE: &str = "berth.redb";
+use crate::fsutil::{self, FsError, InstanceLock};
+
 /// barkd's instance lock (`bark-cli`'s `BARKD_LOCK_FILE`): one datadir, one daemon.
-pub const LOCK_FILE: &str = "barkd.lock";
+const LOCK_FILE: &str = "barkd.lock";
 /// The instance lock of berthd before it took barkd's; retired.
 const RETIRED_LOCK_FILE: &str = "berthd.lock";
-pub const LOG_FILE: &str = "debug.log";
 
 #[derive(Debug, thiserror::Error)]
 pub enum DataDirError {
-    /// barkd's words, so scripts that look for them see the same refusal; and which
-    /// file is held, since it may be a barkd or a berthd.
-    #[error(
-        "another barkd is already running on datadir {}{}: a barkd or a berthd holds {}",
-        .datadir.display(),
-        .pid.map(|p| format!(" (pid {p})")).unwrap_or_default(),
-        .datadir.join(LOCK_FILE).display()
-    )]
-    AlreadyRunning { datadir: PathBuf, pid: Option<u32> },
-    /// A berthd from before the switch to barkd's lock still runs on the datadir.
-    #[error(
-        "another barkd is already running on datadir {}: an older berthd holds {}",
-        .0.display(),
-        .0.join(RETIRED_LOCK_FILE).display()
-    )]
-    OlderBerthdRunning(PathBuf),
-    #[error("{what} {path}: {source}")]
-    Io {
-        what: &'static str,
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Fs(#[from] FsError),
     #[error("{0} does not hold a valid auth token")]
     BadToken(PathBuf),
-    #[error("{}", foreign_owner_message(.path, *.owner_uid, .owner_name.as_deref(), *.uid))]
-    ForeignOwner {
-        path: PathBuf,
-        owner_uid: u32,
-        /// The owner's name in `/etc/passwd`, when it has one.
-        owner_name: Option<String>,
-        /// Who this berthd runs as (effective uid).
-        uid: u32,
-    },
 }
 
-/// The files berthd keeps in a datadir. Anything else (barkd's SQLite database, say)
-/// belongs to someone else, and creating a wallet beside it needs `force`.
-const KNOWN_FILES: &[&str] = &[
-    AUTH_TOKEN_FILE,
-    CONFIG_FILE,
-    MNEMONIC_FILE,
-    crate::keys::SEALED_SEED_FILE,
-    crate::keys::PREVIOUS_SEALED_SEED_FILE,
-    DB_FILE,
-    LOCK_FILE,
-    RETIRED_LOCK_FILE,
-    LOG_FILE,
-    crate::config::BERTH_TOML,
-    crate::tls::TLS_DIR,
-    crate::net::control::CONTROL_SOCKET,
-];
+/// Where everything lives in a datadir: the one place that names its files.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Layout {
+    root: PathBuf,
+}
 
-/// The datadir's entries berthd does not know, sorted. Logs (`*.log`) and the
-/// temporaries of [`write_atomically`] are known.
-pub fn unexpected_entries(path: &Path) -> Result<Vec<String>, DataDirError> {
-    let mut unexpected = Vec::new();
-    for entry in std::fs::read_dir(path).map_err(io("cannot list datadir", path))? {
-        let entry = entry.map_err(io("cannot list datadir", path))?;
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let known = KNOWN_FILES.iter().any(|known| {
-            name == *known || temporary_of(Path::new(known)).as_os_str() == name.as_str()
-        });
-        if !known && !name.ends_with(".log") {
-            unexpected.push(name);
+impl Layout {
+    pub fn new(root: PathBuf) -> Layout {
+        Layout { root }
+    }
+
+    /// barkd's default datadir: `~/.bark` (or `./.bark` without a home directory).
+    pub fn default_root() -> PathBuf {
+        std::env::var_os("HOME")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("."))
+            .join(".bark")
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The API's bearer token (barkd's `auth_token`).
+    pub fn auth_token(&self) -> PathBuf {
+        self.root.join("auth_token")
+    }
+
+    /// bark's wallet configuration (barkd's `config.toml`).
+    pub fn bark_config(&self) -> PathBuf {
+        self.root.join("config.toml")
+    }
+
+    /// Where the seed is kept: sealed, or barkd's plaintext `mnemonic`.
+    pub fn seed_files(&self) -> crate::keys::SeedFiles {
+        crate::keys::SeedFiles {
+            sealed: self.root.join("seed.sealed"),
+            plaintext: self.root.join("mnemonic"),
         }
     }
-    unexpected.sort();
-    Ok(unexpected)
-}
 
-fn io(what: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> DataDirError {
-    let path = path.to_path_buf();
-    move |source| DataDirError::Io { what, path, source }
-}
-
-/// barkd's default: `~/.bark` (or `./.bark` without a home directory).
-pub fn default_path() -> PathBuf {
-    std::env::var_os("HOME")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("."))
-        .join(".bark")
-}
-
-/// Create the directory (0700) if it does not exist. An existing directory keeps its
-/// permissions: the operator may have chosen them.
-pub fn ensure(path: &Path) -> Result<(), DataDirError> {
-    if path.is_dir() {
-        return Ok(());
+    /// The wallet database.
+    pub fn database(&self) -> PathBuf {
+        self.root.join("berth.redb")
     }
-    std::fs::create_dir_all(path).map_err(io("cannot create datadir", path))?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700))
-        .map_err(io("cannot restrict datadir", path))
-}
 
-/// Refuse an existing datadir that another user owns.
-///
-/// Under systemd the datadir is the `berth` user's. An operator running `berthd pair`,
-/// `tls show` or `seed seal` as root there would leave root-owned files (a CA, a
-/// renewed leaf, an envelope) the daemon can then not read, and it would fail at its
-/// next start, far from the cause. A directory that does not exist yet is fine: berthd
-/// makes it, as whoever runs it.
-pub fn check_owner(path: &Path) -> Result<(), DataDirError> {
-    use std::os::unix::fs::MetadataExt;
-    let owner_uid = match std::fs::metadata(path) {
-        Ok(meta) => meta.uid(),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(io("cannot inspect datadir", path)(e)),
-    };
-    let uid = rustix::process::geteuid().as_raw();
-    if owner_uid == uid {
-        return Ok(());
+    /// Berth's own settings file in the datadir (the last of its layers).
+    pub fn berth_toml(&self) -> PathBuf {
+        self.root.join("berth.toml")
     }
-    Err(DataDirError::ForeignOwner {
-        path: path.to_path_buf(),
-        owner_uid,
-        owner_name: user_name(owner_uid),
-        uid,
-    })
-}
 
-fn foreign_owner_message(
-    path: &Path,
-    owner_uid: u32,
-    owner_name: Option<&str>,
-    uid: u32,
-) -> String {
-    let (owner, run_as) = match owner_name {
-        Some(name) => (
-            format!("user {name} (uid {owner_uid})"),
-            format!("that user (e.g. `runuser -u {name} -- berthd ...`)"),
-        ),
-        None => (format!("uid {owner_uid}"), format!("uid {owner_uid}")),
-    };
-    format!(
-        "{} belongs to {owner} and this berthd runs as uid {uid}: files it made there would \
-         be unusable to the daemon; run it as {run_as}",
-        path.display()
-    )
-}
-
-/// The name of `uid` in `/etc/passwd`, if it has one there (sysusers puts `berth` there).
-fn user_name(uid: u32) -> Option<String> {
-    let passwd = std::fs::read_to_string("/etc/passwd").ok()?;
-    passwd.lines().find_map(|line| {
-        let mut fields = line.split(':');
-        let name = fields.next()?;
-        let found: u32 = fields.nth(1)?.parse().ok()?;
-        (found == uid).then(|| name.to_string())
-    })
-}
-
-/// The running daemon's claim on a datadir; released when dropped or on exit (also on
-/// SIGKILL: the kernel drops the flock with the process).
-pub struct InstanceLock {
-    _held: bark::lock_manager::pid_flock::FlockPidLockManager,
-}
-
-impl std::fmt::Debug for InstanceLock {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("InstanceLock")
+    /// The generated TLS certificates' directory.
+    pub fn tls_dir(&self) -> PathBuf {
+        self.root.join("tls")
     }
-}
 
-/// Take the datadir's instance lock, barkd's `barkd.lock`, or say who holds it.
-///
-/// bark's own lock type does the locking, so the file (flock, the holder's pid written
-/// in it) is exactly the one barkd 0.8 takes: each refuses while the other runs.
-pub fn lock(path: &Path) -> Result<InstanceLock, DataDirError> {
-    use bark::lock_manager::PidLockError;
-    use bark::lock_manager::pid_flock::FlockPidLockManager;
-    retire_old_lock(path)?;
-    match FlockPidLockManager::new_with_lock_file(path, LOCK_FILE) {
-        Ok(held) => Ok(InstanceLock { _held: held }),
-        Err(PidLockError::AlreadyHeld { pid, .. }) => Err(DataDirError::AlreadyRunning {
-            datadir: path.to_path_buf(),
-            pid,
-        }),
-        Err(e) => Err(DataDirError::Io {
-            what: "cannot lock",
-            path: path.join(LOCK_FILE),
-            source: std::io::Error::other(format!("{e:#}")),
-        }),
+    /// The local control socket.
+    pub fn control_socket(&self) -> PathBuf {
+        self.root.join("control.sock")
     }
-}
 
-/// Remove the retired `berthd.lock`, unless an older berthd still holds it: upgrading
-/// the binary under a running daemon must not let a second one in.
-fn retire_old_lock(path: &Path) -> Result<(), DataDirError> {
-    let old = path.join(RETIRED_LOCK_FILE);
-    let file = match OpenOptions::new().write(true).open(&old) {
-        Ok(file) => file,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(io("cannot open the retired lock file", &old)(e)),
-    };
-    match file.try_lock() {
-        Ok(()) => std::fs::remove_file(&old).map_err(io("cannot remove", &old)),
-        Err(std::fs::TryLockError::WouldBlock) => {
-            Err(DataDirError::OlderBerthdRunning(path.to_path_buf()))
+    /// The log file, unless `--logfile` names another.
+    pub fn log_file(&self) -> PathBuf {
+        self.root.join("debug.log")
+    }
+
+    /// Everything above, and the locks: the entries Berth knows.
+    fn known_entries(&self) -> Vec<PathBuf> {
+        let seed = self.seed_files();
+        let previous_seed = crate::keys::SeedVault::new(seed.sealed.clone()).previous_path();
+        vec![
+            self.auth_token(),
+            self.bark_config(),
+            seed.plaintext,
+            seed.sealed,
+            previous_seed,
+            self.database(),
+            self.root.join(LOCK_FILE),
+            self.root.join(RETIRED_LOCK_FILE),
+            self.log_file(),
+            self.berth_toml(),
+            self.tls_dir(),
+            self.control_socket(),
+        ]
+    }
+
+    /// The datadir's entries berthd does not know, sorted. Logs (`*.log`) and the
+    /// temporaries of `fsutil::write_atomically` are known.
+    pub fn unexpected_entries(&self) -> Result<Vec<String>, DataDirError> {
+        let known = self.known_entries();
+        let mut unexpected = Vec::new();
+        let listing = fsutil::io("cannot list datadir", &self.root);
+        let entries = std::fs::read_dir(&self.root).map_err(listing)?;
+        for entry in entries {
+            let entry = entry.map_err(fsutil::io("cannot list datadir", &self.root))?;
+            let path = self.root.join(entry.file_name());
+            let is_known = known
+                .iter()
+                .any(|k| *k == path || fsutil::temporary_of(k) == path);
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if !is_known && !name.ends_with(".log") {
+                unexpected.push(name);
+            }
         }
-        Err(std::fs::TryLockError::Error(e)) => Err(io("cannot lock", &old)(e)),
+        unexpected.sort();
+        Ok(unexpected)
     }
-}
 
-/// Write a secret file (0600) the way a power cut cannot half-write
-/// ([`write_atomically`]).
-pub fn write_secret_file(path: &Path, contents: &[u8]) -> Result<(), DataDirError> {
-    write_atomically(path, contents, 0o600)
-}
+    /// Create the datadir (0700) if it does not exist yet.
+    pub fn ensure(&self) -> Result<(), DataDirError> {
+        Ok(fsutil::ensure_private_dir(&self.root)?)
+    }
 
-/// Write a file the way a power cut cannot half-write: a fresh temporary file
-/// (`<name>.tmp`, with `mode`), fsync, rename over the target, fsync the directory.
-pub fn write_atomically(path: &Path, contents: &[u8], mode: u32) -> Result<(), DataDirError> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let tmp = temporary_of(path);
-    let _ = std::fs::remove_file(&tmp);
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(mode)
-        .open(&tmp)
-        .map_err(io("cannot create", &tmp))?;
-    file.write_all(contents).map_err(io("cannot write", &tmp))?;
-    file.sync_all().map_err(io("cannot sync", &tmp))?;
-    std::fs::rename(&tmp, path).map_err(io("cannot replace", path))?;
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(io("cannot sync directory", dir))
-}
+    /// Refuse a datadir another user owns (`fsutil::check_owner`).
+    pub fn check_owner(&self) -> Result<(), DataDirError> {
+        Ok(fsutil::check_owner(&self.root)?)
+    }
 
-/// The temporary [`write_atomically`] uses for `path`: the name with `.tmp` appended
-/// (not replacing an extension: `ca.pem` and `ca.key` must not share one).
-fn temporary_of(path: &Path) -> PathBuf {
-    let mut name = path.file_name().unwrap_or_default().to_os_string();
-    name.push(".tmp");
-    path.with_file_name(name)
+    /// Take the datadir's instance lock, barkd's `barkd.lock`, or say who holds it.
+    pub fn lock(&self) -> Result<InstanceLock, DataDirError> {
+        Ok(fsutil::lock_instance(
+            &self.root,
+            LOCK_FILE,
+            RETIRED_LOCK_FILE,
+        )?)
+    }
+
+    /// Read the datadir's token (trimmed; used as is, as barkd does), or create one.
+    pub fn load_or_create_token(&self) -> Result<AuthToken, DataDirError> {
+        let path = self.auth_token();
+        match std::fs::read_to_string(&path) {
+            Ok(text) => {
+                let token = text.trim();
+                if token.is_empty() {
+                    return Err(DataDirError::BadToken(path));
+                }
+                Ok(AuthToken(token.to_string()))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let token = AuthToken::random();
+                fsutil::write_secret_file(&path, token.expose().as_bytes())?;
+                Ok(token)
+            }
+            Err(e) => Err(fsutil::io("cannot read", &path)(e).into()),
+        }
+    }
+
+    /// Replace the datadir's token and return it.
+    pub fn refresh_token(&self, secret: Option<[u8; 32]>) -> Result<AuthToken, DataDirError> {
+        let token = match secret {
+            Some(secret) => AuthToken::from_secret(&secret),
+            None => AuthToken::random(),
+        };
+        fsutil::write_secret_file(&self.auth_token(), token.expose().as_bytes())?;
+        Ok(token)
+    }
 }
 
 /// The API bearer token: base64url (no padding) of a version byte `0x00` followed by a
@@ -303,66 +229,9 @@ impl std::fmt::Debug for AuthToken {
     }
 }
 
-/// Read the datadir's token (trimmed; used as is, as barkd does), or create one.
-pub fn load_or_create_token(datadir: &Path) -> Result<AuthToken, DataDirError> {
-    let path = datadir.join(AUTH_TOKEN_FILE);
-    match std::fs::read_to_string(&path) {
-        Ok(text) => {
-            let token = text.trim();
-            if token.is_empty() {
-                return Err(DataDirError::BadToken(path));
-            }
-            Ok(AuthToken(token.to_string()))
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            let token = AuthToken::random();
-            write_secret_file(&path, token.expose().as_bytes())?;
-            Ok(token)
-        }
-        Err(e) => Err(io("cannot read", &path)(e)),
-    }
-}
-
-/// Replace the datadir's token and return it.
-pub fn refresh_token(datadir: &Path, secret: Option<[u8; 32]>) -> Result<AuthToken, DataDirError> {
-    let token = match secret {
-        Some(secret) => AuthToken::from_secret(&secret),
-        None => AuthToken::random(),
-    };
-    write_secret_file(&datadir.join(AUTH_TOKEN_FILE), token.expose().as_bytes())?;
-    Ok(token)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_foreign_owner_is_named_with_how_to_run_as_them() {
-        let named = DataDirError::ForeignOwner {
-            path: PathBuf::from("/var/lib/berth"),
-            owner_uid: 988,
-            owner_name: Some("berth".into()),
-            uid: 0,
-        }
-        .to_string();
-        assert_eq!(
-            named,
-            "/var/lib/berth belongs to user berth (uid 988) and this berthd runs as uid 0: files \
-             it made there would be unusable to the daemon; run it as that user (e.g. `runuser -u \
-             berth -- berthd ...`)"
-        );
-        // An owner with no name in /etc/passwd: no runuser hint that could not work.
-        let unnamed = DataDirError::ForeignOwner {
-            path: PathBuf::from("/data"),
-            owner_uid: 4242,
-            owner_name: None,
-            uid: 0,
-        }
-        .to_string();
-        assert!(unnamed.contains("belongs to uid 4242 "), "{unnamed}");
-        assert!(unnamed.ends_with("run it as uid 4242"), "{unnamed}");
-    }
 
     /// The lock is barkd's file: while berthd holds it, barkd's own lock type (what
     /// barkd 0.8 takes at start) is refused, and the other way round; the refusal uses
@@ -374,7 +243,9 @@ mod tests {
         use bark::lock_manager::pid_flock::FlockPidLockManager;
         let dir = tempfile::tempdir().expect("tempdir");
 
-        let held = lock(dir.path()).expect("first lock");
+        let held = Layout::new(dir.path().to_path_buf())
+            .lock()
+            .expect("first lock");
         assert_eq!(
             std::fs::read_to_string(dir.path().join("barkd.lock")).expect("lock file"),
             std::process::id().to_string()
@@ -385,7 +256,10 @@ mod tests {
             }
             other => panic!("barkd's lock must be refused, got {:?}", other.err()),
         }
-        let refused = lock(dir.path()).expect_err("a second lock").to_string();
+        let refused = Layout::new(dir.path().to_path_buf())
+            .lock()
+            .expect_err("a second lock")
+            .to_string();
         assert!(
             refused.contains("another barkd is already running")
                 && refused.contains(&format!("(pid {})", std::process::id())),
@@ -395,7 +269,8 @@ mod tests {
 
         let barkd = FlockPidLockManager::new_with_lock_file(dir.path(), "barkd.lock")
             .expect("barkd takes it once berthd is gone");
-        let refused = lock(dir.path())
+        let refused = Layout::new(dir.path().to_path_buf())
+            .lock()
             .expect_err("berthd beside barkd")
             .to_string();
         assert!(
@@ -403,7 +278,9 @@ mod tests {
             "{refused}"
         );
         drop(barkd);
-        lock(dir.path()).expect("free again");
+        Layout::new(dir.path().to_path_buf())
+            .lock()
+            .expect("free again");
     }
 
     /// A leftover `berthd.lock` is removed; one an older berthd still holds refuses the
@@ -412,11 +289,16 @@ mod tests {
     fn the_retired_lock_is_removed_unless_held() {
         let dir = tempfile::tempdir().expect("tempdir");
         let old = dir.path().join("berthd.lock");
-        let holder = File::create(&old).expect("old lock");
+        let holder = std::fs::File::create(&old).expect("old lock");
         holder.lock().expect("held by an older berthd");
-        let refused = lock(dir.path()).expect_err("an older berthd runs");
+        let refused = Layout::new(dir.path().to_path_buf())
+            .lock()
+            .expect_err("an older berthd runs");
         assert!(
-            matches!(refused, DataDirError::OlderBerthdRunning(_)),
+            matches!(
+                refused,
+                DataDirError::Fs(FsError::OlderBerthdRunning { .. })
+            ),
             "{refused}"
         );
         assert!(
@@ -426,16 +308,36 @@ mod tests {
             "{refused}"
         );
         drop(holder);
-        let _held = lock(dir.path()).expect("lock once it is free");
+        let _held = Layout::new(dir.path().to_path_buf())
+            .lock()
+            .expect("lock once it is free");
         assert!(!old.exists(), "the retired lock file is removed");
     }
 
+    /// Files Berth writes, their temporaries and logs are known; anything else is not.
     #[test]
-    fn user_names_come_from_passwd() {
-        // uid 0 is root on every Linux system with an /etc/passwd.
-        if std::path::Path::new("/etc/passwd").exists() {
-            assert_eq!(user_name(0).as_deref(), Some("root"));
+    fn only_berths_own_entries_are_expected() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let layout = Layout::new(dir.path().to_path_buf());
+        for path in [
+            layout.auth_token(),
+            fsutil::temporary_of(&layout.bark_config()),
+            layout.seed_files().sealed,
+            dir.path().join("seed.sealed.prev"),
+            layout.database(),
+            dir.path().join("other.log"),
+        ] {
+            std::fs::write(path, b"x").expect("write");
         }
-        assert_eq!(user_name(u32::MAX - 7), None);
+        std::fs::create_dir(layout.tls_dir()).expect("tls");
+        assert_eq!(
+            layout.unexpected_entries().expect("list"),
+            Vec::<String>::new()
+        );
+        std::fs::write(dir.path().join("bark.sqlite"), b"x").expect("write");
+        assert_eq!(
+            layout.unexpected_entries().expect("list"),
+            vec!["bark.sqlite"]
+        );
     }
 }

@@ -6,7 +6,8 @@
 //! - [`app`]: composition root — command line in, running daemon out.
 //! - [`cli`]: the `berthd` command line (barkd's flags and environment variables).
 //! - [`config`]: Berth's own settings file, `berth.toml`.
-//! - [`datadir`]: the data directory, its instance lock and its secret files.
+//! - [`datadir`]: the data directory's layout (every file's name) and the bearer token.
+//! - [`fsutil`]: atomic writes, the owner check, the instance lock.
 //! - [`api`]: the HTTP API (router, auth, errors, one file per group under `v1`).
 //! - [`engine`]: the one owner of the wallet.
 //! - [`store`]: the wallet database (redb).
@@ -23,6 +24,7 @@ pub mod config;
 pub mod datadir;
 pub mod engine;
 pub mod events;
+pub mod fsutil;
 pub mod keys;
 pub mod net;
 pub mod shutdown;

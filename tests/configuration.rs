@@ -104,7 +104,8 @@ fn the_documented_example_is_a_valid_berth_toml() {
         .expect("an example");
     let dir = tempfile::tempdir().expect("tempdir");
     std::fs::write(dir.path().join("berth.toml"), example).expect("write");
-    berth::config::BerthToml::load_layered(dir.path(), None).expect("the example loads");
+    berth::config::BerthToml::load_layered(&dir.path().join("berth.toml"), None)
+        .expect("the example loads");
 }
 
 #[test]

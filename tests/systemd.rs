@@ -311,8 +311,11 @@ fn board_overlays_hold_valid_configuration() {
             }
         }
         let datadir = tempfile::tempdir().expect("tempdir");
-        let settings = berth::config::BerthToml::load_layered(datadir.path(), Some(etc.path()))
-            .unwrap_or_else(|e| panic!("{board}: {e}"));
+        let settings = berth::config::BerthToml::load_layered(
+            &datadir.path().join("berth.toml"),
+            Some(etc.path()),
+        )
+        .unwrap_or_else(|e| panic!("{board}: {e}"));
         assert!(settings.discovery.mdns, "{board}: mDNS on");
         assert!(settings.watchdog.enabled, "{board}: watchdog on");
         if board.starts_with("rpi") {

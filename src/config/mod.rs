@@ -10,7 +10,9 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-pub const BERTH_TOML: &str = "berth.toml";
+/// The name of the layers under `$CONFIGURATION_DIRECTORY` (`/etc/berth`). The
+/// datadir's own layer is named by `datadir::Layout`.
+const ETC_FILE: &str = "berth.toml";
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields, default)]
@@ -282,19 +284,23 @@ fn merge(base: &mut toml::Table, over: toml::Table) {
 
 impl BerthToml {
     /// Read `<datadir>/berth.toml`; defaults when the file does not exist.
-    pub fn load(datadir: &Path) -> Result<Self, ConfigError> {
+    pub fn load(datadir_file: &Path) -> Result<Self, ConfigError> {
         let config_dir = std::env::var_os("CONFIGURATION_DIRECTORY").map(std::path::PathBuf::from);
-        Self::load_layered(datadir, config_dir.as_deref())
+        Self::load_layered(datadir_file, config_dir.as_deref())
     }
 
     /// Read and merge, later files winning key by key: `<config_dir>/berth.toml.d/*.toml`
     /// (in name order: a board's defaults), `<config_dir>/berth.toml` (the operator's),
-    /// then `<datadir>/berth.toml`. `config_dir` is systemd's `$CONFIGURATION_DIRECTORY`
-    /// (`/etc/berth`) when set. Defaults for whatever no file sets.
-    pub fn load_layered(datadir: &Path, config_dir: Option<&Path>) -> Result<Self, ConfigError> {
+    /// then the datadir's `berth.toml` (`datadir_file`). `config_dir` is systemd's
+    /// `$CONFIGURATION_DIRECTORY` (`/etc/berth`) when set. Defaults for whatever no file
+    /// sets.
+    pub fn load_layered(
+        datadir_file: &Path,
+        config_dir: Option<&Path>,
+    ) -> Result<Self, ConfigError> {
         let mut files = Vec::new();
         if let Some(dir) = config_dir {
-            let drop_ins = dir.join(format!("{BERTH_TOML}.d"));
+            let drop_ins = dir.join(format!("{ETC_FILE}.d"));
             match std::fs::read_dir(&drop_ins) {
                 Ok(entries) => {
                     let mut found: Vec<_> = entries
@@ -313,9 +319,9 @@ impl BerthToml {
                     });
                 }
             }
-            files.push(dir.join(BERTH_TOML));
+            files.push(dir.join(ETC_FILE));
         }
-        files.push(datadir.join(BERTH_TOML));
+        files.push(datadir_file.to_path_buf());
 
         let mut merged = toml::Table::new();
         let mut read = Vec::new();
@@ -518,9 +524,9 @@ mod tests {
     fn load(text: Option<&str>) -> Result<BerthToml, ConfigError> {
         let dir = tempfile::tempdir().expect("tempdir");
         if let Some(text) = text {
-            std::fs::write(dir.path().join(BERTH_TOML), text).expect("write");
+            std::fs::write(dir.path().join("berth.toml"), text).expect("write");
         }
-        BerthToml::load_layered(dir.path(), None)
+        BerthToml::load_layered(&dir.path().join("berth.toml"), None)
     }
 
     #[test]
@@ -542,7 +548,8 @@ mod tests {
         write(etc.join("berth.toml.d/notes.txt"), "not toml, not read");
         write(etc.join("berth.toml"), "[events]\nmax_count = 500\n");
         write(datadir.join("berth.toml"), "[events]\nmax_age_days = 3\n");
-        let merged = BerthToml::load_layered(&datadir, Some(&etc)).expect("merged");
+        let merged =
+            BerthToml::load_layered(&datadir.join("berth.toml"), Some(&etc)).expect("merged");
         assert!(merged.discovery.mdns, "from the board");
         assert_eq!(
             merged.seed.i2c_bus,
@@ -561,7 +568,8 @@ mod tests {
             etc.join("berth.toml.d/70-typo.toml"),
             "[discovery]\nmnds = true\n",
         );
-        let error = BerthToml::load_layered(&datadir, Some(&etc)).expect_err("typo");
+        let error =
+            BerthToml::load_layered(&datadir.join("berth.toml"), Some(&etc)).expect_err("typo");
         assert!(
             error.to_string().contains("merged from") && error.to_string().contains("mnds"),
             "{error}"

@@ -24,7 +24,7 @@ use bitcoin::Network;
 use bitcoin::bip32::Fingerprint;
 
 use super::{Engine, EngineError, LoadedWallet, WalletConfig};
-use crate::datadir;
+use crate::fsutil;
 use crate::store::InitialScan;
 
 /// How long a request that needs the wallet waits for an open that is under way (at
@@ -113,7 +113,7 @@ impl Engine {
             return Err(EngineError::WalletExists(existing));
         }
         let seed_file_exists = self.check_datadir_for_create(&req).await?;
-        let config_path = self.datadir.join(datadir::CONFIG_FILE);
+        let config_path = self.layout.bark_config();
         // A config.toml this call writes is removed again if the call fails.
         let mut written_config = None;
         match &req.config {
@@ -176,11 +176,8 @@ impl Engine {
                     context: "storing the seed",
                     source: e.into(),
                 })??;
-            let file = match location {
-                crate::keys::SeedLocation::Sealed => crate::keys::SEALED_SEED_FILE,
-                crate::keys::SeedLocation::Plaintext => datadir::MNEMONIC_FILE,
-            };
-            written_seed = Some(RemoveOnDrop(Some(self.datadir.join(file))));
+            let file = self.seeds.path_of(location).to_path_buf();
+            written_seed = Some(RemoveOnDrop(Some(file)));
         }
         self.store
             .begin_wallet_creation(req.network, fingerprint, imported, initial_scan)
@@ -284,8 +281,8 @@ impl Engine {
             }
             None => false,
         };
-        let datadir = self.datadir.clone();
-        let unexpected = tokio::task::spawn_blocking(move || datadir::unexpected_entries(&datadir))
+        let layout = self.layout.clone();
+        let unexpected = tokio::task::spawn_blocking(move || layout.unexpected_entries())
             .await
             .map_err(anyhow::Error::from)
             .and_then(|listed| listed.map_err(anyhow::Error::from))
@@ -324,10 +321,12 @@ impl Engine {
                 source: e.into(),
             })?;
         drop(phrase);
-        let config = bark::Config::load(record.network, self.datadir.join(datadir::CONFIG_FILE))
-            .map_err(|e| EngineError::Internal {
-                context: "loading config.toml",
-                source: e,
+        let config =
+            bark::Config::load(record.network, self.layout.bark_config()).map_err(|e| {
+                EngineError::Internal {
+                    context: "loading config.toml",
+                    source: e,
+                }
             })?;
         let mode = if record.created {
             OpenMode::Existing
@@ -600,11 +599,12 @@ impl Engine {
         if let Err(e) = self.seeds.remove() {
             tracing::warn!(error = %e, "cannot remove the deleted wallet's seed");
         }
-        match std::fs::remove_file(self.datadir.join(datadir::CONFIG_FILE)) {
+        let config = self.layout.bark_config();
+        match std::fs::remove_file(&config) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => {
-                tracing::warn!(file = datadir::CONFIG_FILE, error = %e, "cannot remove a file of the deleted wallet")
+                tracing::warn!(file = %config.display(), error = %e, "cannot remove a file of the deleted wallet")
             }
         }
         tracing::warn!(%existing, "wallet deleted");
@@ -739,13 +739,13 @@ fn new_mnemonic() -> Result<bark::bip39::Mnemonic, EngineError> {
     })
 }
 
-/// [`datadir::write_secret_file`] (which fsyncs) on the blocking pool, never on the
+/// [`fsutil::write_secret_file`] (which fsyncs) on the blocking pool, never on the
 /// async runtime.
-async fn write_secret(path: PathBuf, contents: Vec<u8>) -> Result<(), datadir::DataDirError> {
-    tokio::task::spawn_blocking(move || datadir::write_secret_file(&path, &contents))
+async fn write_secret(path: PathBuf, contents: Vec<u8>) -> Result<(), fsutil::FsError> {
+    tokio::task::spawn_blocking(move || fsutil::write_secret_file(&path, &contents))
         .await
         .unwrap_or_else(|e| {
-            Err(datadir::DataDirError::Io {
+            Err(fsutil::FsError::Io {
                 what: "writing a secret file",
                 path: PathBuf::new(),
                 source: std::io::Error::other(e.to_string()),
@@ -795,10 +795,11 @@ mod tests {
         let events = crate::events::EventHub::open(store.clone(), EventRetention::default())
             .await
             .expect("events");
+        let layout = crate::datadir::Layout::new(dir.to_path_buf());
         Engine::new(
             store,
-            dir.to_path_buf(),
-            crate::keys::Seeds::new(dir.to_path_buf(), Default::default()),
+            layout.clone(),
+            crate::keys::Seeds::new(layout.seed_files(), Default::default()),
             events,
             super::super::autopilot::Policy::default(),
         )

@@ -187,7 +187,8 @@ pub struct LoadedWallet {
 
 pub struct Engine {
     store: Store,
-    datadir: PathBuf,
+    /// Where the datadir's files are.
+    layout: crate::datadir::Layout,
     /// The wallet's seed: sealed, or barkd's plaintext file (`keys`).
     seeds: crate::keys::Seeds,
     events: Arc<EventHub>,
@@ -217,14 +218,14 @@ struct Recorder {
 impl Engine {
     pub fn new(
         store: Store,
-        datadir: PathBuf,
+        layout: crate::datadir::Layout,
         seeds: crate::keys::Seeds,
         events: Arc<EventHub>,
         policy: autopilot::Policy,
     ) -> Arc<Self> {
         Arc::new(Engine {
             store,
-            datadir,
+            layout,
             seeds,
             events,
             autopilot: autopilot::Autopilot::new(policy),
@@ -245,7 +246,7 @@ impl Engine {
 
     /// The datadir (its filesystem's free space is in `/health`).
     pub fn datadir(&self) -> &std::path::Path {
-        &self.datadir
+        self.layout.root()
     }
 
     /// The durable event log.

@@ -31,12 +31,7 @@ pub use envelope::{Envelope, Kdf, KdfParams, Sources};
 pub use sources::KeySource;
 pub use vault::SeedVault;
 
-use crate::datadir::{self, DataDirError};
-
-/// The sealed seed's file in the datadir.
-pub const SEALED_SEED_FILE: &str = "seed.sealed";
-/// The envelope being replaced, kept until its successor reads back.
-pub const PREVIOUS_SEALED_SEED_FILE: &str = "seed.sealed.prev";
+use crate::fsutil::{self, FsError};
 /// The environment variable that gives the seed passphrase.
 pub const PASSPHRASE_ENV: &str = "BERTH_SEED_PASSPHRASE";
 
@@ -73,13 +68,13 @@ pub enum KeyError {
     #[error("the secure element failed: {0}")]
     SecureElement(#[from] atecc608::Error),
     #[error(transparent)]
-    DataDir(#[from] DataDirError),
+    File(#[from] FsError),
 }
 
 impl KeyError {
     fn io(what: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> KeyError {
         let path = path.to_path_buf();
-        move |source| KeyError::DataDir(DataDirError::Io { what, path, source })
+        move |source| KeyError::File(FsError::Io { what, path, source })
     }
 }
 
@@ -143,26 +138,43 @@ pub enum SeedStatus {
     },
 }
 
+/// Where a wallet's seed is kept (the datadir's `Layout` names them).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SeedFiles {
+    /// The sealed envelope (its vault keeps the one being replaced beside it).
+    pub sealed: PathBuf,
+    /// barkd's plaintext `mnemonic` file.
+    pub plaintext: PathBuf,
+}
+
 /// The datadir's seed: sealed when key sources are configured, else barkd's plaintext
 /// `mnemonic` file. All calls block (file I/O, Argon2id, I²C): run them on a blocking
 /// thread.
 #[derive(Debug, Clone)]
 pub struct Seeds {
-    datadir: PathBuf,
+    files: SeedFiles,
     settings: SeedSettings,
 }
 
 impl Seeds {
-    pub fn new(datadir: PathBuf, settings: SeedSettings) -> Seeds {
-        Seeds { datadir, settings }
+    pub fn new(files: SeedFiles, settings: SeedSettings) -> Seeds {
+        Seeds { files, settings }
     }
 
     pub fn vault(&self) -> SeedVault {
-        SeedVault::new(self.datadir.join(SEALED_SEED_FILE))
+        SeedVault::new(self.files.sealed.clone())
     }
 
     fn plaintext_path(&self) -> PathBuf {
-        self.datadir.join(datadir::MNEMONIC_FILE)
+        self.files.plaintext.clone()
+    }
+
+    /// The file a seed at `location` is in.
+    pub fn path_of(&self, location: SeedLocation) -> &Path {
+        match location {
+            SeedLocation::Sealed => &self.files.sealed,
+            SeedLocation::Plaintext => &self.files.plaintext,
+        }
     }
 
     /// Whether the seed is sealed, plaintext, or absent. Sealed wins when both exist
@@ -222,7 +234,7 @@ impl Seeds {
                 tracing::warn!(target: "berth::keys",
                     "no seed key source is configured: storing the seed in the datadir's \
                      plaintext mnemonic file (set {PASSPHRASE_ENV} or berth.toml [seed] sources)");
-                datadir::write_atomically(&self.plaintext_path(), phrase.as_bytes(), 0o600)?;
+                fsutil::write_atomically(&self.plaintext_path(), phrase.as_bytes(), 0o600)?;
                 Ok(SeedLocation::Plaintext)
             }
         }
@@ -264,20 +276,21 @@ impl Seeds {
             }
         }
         std::fs::remove_file(&path).map_err(KeyError::io("cannot remove", &path))?;
-        std::fs::File::open(&self.datadir)
+        let dir = path.parent().unwrap_or(Path::new("."));
+        std::fs::File::open(dir)
             .and_then(|d| d.sync_all())
-            .map_err(KeyError::io("cannot sync", &self.datadir))?;
+            .map_err(KeyError::io("cannot sync", dir))?;
         Ok(sources)
     }
 
     /// Remove every copy of the seed (wallet deletion).
     pub fn remove(&self) -> Result<(), KeyError> {
-        for name in [
-            SEALED_SEED_FILE,
-            PREVIOUS_SEALED_SEED_FILE,
-            datadir::MNEMONIC_FILE,
+        let vault = self.vault();
+        for path in [
+            vault.path().to_path_buf(),
+            vault.previous_path(),
+            self.plaintext_path(),
         ] {
-            let path = self.datadir.join(name);
             match std::fs::remove_file(&path) {
                 Ok(()) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}

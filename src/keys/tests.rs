@@ -11,6 +11,14 @@ use super::atecc608::fake::FakeAtecc608;
 use super::sources::{Combined, CredentialFile, Passphrase, SecureElement};
 use super::*;
 
+/// A datadir's seed files, named as `datadir::Layout` names them.
+fn files(dir: &Path) -> SeedFiles {
+    SeedFiles {
+        sealed: dir.join("seed.sealed"),
+        plaintext: dir.join("mnemonic"),
+    }
+}
+
 const PHRASE: &str = "abandon abandon abandon abandon abandon abandon abandon abandon \
                       abandon abandon abandon about";
 const PASSPHRASE: &str = "correct horse battery staple";
@@ -248,7 +256,7 @@ impl KeySource for Forgetful {
 #[test]
 fn a_seal_that_does_not_read_back_keeps_the_previous_envelope() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let vault = SeedVault::new(dir.path().join(SEALED_SEED_FILE));
+    let vault = SeedVault::new(dir.path().join("seed.sealed"));
     let mut good = credential(dir.path(), 1);
     vault.seal(PHRASE, good.as_mut(), Kdf::None).expect("seal");
     let before = std::fs::read(vault.path()).expect("read");
@@ -262,7 +270,7 @@ fn a_seal_that_does_not_read_back_keeps_the_previous_envelope() {
         before,
         "put back"
     );
-    assert!(!dir.path().join(PREVIOUS_SEALED_SEED_FILE).exists());
+    assert!(!dir.path().join("seed.sealed.prev").exists());
     assert_eq!(vault.open(good.as_mut()).expect("opens").as_str(), PHRASE);
 
     // Without a previous envelope, a failed seal leaves nothing.
@@ -277,7 +285,7 @@ fn a_seal_that_does_not_read_back_keeps_the_previous_envelope() {
     vault
         .seal(PHRASE, other.as_mut(), Kdf::None)
         .expect("re-seal");
-    assert!(!dir.path().join(PREVIOUS_SEALED_SEED_FILE).exists());
+    assert!(!dir.path().join("seed.sealed.prev").exists());
     assert!(matches!(vault.open(good.as_mut()), Err(KeyError::WrongKey)));
     assert_eq!(vault.open(other.as_mut()).expect("opens").as_str(), PHRASE);
 }
@@ -285,7 +293,7 @@ fn a_seal_that_does_not_read_back_keeps_the_previous_envelope() {
 #[test]
 fn seeds_seal_with_the_configured_sources_or_write_plaintext_with_none() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let plain = Seeds::new(dir.path().to_path_buf(), SeedSettings::default());
+    let plain = Seeds::new(files(dir.path()), SeedSettings::default());
     assert_eq!(
         plain.create(PHRASE).expect("create"),
         SeedLocation::Plaintext
@@ -300,9 +308,9 @@ fn seeds_seal_with_the_configured_sources_or_write_plaintext_with_none() {
         argon2: Some(TEST_ARGON2),
         ..SeedSettings::default()
     };
-    let sealed = Seeds::new(dir.path().to_path_buf(), settings.clone());
+    let sealed = Seeds::new(files(dir.path()), settings.clone());
     assert_eq!(sealed.seal_plaintext().expect("seal"), Sources::PASSPHRASE);
-    assert!(!dir.path().join(datadir::MNEMONIC_FILE).exists());
+    assert!(!dir.path().join("mnemonic").exists());
     assert_eq!(sealed.read().expect("read").as_str(), PHRASE);
     match sealed.status().expect("status") {
         SeedStatus::Sealed {
@@ -321,14 +329,14 @@ fn seeds_seal_with_the_configured_sources_or_write_plaintext_with_none() {
     }
     // Another passphrase cannot read it; none at all says what is missing.
     let wrong = Seeds::new(
-        dir.path().to_path_buf(),
+        files(dir.path()),
         SeedSettings {
             passphrase: Some(Zeroizing::new("nope".into())),
             ..settings.clone()
         },
     );
     assert!(matches!(wrong.read(), Err(KeyError::WrongKey)));
-    let missing = Seeds::new(dir.path().to_path_buf(), SeedSettings::default());
+    let missing = Seeds::new(files(dir.path()), SeedSettings::default());
     let error = missing.read().expect_err("no passphrase");
     assert!(error.to_string().contains(PASSPHRASE_ENV), "{error}");
 

@@ -26,7 +26,8 @@ impl SeedVault {
         &self.path
     }
 
-    fn previous(&self) -> PathBuf {
+    /// Where the envelope being replaced is kept until its successor reads back.
+    pub fn previous_path(&self) -> PathBuf {
         let mut name = self.path.file_name().unwrap_or_default().to_os_string();
         name.push(".prev");
         self.path.with_file_name(name)
@@ -88,16 +89,16 @@ impl SeedVault {
             )
             .map_err(|_| KeyError::Source("sealing failed".into()))?;
 
-        let previous = self.previous();
+        let previous = self.previous_path();
         let had_previous = match std::fs::read(&self.path) {
             Ok(old) => {
-                crate::datadir::write_atomically(&previous, &old, 0o600)?;
+                crate::fsutil::write_atomically(&previous, &old, 0o600)?;
                 true
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
             Err(e) => return Err(KeyError::io("cannot read", &self.path)(e)),
         };
-        crate::datadir::write_atomically(&self.path, &envelope.to_bytes(), 0o600)?;
+        crate::fsutil::write_atomically(&self.path, &envelope.to_bytes(), 0o600)?;
         match self.open(source) {
             Ok(read_back) if read_back.as_str() == phrase => {
                 if had_previous {

@@ -4,43 +4,36 @@
 //! pairing window needs local access to the box, not a token.
 
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::Context;
 use hyper_util::rt::TokioIo;
 
-pub const CONTROL_SOCKET: &str = "control.sock";
-
-pub fn socket_path(datadir: &Path) -> PathBuf {
-    datadir.join(CONTROL_SOCKET)
-}
-
-/// Bind the control socket. A socket file left by a daemon that did not stop cleanly
-/// is replaced: the caller holds the datadir lock, so no other daemon owns it.
-pub fn bind(datadir: &Path) -> anyhow::Result<tokio::net::UnixListener> {
-    let path = socket_path(datadir);
-    match std::fs::remove_file(&path) {
+/// Bind the control socket at `path` (the datadir's, `datadir::Layout`). A socket file
+/// left by a daemon that did not stop cleanly is replaced: the caller holds the datadir
+/// lock, so no other daemon owns it.
+pub fn bind(path: &Path) -> anyhow::Result<tokio::net::UnixListener> {
+    match std::fs::remove_file(path) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => {
             return Err(e).with_context(|| format!("cannot remove the stale {}", path.display()));
         }
     }
-    let listener = tokio::net::UnixListener::bind(&path)
+    let listener = tokio::net::UnixListener::bind(path)
         .with_context(|| format!("cannot listen on {}", path.display()))?;
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
         .with_context(|| format!("cannot restrict {}", path.display()))?;
     Ok(listener)
 }
 
-/// POST `body` (JSON) to `path` of the running daemon's control socket: the status and
-/// the response body.
+/// POST `body` (JSON) to `path` of the running daemon's control socket, `socket`: the
+/// status and the response body.
 pub async fn post(
-    datadir: &Path,
+    socket: &Path,
     path: &str,
     body: Vec<u8>,
 ) -> anyhow::Result<(axum::http::StatusCode, Vec<u8>)> {
-    let socket = socket_path(datadir);
     let stream = tokio::net::UnixStream::connect(&socket)
         .await
         .with_context(|| {

@@ -21,7 +21,7 @@ use super::{
     CA_CERT_FILE, CA_KEY_FILE, CertError, DAY, LEAF_CERT_FILE, LEAF_KEY_FILE, RENEW_BEFORE_DAYS,
     Renewal, Served, bad_file, server_config,
 };
-use crate::datadir;
+use crate::fsutil;
 
 /// The local CA's lifetime.
 const CA_VALIDITY_DAYS: i64 = 3650;
@@ -75,7 +75,7 @@ pub(super) fn load_or_create_ca(
                 }
                 None => {
                     let key = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256)?;
-                    datadir::write_atomically(&key_path, key.serialize_pem().as_bytes(), 0o600)?;
+                    fsutil::write_atomically(&key_path, key.serialize_pem().as_bytes(), 0o600)?;
                     key
                 }
             };
@@ -87,7 +87,7 @@ pub(super) fn load_or_create_ca(
                 time::OffsetDateTime::from(now) + time::Duration::days(CA_VALIDITY_DAYS);
             params.serial_number = Some(random_serial());
             let cert = params.self_signed(&key)?.der().clone();
-            datadir::write_atomically(&cert_path, pem_of(&cert).as_bytes(), 0o644)?;
+            fsutil::write_atomically(&cert_path, pem_of(&cert).as_bytes(), 0o644)?;
             let ca = local_ca(&cert_path, &key_path, cert, key)?;
             tracing::info!(target: "berth::tls", path = %cert_path.display(), pin = %ca.pin,
                 "created the local CA");
@@ -218,14 +218,14 @@ pub(super) fn issue_and_save(
         Some(Renewal::Expiring) if leaf_validity_days <= RENEW_BEFORE_DAYS => {}
         Some(problem) => return Err(CertError::SelfCheck(problem)),
     }
-    datadir::write_atomically(
+    fsutil::write_atomically(
         &dir.join(LEAF_KEY_FILE),
         key.serialize_pem().as_bytes(),
         0o600,
     )?;
     let chain = vec![leaf.clone(), ca.cert.clone()];
     let chain_pem: String = chain.iter().map(pem_of).collect();
-    datadir::write_atomically(&dir.join(LEAF_CERT_FILE), chain_pem.as_bytes(), 0o644)?;
+    fsutil::write_atomically(&dir.join(LEAF_CERT_FILE), chain_pem.as_bytes(), 0o644)?;
     let key_der = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der()));
     let config = server_config(provider, chain, key_der)?;
     let names: Vec<String> = host.names().iter().map(ToString::to_string).collect();

@@ -45,7 +45,7 @@
 //!   [`spki_pin`].
 //! - `files.rs`: reading the PEM files, writing a certificate as PEM.
 //!
-//! Dependencies: `tls` uses `datadir` (atomic writes) and nothing else of ours; the
+//! Dependencies: `tls` uses `fsutil` (atomic writes) and nothing else of ours; the
 //! listener (`net::listener`), the API's pairing and `app` use it. Inside, every file
 //! may use this one's vocabulary; `identity` uses `issuance` and `user_files`; they and
 //! `summary` read certificates through `certificate` and `files`, and `issuance`
@@ -76,8 +76,6 @@ pub use issuance::renewal_reason;
 pub use names::{HostNames, hostname, lan_ips};
 pub use summary::{LeafSummary, TlsSummary, describe};
 
-/// The directory, inside the datadir, of the generated mode's files.
-pub const TLS_DIR: &str = "tls";
 pub const CA_CERT_FILE: &str = "ca.pem";
 pub const CA_KEY_FILE: &str = "ca.key";
 pub const LEAF_CERT_FILE: &str = "leaf.pem";
@@ -92,9 +90,9 @@ const DAY: Duration = Duration::from_secs(24 * 60 * 60);
 
 #[derive(Debug, thiserror::Error)]
 pub enum CertError {
-    /// Writing a file failed (`datadir::write_atomically`).
+    /// Writing a file failed (`fsutil::write_atomically`).
     #[error(transparent)]
-    Write(#[from] crate::datadir::DataDirError),
+    Write(#[from] crate::fsutil::FsError),
     #[error("{what} {path}: {source}")]
     Io {
         what: &'static str,
@@ -170,10 +168,10 @@ pub enum TlsSource {
 }
 
 impl TlsSource {
-    /// The generated mode in `<datadir>/tls` with the longest leaf validity.
-    pub fn generated_in(datadir: &Path) -> Self {
+    /// The generated mode in `dir` (the datadir's `tls`) with the longest leaf validity.
+    pub fn generated_in(dir: &Path) -> Self {
         TlsSource::Generated {
-            dir: datadir.join(TLS_DIR),
+            dir: dir.to_path_buf(),
             leaf_validity_days: MAX_LEAF_VALIDITY_DAYS,
         }
     }
