@@ -127,7 +127,7 @@ fn spawn_watchdog(
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         loop {
-            let healthy = engine.store().failure().is_none()
+            let healthy = engine.store_failure().is_none()
                 && matches!(
                     tokio::time::timeout(every, engine.wallet_fingerprint()).await,
                     Ok(Ok(_))

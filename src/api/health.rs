@@ -179,7 +179,7 @@ pub async fn health(State(state): State<AppState>) -> (StatusCode, Json<Health>)
     let record = engine.wallet_record().await.ok().flatten();
     let exists = record.is_some();
     let loaded = engine.is_loaded().await;
-    let store_error = engine.store().failure();
+    let store_error = engine.store_failure();
     let datadir = engine.datadir().to_path_buf();
     let disk = tokio::task::spawn_blocking(move || rustix::fs::statvfs(&datadir).ok())
         .await

@@ -25,8 +25,7 @@ use bitcoin::hashes::{Hash, HashEngine, sha256};
 
 use crate::api::error::ApiError;
 use crate::api::routes::RouteTable;
-use crate::store::Store;
-use crate::store::idempotency::Claim;
+use crate::store::idempotency::{Claim, IdempotencyKeys};
 
 pub const HEADER: &str = "idempotency-key";
 /// Set on a replayed answer.
@@ -67,7 +66,7 @@ pub fn request_hash(method: &str, path: &str, body: &[u8]) -> [u8; 32] {
 /// The layer, over the routes that move funds (declared with `moves_funds`,
 /// `api::routes`); it runs before routing, so it looks the request's path up itself.
 pub async fn layer(
-    State((store, table)): State<(Store, Arc<RouteTable>)>,
+    State((keys, table)): State<(IdempotencyKeys, Arc<RouteTable>)>,
     request: Request,
     next: Next,
 ) -> Response {
@@ -95,10 +94,7 @@ pub async fn layer(
     let key_hash = key_hash(&key);
     let request_hash = request_hash(parts.method.as_str(), parts.uri.path(), &bytes);
     let ttl = u64::try_from(TTL.as_micros()).unwrap_or(u64::MAX);
-    let claim = match store
-        .claim_idempotency_key(key_hash, request_hash, now_us(), ttl)
-        .await
-    {
+    let claim = match keys.claim(key_hash, request_hash, now_us(), ttl).await {
         Ok(claim) => claim,
         Err(e) => return ApiError::internal("claiming an idempotency key", e).into_response(),
     };
@@ -138,7 +134,7 @@ pub async fn layer(
         .await;
     let status = response.status();
     if !status.is_success() {
-        if let Err(e) = store.finish_idempotency_key(key_hash, None).await {
+        if let Err(e) = keys.finish(key_hash, None).await {
             tracing::error!(error = %e, "cannot release an idempotency key");
         }
         return response;
@@ -153,8 +149,8 @@ pub async fn layer(
             return ApiError::Internal.into_response();
         }
     };
-    if let Err(e) = store
-        .finish_idempotency_key(key_hash, Some((status.as_u16(), body.to_vec())))
+    if let Err(e) = keys
+        .finish(key_hash, Some((status.as_u16(), body.to_vec())))
         .await
     {
         tracing::error!(error = %e, "cannot keep an idempotent answer");

@@ -130,7 +130,7 @@ pub fn router(state: AppState, options: ApiOptions) -> Router {
         .fallback(|| async { ApiError::not_found("no such endpoint") })
         // Inner to auth: only an authenticated request claims an idempotency key.
         .layer(axum::middleware::from_fn_with_state(
-            (state.engine.store().clone(), table),
+            (state.engine.idempotency_keys(), table),
             idempotency::layer,
         ))
         .layer(axum::middleware::from_fn_with_state(

@@ -239,9 +239,14 @@ impl Engine {
         })
     }
 
-    /// The wallet database.
-    pub fn store(&self) -> &Store {
-        &self.store
+    /// Why the wallet database stopped (a storage failure is fatal), if it did.
+    pub fn store_failure(&self) -> Option<String> {
+        self.store.failure()
+    }
+
+    /// The idempotency records, for the API's idempotency layer.
+    pub fn idempotency_keys(&self) -> crate::store::idempotency::IdempotencyKeys {
+        crate::store::idempotency::IdempotencyKeys::new(self.store.clone())
     }
 
     /// The datadir (its filesystem's free space is in `/health`).

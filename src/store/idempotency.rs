@@ -32,6 +32,39 @@ pub enum Claim {
     Interrupted,
 }
 
+/// The idempotency records alone: what the API's idempotency layer is handed (through
+/// `Engine::idempotency_keys`), so it reaches nothing else of the store.
+#[derive(Clone)]
+pub struct IdempotencyKeys(Store);
+
+impl IdempotencyKeys {
+    pub fn new(store: Store) -> IdempotencyKeys {
+        IdempotencyKeys(store)
+    }
+
+    /// [`Store::claim_idempotency_key`].
+    pub async fn claim(
+        &self,
+        key: [u8; 32],
+        request: [u8; 32],
+        now_us: u64,
+        ttl_us: u64,
+    ) -> Result<Claim, StoreError> {
+        self.0
+            .claim_idempotency_key(key, request, now_us, ttl_us)
+            .await
+    }
+
+    /// [`Store::finish_idempotency_key`].
+    pub async fn finish(
+        &self,
+        key: [u8; 32],
+        answer: Option<(u16, Vec<u8>)>,
+    ) -> Result<(), StoreError> {
+        self.0.finish_idempotency_key(key, answer).await
+    }
+}
+
 impl Store {
     /// Claim `key` for `request` (both hashes) at `now_us`; records older than `ttl_us`
     /// do not count and are removed.
