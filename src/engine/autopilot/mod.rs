@@ -1,0 +1,748 @@
+//! The autopilot: what keeps a wallet safe with nobody watching.
+//!
+//! An Ark VTXO must be refreshed before it expires; after expiry the server can sweep
+//! the tree it hangs from. The wallet's `rounds` task refreshes the VTXOs bark considers
+//! due at each round while the Ark server answers (`wallet_tasks`); barkd never starts
+//! an exit on its own. The autopilot adds, on every check (each `check_interval` and
+//! each new block):
+//! - a probe of the Ark server (`ark-server-unreachable` when it stops answering);
+//! - the expiry watchdog. A VTXO's *exit deadline* is the last height at which an exit
+//!   can still get each of its transactions confirmed (one block each) before the VTXO
+//!   expires. Its thresholds come from the wallet's bark config and the server's terms
+//!   ([`Thresholds::derive`]); `berth.toml` can only make it act earlier. Within
+//!   `warn_blocks` of the deadline: a `vtxo-expiring` alert. Within
+//!   `exit_margin_blocks`: the VTXO is at risk, and an exit is the last resort — only
+//!   when a refresh cannot happen (the server does not answer, no round starts before
+//!   the deadline, or refreshing it failed `refresh_attempts` times), and never for a
+//!   VTXO that is locked or in a pending round ([`plan`] has the rules). Exited funds
+//!   are never claimed here; `exit-claimable` tells the user they can be;
+//! - the exit reserve: the on-chain wallet's confirmed coins must pay the fee-paying
+//!   children of every exit; `exit-reserve-low` when they would not.
+//!
+//! The decisions are pure functions in `decisions.rs` ([`Thresholds::derive`],
+//! [`plan`], [`reserve`]), tested against tip heights and VTXO sets; `facts.rs` reads
+//! what they need of the wallet. [`Autopilot::check`], here, runs one pass as a short
+//! sequence of steps (probe the server, read the tip, watch exits, watch expiry, check
+//! the reserve), each gathering its facts, applying the decision and recording what it
+//! saw for `/health` and `/metrics`.
+//!
+//! The watchdog never races bark: the `rounds` task holds [`Autopilot::round_gate`]
+//! while it picks and joins VTXOs for a round and plays the round's events, and the
+//! watchdog holds it while it re-reads a VTXO's state and joins a round or starts an
+//! exit. A VTXO is never in two participations: the maintenance refresh leaves out the
+//! inputs of pending ones, and the watchdog joins only VTXOs in none.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+
+use std::sync::Arc;
+
+use std::time::{Duration, SystemTime};
+
+use ark::VtxoId;
+
+use bitcoin::Amount;
+
+use super::{Engine, EngineError, LoadedWallet};
+
+use crate::events::{Alert, EventKind};
+
+mod decisions;
+mod facts;
+
+pub use decisions::*;
+pub(in crate::engine) use facts::participation_inputs;
+use facts::{still_free, watched_vtxos};
+
+/// What the autopilot last saw, for `/health` and `/metrics`.
+#[derive(Debug, Clone, Default)]
+pub struct Status {
+    pub ark_server: ServerStatus,
+    pub chain_tip: Option<TipStatus>,
+    /// The watched VTXOs (unspent, not exiting) at `chain_tip`.
+    pub vtxos: Vec<VtxoFacts>,
+    pub first_deadline: Option<i64>,
+    pub expiring: usize,
+    pub at_risk: usize,
+    /// Of `at_risk`, those locked or in a pending round (never exited automatically).
+    pub held: usize,
+    /// The thresholds of the last check (`None` before one with a loaded wallet).
+    pub thresholds: Option<Thresholds>,
+    /// When the server said its next round starts (`None` when it did not answer).
+    pub next_round_at: Option<SystemTime>,
+    pub exits_by_phase: Vec<(&'static str, u64)>,
+    pub exits_started_automatically: u64,
+    pub reserve: Option<Reserve>,
+    pub refresh_successes: u64,
+    pub refresh_failures: u64,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct ServerStatus {
+    /// `None` until the first probe.
+    pub reachable: Option<bool>,
+    pub last_reachable_at: Option<SystemTime>,
+    pub consecutive_failures: u32,
+    pub last_error: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct TipStatus {
+    pub height: u32,
+    /// When Berth first saw this tip (boards have no RTC worth trusting for block
+    /// times, and fetching the block to read its time costs a whole block).
+    pub seen_at: SystemTime,
+}
+
+/// The autopilot's memory between checks.
+pub struct Autopilot {
+    policy: Policy,
+    status: std::sync::RwLock<Status>,
+    memory: tokio::sync::Mutex<Memory>,
+    /// Failed refresh attempts per VTXO. Written by checks (the server did not
+    /// answer, a join was refused) and by the `rounds` task (a round failed with it).
+    failures: std::sync::Mutex<Failures>,
+    /// See the module docs: one of the `rounds` task and the watchdog at a time.
+    round_gate: tokio::sync::Mutex<()>,
+}
+
+#[derive(Default)]
+struct Memory {
+    /// VTXOs a `vtxo-expiring` alert was raised for (raised once each).
+    warned: HashSet<VtxoId>,
+    /// Exits an `exit-claimable` alert was raised for.
+    claimable: HashSet<VtxoId>,
+    server_alerted: bool,
+    reserve_alerted: bool,
+    last_tip: Option<TipStatus>,
+    /// The server's terms as last seen (kept while it is unreachable).
+    terms: Option<ServerTerms>,
+    thresholds: Option<Thresholds>,
+    checks: u64,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct ServerTerms {
+    vtxo_lifetime: u32,
+    vtxo_exit_delta: u32,
+    round_interval: Duration,
+    block_spacing: Duration,
+}
+
+#[derive(Default)]
+struct Failures {
+    per_vtxo: HashMap<VtxoId, u32>,
+    /// Failed round states already counted (a failed state stays listed until the
+    /// next sync; each counts once). Bounded: the oldest are forgotten.
+    rounds_counted: VecDeque<bark::persist::models::RoundStateId>,
+}
+
+/// Failed round states remembered, to count each once.
+const ROUNDS_REMEMBERED: usize = 64;
+
+/// Phases of exits as `/metrics` and `/health` name them.
+const PHASES: [(bark::exit::ExitStateKind, &str); 6] = [
+    (bark::exit::ExitStateKind::Start, "start"),
+    (bark::exit::ExitStateKind::Processing, "processing"),
+    (bark::exit::ExitStateKind::AwaitingDelta, "awaiting-delta"),
+    (bark::exit::ExitStateKind::Claimable, "claimable"),
+    (
+        bark::exit::ExitStateKind::ClaimInProgress,
+        "claim-in-progress",
+    ),
+    (bark::exit::ExitStateKind::Claimed, "claimed"),
+];
+
+/// How long one call to the Ark server or chain source may take within a check, and
+/// how long the watchdog waits for the round gate before leaving its action to the
+/// next check.
+const CALL_BOUND: Duration = Duration::from_secs(30);
+
+impl Autopilot {
+    pub fn new(policy: Policy) -> Arc<Self> {
+        Arc::new(Autopilot {
+            policy,
+            status: std::sync::RwLock::new(Status::default()),
+            memory: tokio::sync::Mutex::new(Memory::default()),
+            failures: std::sync::Mutex::new(Failures::default()),
+            round_gate: tokio::sync::Mutex::new(()),
+        })
+    }
+
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    pub fn status(&self) -> Status {
+        self.status
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Held by whoever chooses VTXOs for a round or an exit, or plays round events.
+    pub(super) async fn round_gate(&self) -> tokio::sync::MutexGuard<'_, ()> {
+        self.round_gate.lock().await
+    }
+
+    /// Count a refresh the wallet joined (or failed to join) outside the watchdog: the
+    /// maintenance refresh at each round (`wallet_tasks`).
+    pub(super) fn record_refresh(&self, joined: bool) {
+        self.update(|s| {
+            if joined {
+                s.refresh_successes += 1
+            } else {
+                s.refresh_failures += 1
+            }
+        });
+    }
+
+    /// A round participation that failed: a failed refresh attempt for each of its
+    /// inputs, counted once per round state.
+    pub(super) fn record_failed_round(
+        &self,
+        state: bark::persist::models::RoundStateId,
+        inputs: impl IntoIterator<Item = VtxoId>,
+    ) {
+        let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
+        if failures.rounds_counted.contains(&state) {
+            return;
+        }
+        if failures.rounds_counted.len() == ROUNDS_REMEMBERED {
+            failures.rounds_counted.pop_front();
+        }
+        failures.rounds_counted.push_back(state);
+        for id in inputs {
+            *failures.per_vtxo.entry(id).or_default() += 1;
+        }
+        drop(failures);
+        self.update(|s| s.refresh_failures += 1);
+    }
+
+    fn record_failed_attempts(&self, ids: &[VtxoId]) {
+        let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
+        for id in ids {
+            *failures.per_vtxo.entry(*id).or_default() += 1;
+        }
+    }
+
+    /// The failure counts of `watched`, forgetting every other VTXO.
+    fn failures_of(&self, watched: &[VtxoFacts]) -> HashMap<VtxoId, u32> {
+        let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
+        failures
+            .per_vtxo
+            .retain(|id, _| watched.iter().any(|f| f.id == *id));
+        failures.per_vtxo.clone()
+    }
+
+    fn update(&self, f: impl FnOnce(&mut Status)) {
+        f(&mut self.status.write().unwrap_or_else(|e| e.into_inner()));
+    }
+
+    /// One pass: probe, watch, act, record. An error ends the pass early (the
+    /// supervisor retries with backoff); what was learnt so far stays recorded. The
+    /// decisions are `decisions`' pure functions; each step here gathers their facts
+    /// and carries them out.
+    pub async fn check(&self, engine: &Engine) -> Result<(), EngineError> {
+        let mut memory = self.memory.lock().await;
+        memory.checks += 1;
+        let loaded = match engine.loaded().await {
+            Ok(loaded) => loaded,
+            Err(EngineError::NoWallet | EngineError::NotLoaded) => {
+                // Nothing is known without a wallet.
+                self.update(|s| *s = Status::default());
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        };
+        let now = SystemTime::now();
+        tracing::debug!(target: "berth::autopilot", "check: probing the Ark server");
+        let server = self.probe_server(engine, &loaded, &mut memory, now).await;
+        tracing::debug!(target: "berth::autopilot", ?server, "check: the chain tip");
+        let tip = self.read_tip(&loaded, &mut memory, now).await?;
+        let exiting = self.watch_exits(engine, &loaded, &mut memory).await;
+        let watched = self
+            .watch_expiry(engine, &loaded, &mut memory, server, tip.height, &exiting)
+            .await?;
+        // The exit reserve: on the first check, on each new block, and every tenth.
+        if tip.seen_at == now || memory.checks % 10 == 1 {
+            self.check_reserve(engine, &loaded, &mut memory).await;
+        }
+        tracing::debug!(target: "berth::autopilot", tip = tip.height, vtxos = watched,
+            "check: done");
+        Ok(())
+    }
+
+    /// Probe the Ark server (an `ark-server-unreachable` alert when it stops
+    /// answering), keep its terms, and ask when its next round starts.
+    async fn probe_server(
+        &self,
+        engine: &Engine,
+        loaded: &LoadedWallet,
+        memory: &mut Memory,
+        now: SystemTime,
+    ) -> Server {
+        let probe = tokio::time::timeout(CALL_BOUND, loaded.wallet.refresh_server()).await;
+        let server_error = match probe {
+            Ok(Ok(())) => None,
+            Ok(Err(e)) => Some(format!("{e:#}")),
+            Err(_) => Some(format!("no answer within {} s", CALL_BOUND.as_secs())),
+        };
+        self.update(|s| match &server_error {
+            None => {
+                s.ark_server.reachable = Some(true);
+                s.ark_server.last_reachable_at = Some(now);
+                s.ark_server.consecutive_failures = 0;
+                s.ark_server.last_error = None;
+            }
+            Some(e) => {
+                s.ark_server.reachable = Some(false);
+                s.ark_server.consecutive_failures += 1;
+                s.ark_server.last_error = Some(e.clone());
+            }
+        });
+        match (&server_error, memory.server_alerted) {
+            (Some(e), false) => {
+                tracing::warn!(target: "berth::autopilot", error = %e, "the Ark server is unreachable");
+                self.alert(
+                    engine,
+                    EventKind::ArkServerUnreachable,
+                    Alert {
+                        message: "The Ark server cannot be reached: payments and refreshes wait \
+                                  for it, and VTXOs near expiry will be exited if it stays away."
+                            .into(),
+                        ..Alert::default()
+                    },
+                )
+                .await;
+                memory.server_alerted = true;
+            }
+            (None, true) => {
+                tracing::info!(target: "berth::autopilot", "the Ark server is reachable again");
+                memory.server_alerted = false;
+            }
+            _ => {}
+        }
+        // The server's terms: bark keeps what the connection first learnt, also
+        // while the server is down.
+        if let Ok(Some(info)) = loaded.wallet.ark_info().await {
+            memory.terms = Some(ServerTerms {
+                vtxo_lifetime: info.vtxo_lifetime.into(),
+                vtxo_exit_delta: info.vtxo_exit_delta.into(),
+                round_interval: info.round_interval,
+                block_spacing: block_spacing(info.network),
+            });
+        }
+        // When the next round starts: the server says, else its round interval.
+        let server = match server_error {
+            Some(_) => Server::Unreachable,
+            None => {
+                let next =
+                    tokio::time::timeout(CALL_BOUND, loaded.wallet.next_round_start_time()).await;
+                let next_round_in = match next {
+                    Ok(Ok(at)) => Some(at.duration_since(now).unwrap_or_default()),
+                    failed => {
+                        tracing::debug!(target: "berth::autopilot", ok = failed.is_ok(),
+                            "the server did not say when its next round starts");
+                        memory.terms.map(|t| t.round_interval)
+                    }
+                };
+                Server::Answering { next_round_in }
+            }
+        };
+        self.update(|s| {
+            s.next_round_at = match server {
+                Server::Answering {
+                    next_round_in: Some(wait),
+                } => Some(now + wait),
+                _ => None,
+            }
+        });
+        server
+    }
+
+    /// The chain tip, and when Berth first saw it.
+    async fn read_tip(
+        &self,
+        loaded: &LoadedWallet,
+        memory: &mut Memory,
+        now: SystemTime,
+    ) -> Result<TipStatus, EngineError> {
+        let tip: u32 = tokio::time::timeout(CALL_BOUND, loaded.wallet.chain().tip())
+            .await
+            .map_err(|_| EngineError::Unreachable {
+                what: "the chain source",
+                reason: "no tip within the bound".into(),
+            })?
+            .map_err(|e| EngineError::Unreachable {
+                what: "the chain source",
+                reason: format!("{e:#}"),
+            })?
+            .into();
+        let tip_status = match memory.last_tip {
+            Some(t) if t.height == tip => t,
+            _ => TipStatus {
+                height: tip,
+                seen_at: now,
+            },
+        };
+        memory.last_tip = Some(tip_status);
+        self.update(|s| s.chain_tip = Some(tip_status));
+        Ok(tip_status)
+    }
+
+    /// Exits by phase (an `exit-claimable` alert for each newly claimable one); the
+    /// VTXOs being exited, which the watchdog leaves alone.
+    async fn watch_exits(
+        &self,
+        engine: &Engine,
+        loaded: &LoadedWallet,
+        memory: &mut Memory,
+    ) -> HashSet<VtxoId> {
+        let exit_vtxos = loaded.wallet.exit_mgr().get_exit_vtxos().await;
+        let exiting: HashSet<VtxoId> = exit_vtxos.iter().map(|e| e.id()).collect();
+        let mut by_phase: Vec<(&'static str, u64)> = PHASES.iter().map(|p| (p.1, 0)).collect();
+        let mut claimable_now = Vec::new();
+        for e in &exit_vtxos {
+            let kind = e.state().kind();
+            if let Some(i) = PHASES.iter().position(|p| p.0 == kind) {
+                by_phase[i].1 += 1;
+            }
+            if kind == bark::exit::ExitStateKind::Claimable {
+                claimable_now.push((e.id(), e.amount()));
+            }
+        }
+        let fresh: Vec<_> = claimable_now
+            .iter()
+            .filter(|(id, _)| !memory.claimable.contains(id))
+            .collect();
+        if !fresh.is_empty() {
+            let amount: Amount = fresh.iter().map(|(_, a)| *a).sum();
+            self.alert(
+                engine,
+                EventKind::ExitClaimable,
+                Alert {
+                    message: format!(
+                        "{} exited VTXO(s) can be claimed to the on-chain wallet \
+                         (POST /api/v1/exits/claim/all); Berth never claims on its own.",
+                        fresh.len()
+                    ),
+                    vtxos: fresh.iter().map(|(id, _)| id.to_string()).collect(),
+                    amount_sat: Some(amount.to_sat()),
+                    ..Alert::default()
+                },
+            )
+            .await;
+        }
+        memory.claimable = claimable_now.iter().map(|(id, _)| *id).collect();
+        self.update(|s| s.exits_by_phase = by_phase);
+        exiting
+    }
+
+    /// The expiry watchdog: the thresholds, the plan ([`plan`]) and carrying it out
+    /// (alerts, joining a round, starting exits). Returns how many VTXOs it watched.
+    async fn watch_expiry(
+        &self,
+        engine: &Engine,
+        loaded: &LoadedWallet,
+        memory: &mut Memory,
+        server: Server,
+        tip: u32,
+        exiting: &HashSet<VtxoId>,
+    ) -> Result<usize, EngineError> {
+        let facts: Vec<VtxoFacts> = watched_vtxos(&loaded.wallet, exiting).await?;
+        let config = loaded.wallet.config();
+        let thresholds = Thresholds::derive(
+            Sources {
+                bark_refresh_threshold: config.vtxo_refresh_expiry_threshold.into(),
+                bark_exit_margin: config.vtxo_exit_margin.into(),
+                bark_round_confirmations: config.round_tx_required_confirmations.into(),
+                vtxo_lifetime: memory.terms.map(|t| t.vtxo_lifetime),
+                vtxo_exit_delta: memory.terms.map(|t| t.vtxo_exit_delta),
+            },
+            &self.policy,
+        );
+        if memory.thresholds != Some(thresholds) {
+            self.announce_thresholds(&thresholds);
+            memory.thresholds = Some(thresholds);
+        }
+        let failures = self.failures_of(&facts);
+        let conditions = Conditions {
+            tip,
+            server,
+            block_spacing: memory
+                .terms
+                .map_or(block_spacing(bitcoin::Network::Bitcoin), |t| {
+                    t.block_spacing
+                }),
+            failures: &failures,
+        };
+        let decided = plan(&facts, &conditions, &thresholds, self.policy.watchdog);
+        self.record_failed_attempts(&decided.failed);
+        if !decided.failed.is_empty() {
+            tracing::warn!(target: "berth::autopilot", vtxos = decided.failed.len(),
+                "cannot refresh VTXOs near their exit deadline: the Ark server is unreachable");
+            self.update(|s| s.refresh_failures += 1);
+        }
+        self.update(|s| {
+            s.vtxos = facts.clone();
+            s.first_deadline = decided.first_deadline;
+            s.expiring = decided.expiring.len();
+            s.at_risk = decided.at_risk();
+            s.held = decided.held.len();
+            s.thresholds = Some(thresholds);
+        });
+        self.warn_of_expiry(engine, memory, &facts, &decided.expiring, tip)
+            .await;
+        if !decided.held.is_empty() {
+            tracing::debug!(target: "berth::autopilot", vtxos = decided.held.len(),
+                "VTXOs near their exit deadline are locked or in a round: left to it");
+        }
+
+        if !decided.refresh.is_empty() {
+            self.join_round(engine, &loaded.wallet, &decided.refresh)
+                .await;
+        }
+
+        if !decided.exit.is_empty() {
+            self.start_exits(engine, &loaded.wallet, &decided.exit, &facts, tip)
+                .await?;
+        }
+        Ok(facts.len())
+    }
+
+    /// Log thresholds that changed (the server's terms arrived, or changed), and say
+    /// which `[watchdog]` values are not used and why.
+    fn announce_thresholds(&self, thresholds: &Thresholds) {
+        tracing::info!(target: "berth::autopilot",
+            warn_blocks = thresholds.warn_blocks,
+            exit_margin_blocks = thresholds.exit_margin_blocks,
+            refresh_threshold_blocks = thresholds.refresh_threshold_blocks,
+            vtxo_lifetime = ?thresholds.sources.vtxo_lifetime,
+            "watchdog thresholds (blocks before a VTXO's exit deadline)");
+        if !thresholds.refresh_possible {
+            tracing::error!(target: "berth::autopilot",
+                vtxo_lifetime = ?thresholds.sources.vtxo_lifetime,
+                needs = ?thresholds.refresh_needs_lifetime,
+                "no refresh can complete: the Ark server's VTXO lifetime is shorter than \
+                 bark needs before it forfeits a round's inputs (2 x vtxo_exit_margin + \
+                 vtxo_exit_delta + round_tx_required_confirmations); VTXOs near expiry \
+                 will be exited");
+        }
+        for (key, set, used) in [
+            (
+                "warn_blocks",
+                self.policy.warn_blocks,
+                thresholds.warn_blocks,
+            ),
+            (
+                "exit_margin_blocks",
+                self.policy.exit_margin_blocks,
+                thresholds.exit_margin_blocks,
+            ),
+        ] {
+            if let Some(set) = set.filter(|set| *set != used) {
+                tracing::warn!(target: "berth::autopilot", key, set, used,
+                    "[watchdog] value not used: it may only make the watchdog act earlier \
+                     than bark's margins, within half the server's VTXO lifetime");
+            }
+        }
+    }
+
+    /// A `vtxo-expiring` alert for the VTXOs within `warn_blocks` not warned of yet;
+    /// the memory of warned VTXOs keeps only those still watched.
+    async fn warn_of_expiry(
+        &self,
+        engine: &Engine,
+        memory: &mut Memory,
+        facts: &[VtxoFacts],
+        expiring: &[VtxoId],
+        tip: u32,
+    ) {
+        let new_warnings: Vec<&VtxoFacts> = facts
+            .iter()
+            .filter(|f| expiring.contains(&f.id) && !memory.warned.contains(&f.id))
+            .collect();
+        if !new_warnings.is_empty() {
+            let first = new_warnings
+                .iter()
+                .map(|f| blocks_to_deadline(f, tip))
+                .min();
+            self.alert(
+                engine,
+                EventKind::VtxoExpiring,
+                Alert {
+                    message: format!(
+                        "{} VTXO(s) must be refreshed soon or exited: the first can be exited \
+                         safely for {} more block(s).",
+                        new_warnings.len(),
+                        first.unwrap_or(0)
+                    ),
+                    vtxos: new_warnings.iter().map(|f| f.id.to_string()).collect(),
+                    amount_sat: Some(new_warnings.iter().map(|f| f.amount.to_sat()).sum()),
+                    blocks_left: first,
+                    ..Alert::default()
+                },
+            )
+            .await;
+            memory.warned.extend(new_warnings.iter().map(|f| f.id));
+        }
+        memory.warned.retain(|id| facts.iter().any(|f| f.id == *id));
+    }
+
+    /// Whether the on-chain wallet's confirmed coins pay for exiting every VTXO
+    /// ([`reserve`]); an `exit-reserve-low` alert when they stop doing so.
+    async fn check_reserve(&self, engine: &Engine, loaded: &LoadedWallet, memory: &mut Memory) {
+        match engine.exit_fee(None, None, None).await {
+            Ok((estimate, _)) => {
+                let confirmed = loaded.onchain.read().await.balance().confirmed;
+                let r = reserve(estimate.exit_broadcast_fee, confirmed);
+                self.update(|s| s.reserve = Some(r));
+                if !r.sufficient() && !memory.reserve_alerted {
+                    self.alert(
+                        engine,
+                        EventKind::ExitReserveLow,
+                        Alert {
+                            message: format!(
+                                "The on-chain wallet's confirmed {} sat cannot pay the {} sat \
+                                 of fees that exiting every VTXO needs; send at least {} sat \
+                                 to an on-chain address of this wallet.",
+                                r.available.to_sat(),
+                                r.needed.to_sat(),
+                                r.shortfall().to_sat()
+                            ),
+                            shortfall_sat: Some(r.shortfall().to_sat()),
+                            ..Alert::default()
+                        },
+                    )
+                    .await;
+                }
+                memory.reserve_alerted = !r.sufficient();
+            }
+            Err(e) => {
+                tracing::debug!(target: "berth::autopilot", error = %e, "cannot estimate the exit reserve")
+            }
+        }
+    }
+
+    /// Join the server's next round with VTXOs at risk that are in no participation
+    /// (a margin widened in `berth.toml`: bark's maintenance refresh would take them
+    /// only later). Under the round gate, with their state read again; a refused
+    /// join is a failed attempt. Joining only registers a participation: the `rounds`
+    /// task plays it when the round starts.
+    async fn join_round(&self, engine: &Engine, wallet: &bark::Wallet, ids: &[VtxoId]) {
+        let Ok(_gate) = tokio::time::timeout(CALL_BOUND, self.round_gate()).await else {
+            tracing::debug!(target: "berth::autopilot", "a round is being played: joining at the next check");
+            return;
+        };
+        let free = match still_free(wallet, ids).await {
+            Ok(free) => free,
+            Err(e) => {
+                tracing::warn!(target: "berth::autopilot", error = %e, "cannot read VTXOs before joining a round");
+                return;
+            }
+        };
+        let fresh: Vec<VtxoId> = free
+            .into_iter()
+            .filter(|(_, custody)| *custody == Custody::Free)
+            .map(|(id, _)| id)
+            .collect();
+        if fresh.is_empty() {
+            return;
+        }
+        match tokio::time::timeout(CALL_BOUND * 2, engine.refresh_vtxos(&fresh)).await {
+            Ok(Ok(_)) => {
+                tracing::info!(target: "berth::autopilot", vtxos = fresh.len(),
+                    "joined the next round to refresh VTXOs near their exit deadline");
+                self.update(|s| s.refresh_successes += 1);
+            }
+            failed => {
+                let reason = match failed {
+                    Ok(Err(e)) => e.to_string(),
+                    _ => "no answer in time".to_string(),
+                };
+                tracing::warn!(target: "berth::autopilot", error = %reason,
+                    vtxos = fresh.len(), "cannot refresh VTXOs near their exit deadline");
+                self.record_failed_attempts(&fresh);
+                self.update(|s| s.refresh_failures += 1);
+            }
+        }
+    }
+
+    /// Start the exits of `ids`: under the round gate, only of those still spendable
+    /// (a round may have taken one since the plan), and within the fee budget.
+    async fn start_exits(
+        &self,
+        engine: &Engine,
+        wallet: &bark::Wallet,
+        ids: &[VtxoId],
+        facts: &[VtxoFacts],
+        tip: u32,
+    ) -> Result<(), EngineError> {
+        let Ok(_gate) = tokio::time::timeout(CALL_BOUND, self.round_gate()).await else {
+            tracing::warn!(target: "berth::autopilot",
+                "a round is being played: deciding the exits at the next check");
+            return Ok(());
+        };
+        let ids: Vec<VtxoId> = still_free(wallet, ids)
+            .await
+            .map_err(EngineError::internal("reading VTXOs before an exit"))?
+            .into_iter()
+            .map(|(id, _)| id)
+            .collect();
+        if ids.is_empty() {
+            return Ok(());
+        }
+        if let Some(budget) = self.policy.auto_exit_fee_budget {
+            match engine.exit_fee(Some(&ids), None, None).await {
+                Ok((estimate, _)) if estimate.exit_broadcast_fee > budget => {
+                    tracing::error!(target: "berth::autopilot",
+                        fee = estimate.exit_broadcast_fee.to_sat(), budget = budget.to_sat(),
+                        "not starting exits: their fees are over [watchdog] auto_exit_fee_budget_sat");
+                    return Ok(());
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(target: "berth::autopilot", error = %e,
+                        "cannot estimate the exit fee; starting the exits anyway")
+                }
+            }
+        }
+        let started = engine.exit_start_vtxos(&ids).await?;
+        let amount: Amount = facts
+            .iter()
+            .filter(|f| ids.contains(&f.id))
+            .map(|f| f.amount)
+            .sum();
+        let first = facts
+            .iter()
+            .filter(|f| ids.contains(&f.id))
+            .map(|f| blocks_to_deadline(f, tip))
+            .min();
+        tracing::warn!(target: "berth::autopilot", started, amount = amount.to_sat(),
+            "started exits of VTXOs near expiry: no refresh can happen before their deadline");
+        self.update(|s| s.exits_started_automatically += started as u64);
+        self.alert(
+            engine,
+            EventKind::ExitStarted,
+            Alert {
+                message: format!(
+                    "Started the exit of {started} VTXO(s) near expiry: the Ark server could not \
+                     refresh them before their exit deadline. The funds will become claimable \
+                     on-chain; Berth will not claim them on its own."
+                ),
+                vtxos: ids.iter().map(ToString::to_string).collect(),
+                amount_sat: Some(amount.to_sat()),
+                blocks_left: first,
+                ..Alert::default()
+            },
+        )
+        .await;
+        Ok(())
+    }
+
+    async fn alert(&self, engine: &Engine, kind: EventKind, alert: Alert) {
+        if let Err(e) = engine.events().alert(kind, alert).await {
+            tracing::error!(target: "berth::autopilot", error = %e, ?kind, "cannot record an alert");
+        }
+    }
+}
