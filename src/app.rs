@@ -8,10 +8,12 @@ use std::sync::Arc;
 
 use anyhow::Context;
 
+use crate::access::backoff::AuthFailures;
+use crate::access::devices::Devices;
+use crate::access::pairing::{PairingCodes, PairingTarget};
+use crate::access::tickets::TicketBook;
 use crate::api::auth::AuthPolicy;
-use crate::api::backoff::AuthFailures;
-use crate::api::control::{ControlState, PairingTarget};
-use crate::api::tickets::TicketBook;
+use crate::api::control::ControlState;
 use crate::api::v1::notifications::SocketCount;
 use crate::api::{ApiOptions, AppState};
 use crate::cli::{Cli, Command, SecretCommand, StoreCommand, TlsCommand};
@@ -19,7 +21,6 @@ use crate::datadir::{self, Layout};
 use crate::engine::Engine;
 use crate::events::EventHub;
 use crate::net::listener::{TlsConfigSource, Transport};
-use crate::net::pairing::{Devices, PairingCodes};
 use crate::store::{Store, StoreConfig};
 use crate::tls::{ServerIdentity, TlsSource};
 

@@ -3,6 +3,8 @@
 //!
 //! Module map (`docs/architecture.md` has the layout and the direction of dependencies:
 //! `api → engine → store`; nothing below depends on anything above):
+//! - [`access`]: who may do what — credentials (admin token, device tokens, pairing
+//!   codes, websocket tickets), scopes, the auth-failure backoff.
 //! - [`app`]: composition root — command line in, running daemon out.
 //! - [`cli`]: the `berthd` command line (barkd's flags and environment variables).
 //! - [`config`]: Berth's own settings file, `berth.toml`.
@@ -13,10 +15,11 @@
 //! - [`store`]: the wallet database (redb).
 //! - [`keys`]: the seed at rest (sealed envelope, key sources, the ATECC608 driver).
 //! - [`events`]: the durable event log and its fan-out.
-//! - [`net`]: the listener, the control socket, pairing, mDNS.
+//! - [`net`]: the listener, the control socket, mDNS.
 //! - [`tls`]: the listener's TLS identity (local CA, leaf, renewal, the pin).
 //! - [`telemetry`], [`shutdown`], [`systemd`]: logging, signals, service notifications.
 
+pub mod access;
 pub mod api;
 pub mod app;
 pub mod cli;

@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use berth::net::pairing::Scopes;
+use berth::access::scopes::Scopes;
 
 mod harness;
 
@@ -407,7 +407,7 @@ fn repeated_auth_failures_back_off_with_429() {
     for _ in 0..10 {
         assert_eq!(daemon.get("/api/v1/wallet", &[]).0, 401);
     }
-    for _ in 0..berth::api::backoff::FREE_FAILURES {
+    for _ in 0..berth::access::backoff::FREE_FAILURES {
         assert_eq!(
             daemon.get("/api/v1/wallet", &[("Authorization", &wrong)]).0,
             401

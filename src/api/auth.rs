@@ -17,10 +17,11 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use subtle::ConstantTimeEq;
 
-use crate::api::backoff::AuthFailures;
+use crate::access::backoff::AuthFailures;
+use crate::access::devices::Devices;
+use crate::access::scopes::Scopes;
 use crate::api::error::ApiError;
 use crate::datadir::AuthToken;
-use crate::net::pairing::{Devices, Scopes};
 
 /// Who may call the API.
 #[derive(Debug, Clone)]

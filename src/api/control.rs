@@ -2,7 +2,6 @@
 //! 0600 in a 0700 datadir): what needs local access to the box rather than a token.
 //! Today that is opening a pairing window (`berthd pair`).
 
-use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::UNIX_EPOCH;
 
@@ -12,54 +11,10 @@ use axum::routing::post;
 use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 
+use crate::access::devices::check_device_name;
+use crate::access::pairing::{Grant, PairingCodes, PairingTarget};
+use crate::access::scopes::Scopes;
 use crate::api::error::ApiError;
-use crate::net::pairing::{Grant, PairingCodes, Scopes, check_device_name};
-
-/// Where phones reach the daemon: what goes in the pairing URI.
-#[derive(Debug, Clone)]
-pub struct PairingTarget {
-    /// The bound address; an unspecified one (0.0.0.0, ::) means "every LAN address".
-    pub bind: SocketAddr,
-    /// The host name (without `.local`).
-    pub hostname: String,
-    /// The CA pin, when the API is served over TLS.
-    pub pin: Option<String>,
-}
-
-impl PairingTarget {
-    /// The address to put in the URI: the bound one, or else the first LAN IPv4
-    /// address (phones reach IPv4 more reliably), any LAN address, or loopback.
-    fn address(&self, lan_ips: &[IpAddr]) -> SocketAddr {
-        let ip = self.bind.ip();
-        if !ip.is_unspecified() {
-            return self.bind;
-        }
-        let chosen = lan_ips
-            .iter()
-            .find(|ip| ip.is_ipv4())
-            .or_else(|| lan_ips.first())
-            .copied()
-            .unwrap_or(IpAddr::V4(std::net::Ipv4Addr::LOCALHOST));
-        SocketAddr::new(chosen, self.bind.port())
-    }
-
-    /// `berth://pair?v=1&h=<host>.local&a=<ip>:<port>&pin=sha256/...&t=<code>&exp=<unix>`
-    pub fn uri(&self, lan_ips: &[IpAddr], code: &str, expires_unix: u64) -> String {
-        // Brackets of an IPv6 address are not allowed bare in a query.
-        let address = self
-            .address(lan_ips)
-            .to_string()
-            .replace('[', "%5B")
-            .replace(']', "%5D");
-        let mut uri = format!("berth://pair?v=1&h={}.local&a={address}", self.hostname);
-        if let Some(pin) = &self.pin {
-            uri.push_str("&pin=");
-            uri.push_str(pin);
-        }
-        uri.push_str(&format!("&t={code}&exp={expires_unix}"));
-        uri
-    }
-}
 
 #[derive(Clone)]
 pub struct ControlState {
@@ -129,38 +84,4 @@ async fn open_window(
         expires_at,
         scopes: scopes.names().into_iter().map(String::from).collect(),
     }))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn target(bind: &str, pin: Option<&str>) -> PairingTarget {
-        PairingTarget {
-            bind: bind.parse().expect("addr"),
-            hostname: "berth-7f3a".into(),
-            pin: pin.map(String::from),
-        }
-    }
-
-    #[test]
-    fn the_uri_names_host_address_pin_code_and_expiry() {
-        let lan: Vec<IpAddr> = vec![
-            "fd00::5".parse().expect("ip"),
-            "192.168.1.40".parse().expect("ip"),
-        ];
-        let uri = target("0.0.0.0:3000", Some("sha256/abc_-")).uri(&lan, "CODE", 1_800_000_000);
-        assert_eq!(
-            uri,
-            "berth://pair?v=1&h=berth-7f3a.local&a=192.168.1.40:3000&pin=sha256/abc_-&t=CODE&exp=1800000000"
-        );
-        // A bound address is used as is; IPv6 brackets are escaped; no pin without TLS.
-        let uri = target("[fd00::9]:3443", None).uri(&lan, "C", 1);
-        assert_eq!(
-            uri,
-            "berth://pair?v=1&h=berth-7f3a.local&a=%5Bfd00::9%5D:3443&t=C&exp=1"
-        );
-        let uri = target("0.0.0.0:3000", None).uri(&[], "C", 1);
-        assert!(uri.contains("a=127.0.0.1:3000"), "{uri}");
-    }
 }

@@ -10,7 +10,6 @@
 //! local control socket.
 
 pub mod auth;
-pub mod backoff;
 pub mod control;
 pub mod error;
 pub mod health;
@@ -20,7 +19,6 @@ pub mod metrics;
 pub mod openapi;
 pub mod routes;
 pub mod scopes;
-pub mod tickets;
 pub mod v1;
 
 use std::sync::Arc;
@@ -33,15 +31,16 @@ use utoipa::OpenApi as _;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use crate::access::backoff::AuthFailures;
+use crate::access::devices::Devices;
+use crate::access::pairing::PairingCodes;
+use crate::access::tickets::TicketBook;
 use crate::api::auth::Access;
-use crate::api::backoff::AuthFailures;
 use crate::api::error::ApiError;
 use crate::api::routes::{RouteTable, Routes};
-use crate::api::tickets::TicketBook;
 use crate::api::v1::notifications::SocketCount;
 use crate::engine::Engine;
 use crate::events::EventHub;
-use crate::net::pairing::{Devices, PairingCodes};
 
 /// What handlers share.
 #[derive(Clone)]

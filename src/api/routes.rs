@@ -18,8 +18,8 @@ use axum::http::Method;
 use utoipa::openapi::path::PathItem;
 use utoipa_axum::router::{OpenApiRouter, UtoipaMethodRouter};
 
+use crate::access::scopes::Scope;
 use crate::api::AppState;
-use crate::net::pairing::Scope;
 
 /// Who may call a route.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -3,7 +3,7 @@
 //!
 //! A route missing from the table is refused to every credential but a full one
 //! (deny by default), and a test proves every route of the OpenAPI document is in it.
-//! `admin` includes every other scope (`net::pairing::Scopes::allows`).
+//! `admin` includes every other scope (`access::scopes::Scopes::allows`).
 
 use std::sync::Arc;
 
@@ -11,9 +11,9 @@ use axum::extract::{MatchedPath, Request, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
+use crate::access::scopes::{Scope, Scopes};
 use crate::api::error::ApiError;
 use crate::api::routes::RouteTable;
-use crate::net::pairing::{Scope, Scopes};
 
 /// Route layer: refuse (403) a credential without the route's scope. Runs after the
 /// bearer check, which leaves the caller's `Scopes` in the request; a request that

@@ -11,11 +11,12 @@ use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use utoipa_axum::routes;
 
+use crate::access::devices::{Device, DeviceError, check_device_name};
+use crate::access::pairing::Redeem;
 use crate::api::AppState;
 use crate::api::auth::peer_ip;
 use crate::api::error::{ApiError, ErrorResponse, NotFoundResponse};
 use crate::api::routes::Routes;
-use crate::net::pairing::{Device, DeviceError, Redeem};
 
 /// The group's routes, each with who may call it (`api::routes`).
 pub(super) fn routes(routes: Routes) -> Routes {
@@ -129,8 +130,7 @@ async fn pair_inner(state: AppState, request: Request) -> Result<Json<PairRespon
     let body: Result<Json<PairRequest>, JsonRejection> =
         <Json<PairRequest> as axum::extract::FromRequest<()>>::from_request(request, &()).await;
     let Json(body) = body?;
-    let name = crate::net::pairing::check_device_name(&body.name)
-        .map_err(|msg| ApiError::BadRequest(msg.into()))?;
+    let name = check_device_name(&body.name).map_err(|msg| ApiError::BadRequest(msg.into()))?;
     let grant = match state.pairing.redeem(&body.code) {
         Ok(grant) => grant,
         Err(Redeem::Closed) => return Err(ApiError::not_found("no such endpoint")),
