@@ -10,10 +10,11 @@
 //! addresses from. The table is bounded: records idle for an hour are forgotten
 //! first, then the oldest.
 
-use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
+
+use crate::access::expiring::{ExpiringMap, Expiry, Policy, WhenFull};
 
 /// Failures allowed before the first block.
 pub const FREE_FAILURES: u32 = 5;
@@ -24,16 +25,33 @@ pub const FORGET_AFTER: Duration = Duration::from_secs(3600);
 /// Most addresses tracked at once.
 pub const MAX_TRACKED: usize = 4096;
 
+/// An address's failures. When its last failure was is the record's stamp in the map:
+/// a record expires an hour after it ([`Expiry::FromLastWrite`]). A block is at most
+/// five minutes, so an expired record never blocks.
 #[derive(Debug, Clone, Copy)]
 struct Record {
     failures: u32,
-    last_failure: Instant,
     blocked_until: Instant,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct AuthFailures {
-    records: Mutex<HashMap<IpAddr, Record>>,
+    records: Mutex<ExpiringMap<IpAddr, Record>>,
+}
+
+impl Default for AuthFailures {
+    fn default() -> Self {
+        AuthFailures {
+            records: Mutex::new(ExpiringMap::new(Policy {
+                ttl: FORGET_AFTER,
+                capacity: MAX_TRACKED,
+                expiry: Expiry::FromLastWrite,
+                // A new address is always tracked: the least recently failing one
+                // makes room.
+                when_full: WhenFull::EvictOldest,
+            })),
+        }
+    }
 }
 
 /// The address a record is kept under: IPv4 as is, IPv6 by its /64.
@@ -54,7 +72,7 @@ impl AuthFailures {
     /// `Err(seconds to wait)` while `ip` is blocked.
     pub fn check(&self, ip: IpAddr, now: Instant) -> Result<(), u64> {
         let records = self.records.lock().unwrap_or_else(|e| e.into_inner());
-        match records.get(&key(ip)) {
+        match records.get(&key(ip), now) {
             Some(r) if r.blocked_until > now => {
                 let wait = r.blocked_until - now;
                 Err(wait.as_secs() + u64::from(wait.subsec_nanos() > 0))
@@ -66,28 +84,16 @@ impl AuthFailures {
     /// Record a failure from `ip`.
     pub fn failed(&self, ip: IpAddr, now: Instant) {
         let mut records = self.records.lock().unwrap_or_else(|e| e.into_inner());
-        let ip = key(ip);
-        if !records.contains_key(&ip) && records.len() >= MAX_TRACKED {
-            records.retain(|_, r| now.duration_since(r.last_failure) < FORGET_AFTER);
-            if records.len() >= MAX_TRACKED
-                && let Some(oldest) = records
-                    .iter()
-                    .min_by_key(|(_, r)| r.last_failure)
-                    .map(|(ip, _)| *ip)
-            {
-                records.remove(&oldest);
-            }
-        }
-        let record = records.entry(ip).or_insert(Record {
+        // An address idle for FORGET_AFTER starts again from no failures.
+        let fresh = || Record {
             failures: 0,
-            last_failure: now,
             blocked_until: now,
-        });
-        if now.duration_since(record.last_failure) >= FORGET_AFTER {
-            record.failures = 0;
-        }
+        };
+        // Never `Full`: the table evicts instead of refusing.
+        let Ok(record) = records.upsert(key(ip), now, fresh) else {
+            return;
+        };
         record.failures = record.failures.saturating_add(1);
-        record.last_failure = now;
         if record.failures > FREE_FAILURES {
             let doublings = (record.failures - FREE_FAILURES - 1).min(16);
             let block = Duration::from_secs(1u64 << doublings).min(MAX_BLOCK);
@@ -103,7 +109,7 @@ impl AuthFailures {
 
     #[cfg(test)]
     fn tracked(&self) -> usize {
-        self.records.lock().map(|r| r.len()).unwrap_or(0)
+        self.records.lock().map(|r| r.held()).unwrap_or(0)
     }
 }
 
@@ -170,5 +176,67 @@ mod tests {
             f.failed(IpAddr::V4(std::net::Ipv4Addr::from(0x0a00_0000 + i)), t0);
         }
         assert!(f.tracked() <= MAX_TRACKED);
+    }
+
+    #[test]
+    fn the_hour_counts_from_the_last_failure() {
+        let f = AuthFailures::default();
+        let a = ip("10.2.2.2");
+        let t0 = Instant::now();
+        let step = FORGET_AFTER - Duration::from_secs(60);
+        // Failures 59 minutes apart keep adding up, and the sixth blocks.
+        let mut at = t0;
+        for _ in 0..=FREE_FAILURES {
+            assert_eq!(f.check(a, at), Ok(()));
+            f.failed(a, at);
+            at += step;
+        }
+        let last = at - step;
+        assert_eq!(f.check(a, last), Err(1));
+        // A check is not a failure: it does not keep the record alive.
+        assert_eq!(
+            f.check(a, last + FORGET_AFTER - Duration::from_secs(1)),
+            Ok(())
+        );
+        f.failed(a, last + FORGET_AFTER);
+        assert_eq!(
+            f.check(a, last + FORGET_AFTER),
+            Ok(()),
+            "counting again from 1"
+        );
+    }
+
+    #[test]
+    fn when_full_the_least_recently_failing_address_is_forgotten() {
+        let f = AuthFailures::default();
+        let t0 = Instant::now();
+        let quiet = ip("10.3.0.1");
+        let busy = ip("10.3.0.2");
+        for _ in 0..FREE_FAILURES {
+            f.failed(quiet, t0);
+        }
+        for _ in 0..=FREE_FAILURES {
+            f.failed(busy, t0);
+        }
+        for i in 0..(MAX_TRACKED as u32 - 2) {
+            f.failed(
+                IpAddr::V4(std::net::Ipv4Addr::from(0x0b00_0000 + i)),
+                t0 + Duration::from_secs(1),
+            );
+        }
+        assert_eq!(f.tracked(), MAX_TRACKED);
+        // A tracked address failing again needs no room, and is now recent.
+        f.failed(busy, t0 + Duration::from_secs(2));
+        assert_eq!(f.tracked(), MAX_TRACKED);
+        // A new address: the one whose last failure is oldest (quiet) makes room.
+        f.failed(ip("10.4.0.1"), t0 + Duration::from_secs(3));
+        assert_eq!(f.tracked(), MAX_TRACKED);
+        assert_eq!(f.check(busy, t0 + Duration::from_secs(3)), Err(1));
+        f.failed(quiet, t0 + Duration::from_secs(4));
+        assert_eq!(
+            f.check(quiet, t0 + Duration::from_secs(4)),
+            Ok(()),
+            "forgotten: one failure, not six"
+        );
     }
 }

@@ -39,11 +39,16 @@
 //!   addresses are tracked; records idle for an hour are forgotten first, then the
 //!   oldest.
 //!
+//! Tickets, pairing codes and the backoff are the same shape, a bounded map whose
+//! entries expire ([`expiring`]); where they differ (when the TTL counts from, what
+//! happens when full) the map is told which.
+//!
 //! This module uses only [`crate::store`] (devices are persisted by `store::tokens`)
 //! and [`crate::datadir`]; nothing here knows about HTTP.
 
 pub mod backoff;
 pub mod devices;
+pub mod expiring;
 pub mod pairing;
 pub mod scopes;
 pub mod secret;

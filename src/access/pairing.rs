@@ -15,6 +15,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime};
 
+use crate::access::expiring::{ExpiringMap, Expiry, Full, Policy, WhenFull};
 use crate::access::scopes::Scopes;
 use crate::access::secret::{Secret, hash, random_secret};
 
@@ -31,16 +32,23 @@ pub struct Grant {
     pub name: Option<String>,
 }
 
-struct OpenCode {
-    hash: [u8; 32],
-    grant: Grant,
-    expires: Instant,
+/// The open pairing codes, by the hash of the code.
+pub struct PairingCodes {
+    open: Mutex<ExpiringMap<[u8; 32], Grant>>,
 }
 
-/// The open pairing codes.
-#[derive(Default)]
-pub struct PairingCodes {
-    open: Mutex<Vec<OpenCode>>,
+impl Default for PairingCodes {
+    fn default() -> Self {
+        PairingCodes {
+            open: Mutex::new(ExpiringMap::new(Policy {
+                ttl: CODE_TTL,
+                capacity: MAX_OPEN_CODES,
+                expiry: Expiry::FromInsert,
+                // A code on someone's screen is never pushed out by a newer one.
+                when_full: WhenFull::Refuse,
+            })),
+        }
+    }
 }
 
 /// Why a code was not accepted.
@@ -55,44 +63,41 @@ pub enum Redeem {
 impl PairingCodes {
     /// Open a window: a new code valid for `CODE_TTL`, and its expiry.
     pub fn open(&self, grant: Grant) -> Result<(Secret, SystemTime), &'static str> {
+        self.open_at(grant, Instant::now())
+    }
+
+    fn open_at(&self, grant: Grant, now: Instant) -> Result<(Secret, SystemTime), &'static str> {
         let code = random_secret(None).ok_or("no randomness is available")?;
-        let now = Instant::now();
         let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
-        open.retain(|c| c.expires > now);
-        if open.len() >= MAX_OPEN_CODES {
-            return Err("too many pairing codes are open; use one or wait for them to expire");
-        }
-        open.push(OpenCode {
-            hash: hash(code.expose()),
-            grant,
-            expires: now + CODE_TTL,
-        });
+        open.insert(hash(code.expose()), grant, now).map_err(
+            |Full| "too many pairing codes are open; use one or wait for them to expire",
+        )?;
         Ok((code, SystemTime::now() + CODE_TTL))
     }
 
     /// Whether any code is open.
     pub fn is_open(&self) -> bool {
-        let now = Instant::now();
-        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
-        open.retain(|c| c.expires > now);
-        !open.is_empty()
+        self.is_open_at(Instant::now())
+    }
+
+    fn is_open_at(&self, now: Instant) -> bool {
+        let open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        open.any_live(now)
     }
 
     /// Spend `code`: its grant, once.
     pub fn redeem(&self, code: &str) -> Result<Grant, Redeem> {
-        let now = Instant::now();
+        self.redeem_at(code, Instant::now())
+    }
+
+    fn redeem_at(&self, code: &str, now: Instant) -> Result<Grant, Redeem> {
         let presented = hash(code.trim());
         let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
-        open.retain(|c| c.expires > now);
-        if open.is_empty() {
+        if !open.any_live(now) {
             return Err(Redeem::Closed);
         }
-        // Hashes of 128-bit random codes: comparing them leaks nothing useful.
-        let at = open
-            .iter()
-            .position(|c| c.hash == presented)
-            .ok_or(Redeem::WrongCode)?;
-        Ok(open.swap_remove(at).grant)
+        // Looked up by the hash of a 128-bit random code: timing leaks nothing useful.
+        open.take(&presented, now).ok_or(Redeem::WrongCode)
     }
 }
 
@@ -185,11 +190,52 @@ mod tests {
                 })
                 .is_err()
         );
-        // Age every code past its TTL.
-        for c in codes.open.lock().expect("lock").iter_mut() {
-            c.expires = Instant::now() - Duration::from_millis(1);
+        // Every code past its TTL.
+        let later = Instant::now() + CODE_TTL;
+        assert!(!codes.is_open_at(later));
+        assert_eq!(
+            codes.redeem_at("anything", later).err(),
+            Some(Redeem::Closed)
+        );
+        // Expired codes make room for new ones.
+        let grant = Grant {
+            scopes: Scopes::FULL,
+            name: None,
+        };
+        codes.open_at(grant, later).expect("room again");
+        assert!(codes.is_open_at(later));
+    }
+
+    #[test]
+    fn a_code_is_valid_for_less_than_ten_minutes_and_a_full_window_keeps_its_codes() {
+        let codes = PairingCodes::default();
+        let t0 = Instant::now();
+        let grant = || Grant {
+            scopes: Scopes::PHONE_WALLET,
+            name: Some("Kitchen display".into()),
+        };
+        let (first, _) = codes.open_at(grant(), t0).expect("open");
+        for _ in 1..MAX_OPEN_CODES {
+            codes.open_at(grant(), t0).expect("open");
         }
-        assert!(!codes.is_open());
+        assert!(codes.open_at(grant(), t0).is_err(), "full");
+        // The refusal pushed nothing out: the first code still works, once, with its
+        // grant, until just before its ten minutes are up.
+        let just_in_time = t0 + CODE_TTL - Duration::from_millis(1);
+        let granted = codes.redeem_at(&format!(" {} ", first.expose()), just_in_time);
+        assert_eq!(
+            granted.expect("redeem").name.as_deref(),
+            Some("Kitchen display")
+        );
+        assert_eq!(
+            codes.redeem_at(first.expose(), just_in_time).err(),
+            Some(Redeem::WrongCode),
+            "used, while other codes are open"
+        );
+        codes
+            .open_at(grant(), just_in_time)
+            .expect("the used code made room");
+        assert!(codes.open_at(grant(), just_in_time).is_err());
     }
 
     fn target(bind: &str, pin: Option<&str>) -> PairingTarget {

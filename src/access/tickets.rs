@@ -5,11 +5,11 @@
 //! a hash of each ticket (a leaked memory dump holds no usable ticket) and at most
 //! `MAX_TICKETS` of them: when full, expired ones go first, then the oldest.
 
-use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use bitcoin::hashes::{Hash, sha256};
+use crate::access::expiring::{ExpiringMap, Expiry, Policy, WhenFull};
+use crate::access::secret::hash;
 
 /// How long a ticket stays valid.
 pub const TICKET_TTL: Duration = Duration::from_secs(600);
@@ -18,8 +18,8 @@ pub const MAX_TICKETS: usize = 1024;
 
 #[derive(Debug)]
 pub struct TicketBook {
-    ttl: Duration,
-    issued: Mutex<HashMap<[u8; 32], Instant>>,
+    /// Hashes of the outstanding tickets.
+    issued: Mutex<ExpiringMap<[u8; 32], ()>>,
 }
 
 impl Default for TicketBook {
@@ -31,42 +31,40 @@ impl Default for TicketBook {
 impl TicketBook {
     pub fn new(ttl: Duration) -> Self {
         TicketBook {
-            ttl,
-            issued: Mutex::new(HashMap::new()),
+            issued: Mutex::new(ExpiringMap::new(Policy {
+                ttl,
+                capacity: MAX_TICKETS,
+                expiry: Expiry::FromInsert,
+                // Issuing never fails for lack of room.
+                when_full: WhenFull::EvictOldest,
+            })),
         }
     }
 
     /// A new ticket, or `None` when no randomness is available.
     pub fn issue(&self) -> Option<String> {
+        self.issue_at(Instant::now())
+    }
+
+    fn issue_at(&self, now: Instant) -> Option<String> {
         let mut bytes = [0u8; 32];
         getrandom::fill(&mut bytes).ok()?;
         let ticket: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-        let now = Instant::now();
         let mut issued = self.issued.lock().unwrap_or_else(|e| e.into_inner());
-        if issued.len() >= MAX_TICKETS {
-            issued.retain(|_, at| now.duration_since(*at) < self.ttl);
-        }
-        if issued.len() >= MAX_TICKETS
-            && let Some(oldest) = issued.iter().min_by_key(|(_, at)| **at).map(|(k, _)| *k)
-        {
-            issued.remove(&oldest);
-        }
-        issued.insert(hash(&ticket), now);
+        // Never `Full`: the book evicts instead of refusing.
+        issued.insert(hash(&ticket), (), now).ok()?;
         Some(ticket)
     }
 
     /// Spend `ticket`: `true` once for a ticket issued less than the TTL ago.
     pub fn redeem(&self, ticket: &str) -> bool {
-        let mut issued = self.issued.lock().unwrap_or_else(|e| e.into_inner());
-        match issued.remove(&hash(ticket)) {
-            Some(at) => at.elapsed() < self.ttl,
-            None => false,
-        }
+        self.redeem_at(ticket, Instant::now())
     }
-}
 
-fn hash(ticket: &str) -> [u8; 32] {
-    sha256::Hash::hash(ticket.as_bytes()).to_byte_array()
+    fn redeem_at(&self, ticket: &str, now: Instant) -> bool {
+        let mut issued = self.issued.lock().unwrap_or_else(|e| e.into_inner());
+        issued.take(&hash(ticket), now).is_some()
+    }
 }
 
 #[cfg(test)]
@@ -87,9 +85,23 @@ mod tests {
     #[test]
     fn an_expired_ticket_is_refused() {
         let book = TicketBook::new(Duration::from_millis(1));
-        let ticket = book.issue().expect("ticket");
-        std::thread::sleep(Duration::from_millis(5));
-        assert!(!book.redeem(&ticket));
+        let t0 = Instant::now();
+        let ticket = book.issue_at(t0).expect("ticket");
+        assert!(!book.redeem_at(&ticket, t0 + Duration::from_millis(5)));
+    }
+
+    #[test]
+    fn a_ticket_is_valid_for_less_than_ten_minutes() {
+        let book = TicketBook::default();
+        let t0 = Instant::now();
+        let early = book.issue_at(t0).expect("ticket");
+        let late = book.issue_at(t0).expect("ticket");
+        assert!(book.redeem_at(&early, t0 + TICKET_TTL - Duration::from_millis(1)));
+        assert!(!book.redeem_at(&late, t0 + TICKET_TTL));
+        assert!(
+            !book.redeem_at(&late, t0),
+            "an expired ticket presented is gone"
+        );
     }
 
     #[test]
@@ -98,7 +110,7 @@ mod tests {
         let first = book.issue().expect("ticket");
         let rest: Vec<String> = (0..MAX_TICKETS).map(|_| book.issue().expect("t")).collect();
         assert_eq!(
-            book.issued.lock().expect("lock").len(),
+            book.issued.lock().expect("lock").held(),
             MAX_TICKETS,
             "never more than the cap"
         );
