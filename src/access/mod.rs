@@ -16,6 +16,9 @@
 //! neither the database nor a memory dump holds a usable credential, and a fast hash
 //! is enough. Secrets handed out are wrapped so that `Debug` never prints them.
 //!
+//! [`authenticate`] says which scopes a presented bearer token carries; the HTTP side
+//! (`api::auth`) only reads the header and keeps the backoff's books.
+//!
 //! # Scopes
 //!
 //! A credential carries [`scopes::Scopes`]: `read`, `receive`, `send`, `admin`, which
@@ -53,3 +56,60 @@ pub mod pairing;
 pub mod scopes;
 pub mod secret;
 pub mod tickets;
+
+use subtle::ConstantTimeEq;
+
+use crate::access::devices::Devices;
+use crate::access::scopes::Scopes;
+use crate::datadir::AuthToken;
+
+/// The scopes a presented bearer token carries: every scope for the admin token
+/// (compared in constant time), a paired device's own for its token (looked up by
+/// hash), `None` for anything else.
+pub fn authenticate(presented: &str, admin: &AuthToken, devices: &Devices) -> Option<Scopes> {
+    // ConstantTimeEq on slices of different lengths is false without comparing the
+    // contents; the token's length is public (it is a fixed format).
+    if bool::from(presented.as_bytes().ct_eq(admin.expose().as_bytes())) {
+        return Some(Scopes::FULL);
+    }
+    devices.authenticate(presented).map(|device| device.scopes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{Store, StoreConfig};
+
+    #[tokio::test]
+    async fn the_admin_token_has_every_scope_and_a_device_token_its_own_until_revoked() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (store, _) = Store::open_async(&dir.path().join("db.redb"), &StoreConfig::default())
+            .await
+            .expect("open");
+        let devices = Devices::load(store.clone()).await.expect("load");
+        let admin = AuthToken::from_secret(&[7; 32]);
+        assert_eq!(
+            authenticate(admin.expose(), &admin, &devices),
+            Some(Scopes::FULL)
+        );
+        let read = Scopes::parse(&["read"]).expect("scopes");
+        let (token, device) = devices.add("Kitchen display", read).await.expect("add");
+        let (kept, _) = devices
+            .add("Phone", Scopes::PHONE_WALLET)
+            .await
+            .expect("add");
+        assert_eq!(authenticate(token.expose(), &admin, &devices), Some(read));
+        for wrong in ["", "Bearer", &admin.expose()[1..], &token.expose()[1..]] {
+            assert_eq!(authenticate(wrong, &admin, &devices), None, "{wrong:?}");
+        }
+        assert!(devices.revoke(&device.id).await.expect("revoke"));
+        assert_eq!(authenticate(token.expose(), &admin, &devices), None);
+        // A restart loads the same devices, by hash, from the store.
+        let reloaded = Devices::load(store).await.expect("load");
+        assert_eq!(authenticate(token.expose(), &admin, &reloaded), None);
+        assert_eq!(
+            authenticate(kept.expose(), &admin, &reloaded),
+            Some(Scopes::PHONE_WALLET)
+        );
+    }
+}

@@ -2,10 +2,11 @@
 //!
 //! Two kinds of token are accepted: the barkd-style `auth_token` of the datadir
 //! (compared in constant time; full access, as in barkd) and the per-device tokens
-//! minted by pairing (looked up by hash; the scopes chosen when pairing). The caller's
+//! minted by pairing (looked up by hash; the scopes chosen when pairing); which one a
+//! token is, and its scopes, is `access::authenticate`'s to say. The caller's
 //! `Scopes` are left in the request for the scope check that runs after routing
-//! (`scopes`). A wrong token counts against the caller's address (`backoff`); a
-//! missing header does not (that is a client that has not been set up, not a guess).
+//! (`scopes`). A wrong token counts against the caller's address (`access::backoff`);
+//! a missing header does not (that is a client that has not been set up, not a guess).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -15,7 +16,6 @@ use axum::extract::{ConnectInfo, Request, State};
 use axum::http::header::AUTHORIZATION;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use subtle::ConstantTimeEq;
 
 use crate::access::backoff::AuthFailures;
 use crate::access::devices::Devices;
@@ -104,13 +104,6 @@ fn check(request: &Request, admin: &AuthToken, devices: &Devices) -> Result<Scop
         .strip_prefix("Bearer ")
         .ok_or_else(|| wrong("Authorization must be \"Bearer <token>\""))?
         .trim();
-    // ConstantTimeEq on slices of different lengths is false without comparing the
-    // contents; the token's length is public (it is a fixed format).
-    if bool::from(presented.as_bytes().ct_eq(admin.expose().as_bytes())) {
-        return Ok(Scopes::FULL);
-    }
-    devices
-        .authenticate(presented)
-        .map(|device| device.scopes)
+    crate::access::authenticate(presented, admin, devices)
         .ok_or_else(|| wrong("invalid bearer token"))
 }
