@@ -479,7 +479,7 @@ async fn daemon(cli: Cli, layout: Layout) -> anyhow::Result<()> {
         devices,
         pairing: Arc::clone(&pairing),
         failures: Arc::new(AuthFailures::default()),
-        requests: Arc::new(crate::api::metrics::RequestMetrics::new()),
+        requests: crate::api::metrics::RequestMetrics::new(),
     };
     let app = crate::api::router(
         state,

@@ -1,6 +1,8 @@
-//! Prometheus metrics for `GET /metrics`, in the text exposition format 0.0.4.
+//! Prometheus metrics for `GET /metrics`, in the text exposition format 0.0.4, written
+//! by the `prometheus-client` crate.
 //!
-//! Three inputs, turned into text by [`render`]:
+//! Three inputs, each a [`Collector`] that [`render`] registers in a [`Registry`] and
+//! `prometheus-client` encodes:
 //! - [`WalletMetrics`], a snapshot the engine fills at scrape time (balances by state,
 //!   VTXO value by blocks to expiry, exits by phase, refresh outcomes);
 //! - [`RequestMetrics`], counted by the [`record`] middleware as requests are served
@@ -11,6 +13,43 @@
 //! Every metric name starts with `berth_`. Series come out sorted by their labels, so
 //! the same state always renders to the same text.
 //!
+//! # What the crate does and what this module does
+//!
+//! `prometheus-client` writes all of the text: the `# HELP` and `# TYPE` lines, the
+//! `_total` suffix of counters (so counters are named here without it), label value
+//! escaping, number formatting, and a histogram's cumulative `_bucket` series with
+//! `le="+Inf"`, `_sum` and `_count`. Its [`Histogram`] also counts the request
+//! latencies. What stays here is what is ours: which families exist and when, their
+//! help texts, and the bounded, ordered store of request series.
+//!
+//! # Design
+//!
+//! - **A registry per scrape.** The wallet's numbers come from async engine calls,
+//!   and a collector's `encode` is synchronous, so the handler takes the snapshot
+//!   first and [`render`] then builds a [`Registry`] from three collectors, in this
+//!   order: the snapshot (by value), a handle to the long-lived request series, and
+//!   the resident memory. A registry is a short list of boxes, so building one per
+//!   scrape costs nothing worth measuring, and there is no shared mutable "last
+//!   snapshot" slot: concurrent scrapes cannot see each other's wallet numbers.
+//! - **Collectors, not [`Registry::register`].** A collector's families are written
+//!   with the help text exactly as given (`register` appends a full stop) and in the
+//!   order the collector writes them; families a collector does not write are absent.
+//!   That is how the wallet families are left out while no wallet is loaded and the
+//!   request families until a request was counted.
+//! - **Request series in our own map, not a `Family`.** The crate's `Family` keeps
+//!   its series in a `HashMap`: it has no bound, and it writes them in hash order.
+//!   The request series need both a bound ([`MAX_SERIES`], see [`RequestMetrics`])
+//!   and a stable order (sorted by method and route, so a scrape is diffable and
+//!   tests compare whole texts). So [`RequestMetrics`] keeps them in `BTreeMap`s
+//!   under one mutex and encodes them through the crate's collector interface.
+//! - **Text format 0.0.4, not OpenMetrics.** `prometheus-client`'s default encoder
+//!   (`encoding::text`) writes OpenMetrics 1.0 (a `# EOF` line, `_total` left off
+//!   counters' `# HELP`/`# TYPE` lines), which must be served as
+//!   `application/openmetrics-text`. This module uses `encoding::prometheus_text`
+//!   instead and serves [`CONTENT_TYPE`] (the crate's constant for that format,
+//!   `text/plain; version=0.0.4; charset=utf-8`): the same bytes and the same
+//!   `Content-Type` as before the crate, which every Prometheus version scrapes.
+//!
 //! # Installing the middleware
 //!
 //! [`record`] goes on the router that holds every route, with `Router::layer` (not
@@ -18,7 +57,7 @@
 //!
 //! ```ignore
 //! app = app.layer(axum::middleware::from_fn_with_state(
-//!     Arc::clone(&request_metrics),
+//!     request_metrics.clone(),
 //!     metrics::record,
 //! ));
 //! ```
@@ -35,7 +74,7 @@
 //! are counted under the route.
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
+use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -43,9 +82,16 @@ use axum::extract::{MatchedPath, Request, State};
 use axum::http::{Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::Response;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric as _, prometheus_text};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
 
-/// The `Content-Type` of the rendered text.
-pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+/// The `Content-Type` of the rendered text: the Prometheus text format 0.0.4.
+pub const CONTENT_TYPE: &str = prometheus_text::CONTENT_TYPE;
 
 /// Most (method, route) series [`RequestMetrics`] keeps apart; beyond, requests are
 /// counted under the route [`OVERFLOW_ROUTE`].
@@ -66,7 +112,8 @@ const LATENCY_BUCKETS: [f64; 13] = [
 /// six hours, half a day, a day, two days, a week, four weeks.
 const EXPIRY_BUCKETS: [i64; 7] = [12, 36, 72, 144, 288, 1008, 4032];
 
-/// What the wallet reports at scrape time; the engine fills it.
+/// What the wallet reports at scrape time; the engine fills it. As a [`Collector`] it
+/// writes the wallet families (only when `loaded`) and `berth_wallet_loaded`.
 #[derive(Debug, Clone, Default)]
 pub struct WalletMetrics {
     /// Whether a wallet is loaded; when false the wallet families are omitted.
@@ -83,7 +130,8 @@ pub struct WalletMetrics {
     pub refresh_failures: u64,
 }
 
-/// Request counts and latencies by method and route, since start.
+/// Request counts and latencies by method and route, since start: a cheap handle
+/// (clones share the counts), like the crate's own metric types.
 ///
 /// The route is the template axum matched (`/api/v1/wallet/vtxos/{id}`), never the
 /// concrete path, and requests no route matched share [`UNMATCHED_ROUTE`], so the set
@@ -94,11 +142,11 @@ pub struct WalletMetrics {
 /// methods outside the standard nine counted as `OTHER`, there are at most
 /// `MAX_SERIES` series plus one overflow series per method.
 ///
-/// A plain mutex: it is held for a few map lookups per request, or for one render per
-/// scrape, and our request rates make contention negligible.
-#[derive(Debug, Default)]
+/// A plain mutex: it is held for a few map lookups per request, or for one encoding
+/// per scrape, and our request rates make contention negligible.
+#[derive(Debug, Clone, Default)]
 pub struct RequestMetrics {
-    series: Mutex<Series>,
+    series: Arc<Mutex<Series>>,
 }
 
 #[derive(Debug, Default)]
@@ -109,16 +157,27 @@ struct Series {
     len: usize,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct RouteStats {
     /// Responses by status class: index 0 is `1xx`, 8 is `9xx`.
     by_class: [u64; 9],
-    /// Requests by latency bucket, not cumulative: index `i` counts latencies above
-    /// `LATENCY_BUCKETS[i - 1]` and up to `LATENCY_BUCKETS[i]`; the last index counts
-    /// those above every bound.
-    by_bucket: [u64; LATENCY_BUCKETS.len() + 1],
-    total_time: Duration,
-    count: u64,
+    /// Time to the response head, in seconds, in [`LATENCY_BUCKETS`].
+    latency: Histogram,
+}
+
+impl RouteStats {
+    fn new() -> Self {
+        RouteStats {
+            by_class: [0; 9],
+            latency: Histogram::new(LATENCY_BUCKETS),
+        }
+    }
+
+    /// Requests answered (every status has a class).
+    #[cfg(test)]
+    fn count(&self) -> u64 {
+        self.by_class.iter().sum()
+    }
 }
 
 impl Series {
@@ -139,7 +198,11 @@ impl Series {
             Some(stats) => update(stats),
             None => {
                 self.len += 1;
-                update(routes.entry(route.to_owned()).or_default());
+                update(
+                    routes
+                        .entry(route.to_owned())
+                        .or_insert_with(RouteStats::new),
+                );
             }
         }
     }
@@ -161,19 +224,12 @@ impl RequestMetrics {
     ) {
         // `StatusCode` is 100..=999, so the class index is 0..=8.
         let class = usize::from(status.as_u16() / 100).saturating_sub(1);
-        let seconds = elapsed.as_secs_f64();
-        let bucket = LATENCY_BUCKETS
-            .iter()
-            .position(|bound| seconds <= *bound)
-            .unwrap_or(LATENCY_BUCKETS.len());
         let route = route.unwrap_or(UNMATCHED_ROUTE);
         self.lock().update(method_label(method), route, |stats| {
             if let Some(n) = stats.by_class.get_mut(class) {
                 *n += 1;
             }
-            stats.by_bucket[bucket] += 1;
-            stats.total_time = stats.total_time.saturating_add(elapsed);
-            stats.count += 1;
+            stats.latency.observe(elapsed.as_secs_f64());
         });
     }
 
@@ -181,68 +237,50 @@ impl RequestMetrics {
         // The counters stay meaningful if a holder panicked mid-update.
         self.series.lock().unwrap_or_else(PoisonError::into_inner)
     }
+}
 
-    fn render_into(&self, out: &mut String) {
+/// `berth_http_requests_total` and `berth_http_request_duration_seconds`, once a
+/// request was counted; series sorted by method, then route (then status class).
+impl Collector for RequestMetrics {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> fmt::Result {
         let series = self.lock();
         if series.len == 0 {
-            return;
+            return Ok(());
         }
-        let name = "berth_http_requests_total";
-        header(
-            out,
-            name,
-            "counter",
+        let mut family = encoder.encode_descriptor(
+            "berth_http_requests",
             "HTTP requests answered, by method, matched route template and status class.",
-        );
+            None,
+            MetricType::Counter,
+        )?;
         for (method, routes) in &series.by_method {
             for (route, stats) in routes {
                 for (i, n) in stats.by_class.iter().enumerate() {
                     if *n > 0 {
                         let status = format!("{}xx", i + 1);
-                        sample(
-                            out,
-                            name,
-                            &[("method", method), ("route", route), ("status", &status)],
-                            n,
-                        );
+                        let labels = [
+                            ("method", *method),
+                            ("route", route.as_str()),
+                            ("status", status.as_str()),
+                        ];
+                        ConstCounter::new(*n).encode(family.encode_family(&labels)?)?;
                     }
                 }
             }
         }
-        let name = "berth_http_request_duration_seconds";
-        header(
-            out,
-            name,
-            "histogram",
+        let mut family = encoder.encode_descriptor(
+            "berth_http_request_duration_seconds",
             "Time from a request's arrival to its response head, by method and matched route template.",
-        );
-        let bucket = format!("{name}_bucket");
+            None,
+            MetricType::Histogram,
+        )?;
         for (method, routes) in &series.by_method {
             for (route, stats) in routes {
-                let mut cumulative = 0;
-                for (i, n) in stats.by_bucket.iter().enumerate() {
-                    cumulative += n;
-                    let le = match LATENCY_BUCKETS.get(i) {
-                        Some(bound) => bound.to_string(),
-                        None => "+Inf".to_owned(),
-                    };
-                    sample(
-                        out,
-                        &bucket,
-                        &[("method", method), ("route", route), ("le", &le)],
-                        cumulative,
-                    );
-                }
                 let labels = [("method", *method), ("route", route.as_str())];
-                sample(
-                    out,
-                    &format!("{name}_sum"),
-                    &labels,
-                    stats.total_time.as_secs_f64(),
-                );
-                sample(out, &format!("{name}_count"), &labels, stats.count);
+                stats.latency.encode(family.encode_family(&labels)?)?;
             }
         }
+        Ok(())
     }
 }
 
@@ -276,7 +314,7 @@ fn method_label(method: &Method) -> &'static str {
 /// end of the stream, which is what a latency histogram should show. A request whose
 /// client goes away before the response head is not counted.
 pub async fn record(
-    State(metrics): State<Arc<RequestMetrics>>,
+    State(metrics): State<RequestMetrics>,
     request: Request,
     next: Next,
 ) -> Response {
@@ -303,95 +341,104 @@ pub async fn record(
 /// `berth_process_resident_memory_bytes` (when `rss_bytes` is known). Within a
 /// family, series are sorted by their labels; a state or phase listed twice in
 /// `wallet` is summed into one series. Holds the request counters' lock while it
-/// writes.
+/// encodes them.
 pub fn render(wallet: &WalletMetrics, requests: &RequestMetrics, rss_bytes: Option<u64>) -> String {
-    let mut out = String::with_capacity(8 * 1024);
-    if wallet.loaded {
-        render_wallet(&mut out, wallet);
+    // Collectors are encoded in the order they are registered.
+    let mut registry = Registry::default();
+    registry.register_collector(Box::new(wallet.clone()));
+    registry.register_collector(Box::new(requests.clone()));
+    registry.register_collector(Box::new(ResidentMemory(rss_bytes)));
+    let mut text = String::with_capacity(8 * 1024);
+    // The encoder fails only when its writer does, and writing to a `String` cannot.
+    if let Err(e) = prometheus_text::encode(&mut text, &registry) {
+        tracing::error!(target: "berth::metrics", error = %e, "cannot encode the metrics");
     }
-    let name = "berth_wallet_loaded";
-    header(
-        &mut out,
-        name,
-        "gauge",
-        "1 when a wallet is loaded, 0 when none is.",
-    );
-    sample(&mut out, name, &[], u8::from(wallet.loaded));
-    requests.render_into(&mut out);
-    if let Some(rss) = rss_bytes {
-        let name = "berth_process_resident_memory_bytes";
-        header(
-            &mut out,
-            name,
-            "gauge",
-            "Resident memory of the daemon's process, in bytes.",
-        );
-        sample(&mut out, name, &[], rss);
-    }
-    out
+    text
 }
 
-fn render_wallet(out: &mut String, wallet: &WalletMetrics) {
-    let name = "berth_balance_sats";
-    header(out, name, "gauge", "Wallet balance by state, in sats.");
-    for (state, sats) in summed(&wallet.balances) {
-        sample(out, name, &[("state", state)], sats);
+impl Collector for WalletMetrics {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> fmt::Result {
+        if self.loaded {
+            self.encode_wallet(&mut encoder)?;
+        }
+        let loaded = ConstGauge::new(u64::from(self.loaded));
+        loaded.encode(encoder.encode_descriptor(
+            "berth_wallet_loaded",
+            "1 when a wallet is loaded, 0 when none is.",
+            None,
+            MetricType::Gauge,
+        )?)
     }
+}
 
-    let name = "berth_vtxo_expiry_blocks";
-    header(
-        out,
-        name,
-        "gauge",
-        "Value in sats (not a count) of unspent VTXOs expiring within le blocks, cumulative; expired VTXOs count in every bucket.",
-    );
-    let mut by_bucket = [0u64; EXPIRY_BUCKETS.len() + 1];
-    for (blocks, sats) in &wallet.vtxo_expiries {
-        let bucket = EXPIRY_BUCKETS
-            .iter()
-            .position(|bound| blocks <= bound)
-            .unwrap_or(EXPIRY_BUCKETS.len());
-        by_bucket[bucket] = by_bucket[bucket].saturating_add(*sats);
+impl WalletMetrics {
+    fn encode_wallet(&self, encoder: &mut DescriptorEncoder) -> fmt::Result {
+        let mut family = encoder.encode_descriptor(
+            "berth_balance_sats",
+            "Wallet balance by state, in sats.",
+            None,
+            MetricType::Gauge,
+        )?;
+        for (state, sats) in summed(&self.balances) {
+            ConstGauge::new(sats).encode(family.encode_family(&[("state", state)])?)?;
+        }
+
+        let mut family = encoder.encode_descriptor(
+            "berth_vtxo_expiry_blocks",
+            "Value in sats (not a count) of unspent VTXOs expiring within le blocks, cumulative; expired VTXOs count in every bucket.",
+            None,
+            MetricType::Gauge,
+        )?;
+        let mut by_bucket = [0u64; EXPIRY_BUCKETS.len() + 1];
+        for (blocks, sats) in &self.vtxo_expiries {
+            let bucket = EXPIRY_BUCKETS
+                .iter()
+                .position(|bound| blocks <= bound)
+                .unwrap_or(EXPIRY_BUCKETS.len());
+            by_bucket[bucket] = by_bucket[bucket].saturating_add(*sats);
+        }
+        let mut cumulative = 0u64;
+        for (i, sats) in by_bucket.iter().enumerate() {
+            cumulative = cumulative.saturating_add(*sats);
+            let le = match EXPIRY_BUCKETS.get(i) {
+                Some(bound) => bound.to_string(),
+                None => "+Inf".to_owned(),
+            };
+            ConstGauge::new(cumulative).encode(family.encode_family(&[("le", le.as_str())])?)?;
+        }
+
+        let count = u64::try_from(self.vtxo_expiries.len()).unwrap_or(u64::MAX);
+        ConstGauge::new(count).encode(encoder.encode_descriptor(
+            "berth_vtxo_count",
+            "Number of unspent VTXOs.",
+            None,
+            MetricType::Gauge,
+        )?)?;
+
+        let mut family = encoder.encode_descriptor(
+            "berth_exits",
+            "Unilateral exits by phase.",
+            None,
+            MetricType::Gauge,
+        )?;
+        for (phase, count) in summed(&self.exits) {
+            ConstGauge::new(count).encode(family.encode_family(&[("phase", phase)])?)?;
+        }
+
+        let mut family = encoder.encode_descriptor(
+            "berth_refresh",
+            "Refresh rounds the wallet took part in since the daemon started, by outcome.",
+            None,
+            MetricType::Counter,
+        )?;
+        for (outcome, n) in [
+            ("failure", self.refresh_failures),
+            ("success", self.refresh_successes),
+        ] {
+            ConstCounter::new(n).encode(family.encode_family(&[("outcome", outcome)])?)?;
+        }
+        Ok(())
     }
-    let mut cumulative = 0u64;
-    for (i, sats) in by_bucket.iter().enumerate() {
-        cumulative = cumulative.saturating_add(*sats);
-        let le = match EXPIRY_BUCKETS.get(i) {
-            Some(bound) => bound.to_string(),
-            None => "+Inf".to_owned(),
-        };
-        sample(out, name, &[("le", &le)], cumulative);
-    }
-
-    let name = "berth_vtxo_count";
-    header(out, name, "gauge", "Number of unspent VTXOs.");
-    sample(out, name, &[], wallet.vtxo_expiries.len());
-
-    let name = "berth_exits";
-    header(out, name, "gauge", "Unilateral exits by phase.");
-    for (phase, count) in summed(&wallet.exits) {
-        sample(out, name, &[("phase", phase)], count);
-    }
-
-    let name = "berth_refresh_total";
-    header(
-        out,
-        name,
-        "counter",
-        "Refresh rounds the wallet took part in since the daemon started, by outcome.",
-    );
-    sample(
-        out,
-        name,
-        &[("outcome", "failure")],
-        wallet.refresh_failures,
-    );
-    sample(
-        out,
-        name,
-        &[("outcome", "success")],
-        wallet.refresh_successes,
-    );
 }
 
 /// `pairs` sorted by label, a label listed twice summed into one.
@@ -404,43 +451,19 @@ fn summed(pairs: &[(&'static str, u64)]) -> BTreeMap<&'static str, u64> {
     sums
 }
 
-/// The `# HELP` and `# TYPE` lines of a family. `help` is our own text: one line,
-/// no backslashes.
-fn header(out: &mut String, name: &str, kind: &str, help: &str) {
-    // Writing to a `String` cannot fail.
-    let _ = writeln!(out, "# HELP {name} {help}");
-    let _ = writeln!(out, "# TYPE {name} {kind}");
-}
+/// `berth_process_resident_memory_bytes`, when known.
+#[derive(Debug)]
+struct ResidentMemory(Option<u64>);
 
-/// One sample line: `name{label="value",...} value`.
-fn sample(out: &mut String, name: &str, labels: &[(&str, &str)], value: impl std::fmt::Display) {
-    out.push_str(name);
-    if !labels.is_empty() {
-        out.push('{');
-        for (i, (label, value)) in labels.iter().enumerate() {
-            if i > 0 {
-                out.push(',');
-            }
-            out.push_str(label);
-            out.push_str("=\"");
-            escape_label_value(out, value);
-            out.push('"');
-        }
-        out.push('}');
-    }
-    let _ = writeln!(out, " {value}");
-}
-
-/// A label value as the text format wants it: backslash, double quote and newline
-/// escaped.
-fn escape_label_value(out: &mut String, value: &str) {
-    for c in value.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '"' => out.push_str("\\\""),
-            '\n' => out.push_str("\\n"),
-            c => out.push(c),
-        }
+impl Collector for ResidentMemory {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> fmt::Result {
+        let Some(bytes) = self.0 else { return Ok(()) };
+        ConstGauge::new(bytes).encode(encoder.encode_descriptor(
+            "berth_process_resident_memory_bytes",
+            "Resident memory of the daemon's process, in bytes.",
+            None,
+            MetricType::Gauge,
+        )?)
     }
 }
 
@@ -746,9 +769,9 @@ berth_process_resident_memory_bytes 4096
 
     #[tokio::test]
     async fn the_middleware_counts_route_templates_and_unmatched_paths() {
-        let metrics = Arc::new(RequestMetrics::new());
+        let metrics = RequestMetrics::new();
         let app = routes().layer(axum::middleware::from_fn_with_state(
-            Arc::clone(&metrics),
+            metrics.clone(),
             record,
         ));
         assert_eq!(
@@ -800,9 +823,9 @@ berth_process_resident_memory_bytes 4096
     /// fallback, so unknown paths would go uncounted.
     #[tokio::test]
     async fn a_route_layer_sees_templates_but_not_the_fallback() {
-        let metrics = Arc::new(RequestMetrics::new());
+        let metrics = RequestMetrics::new();
         let app = routes().route_layer(axum::middleware::from_fn_with_state(
-            Arc::clone(&metrics),
+            metrics.clone(),
             record,
         ));
         call(&app, Method::GET, "/api/v1/wallet/vtxos/abc").await;
@@ -836,12 +859,31 @@ berth_process_resident_memory_bytes 4096
         let series = metrics.lock();
         assert_eq!(series.len, MAX_SERIES + 2);
         let get = &series.by_method["GET"];
-        assert_eq!(get[OVERFLOW_ROUTE].count, extra as u64);
-        assert_eq!(get["/r/0"].count, 2);
+        assert_eq!(get[OVERFLOW_ROUTE].count(), extra as u64);
+        assert_eq!(get["/r/0"].count(), 2);
         assert!(!get.contains_key(&format!("/r/{MAX_SERIES}")));
-        assert_eq!(series.by_method["OTHER"][OVERFLOW_ROUTE].count, 1);
+        assert_eq!(series.by_method["OTHER"][OVERFLOW_ROUTE].count(), 1);
         drop(series);
-        assert_valid(&render(&WalletMetrics::default(), &metrics, None));
+        let families = assert_valid(&render(&WalletMetrics::default(), &metrics, None));
+        // The scrape shows the same bound: one counter series per (method, route).
+        let requests: Vec<&Sample> = families
+            .iter()
+            .filter(|f| f.name == "berth_http_requests_total")
+            .flat_map(|f| &f.samples)
+            .collect();
+        assert_eq!(requests.len(), MAX_SERIES + 2);
+        let overflow = |method: &str| {
+            requests
+                .iter()
+                .find(|s| {
+                    s.labels.contains(&("method".to_owned(), method.to_owned()))
+                        && s.labels
+                            .contains(&("route".to_owned(), OVERFLOW_ROUTE.to_owned()))
+                })
+                .map(|s| s.value)
+        };
+        assert_eq!(overflow("GET"), Some(extra as f64));
+        assert_eq!(overflow("OTHER"), Some(1.0));
     }
 
     #[test]
@@ -914,110 +956,150 @@ berth_process_resident_memory_bytes 4096
         }
     }
 
-    /// A small check of the text format: comments are `# HELP` / `# TYPE` lines, each
-    /// family's HELP and TYPE come before its samples and it is not reopened later,
-    /// samples are `name{labels} value` or `name value` with well-formed labels and a
-    /// number, and every name is `berth_` and lower-case letters or underscores.
-    fn assert_valid(text: &str) {
+    /// A metric family as [`parse`] reads it.
+    #[derive(Debug)]
+    struct Family {
+        name: String,
+        kind: String,
+        samples: Vec<Sample>,
+    }
+
+    #[derive(Debug)]
+    struct Sample {
+        name: String,
+        labels: Vec<(String, String)>,
+        value: f64,
+    }
+
+    /// A tiny parser of the text format 0.0.4, as far as the crate writes it for us:
+    /// each family is a `# HELP` line, its `# TYPE` line, then its samples
+    /// (`name value` or `name{label="value",...} value`, label values unescaped).
+    /// Panics on anything else, so a test that parses a scrape also checks its form.
+    fn parse(text: &str) -> Vec<Family> {
+        assert!(text.ends_with('\n'), "no final newline");
+        let mut families: Vec<Family> = Vec::new();
+        let mut lines = text.lines();
+        while let Some(line) = lines.next() {
+            if let Some(rest) = line.strip_prefix("# HELP ") {
+                let (name, _help) = rest.split_once(' ').expect("HELP name and text");
+                let next = lines.next().unwrap_or_default();
+                let kind = next
+                    .strip_prefix(&format!("# TYPE {name} "))
+                    .unwrap_or_else(|| panic!("the TYPE of {name} must follow its HELP: {next:?}"));
+                families.push(Family {
+                    name: name.to_owned(),
+                    kind: kind.to_owned(),
+                    samples: Vec::new(),
+                });
+                continue;
+            }
+            assert!(!line.starts_with('#'), "unexpected comment {line:?}");
+            let (series, value) = line.rsplit_once(' ').expect("sample value");
+            let value = value
+                .parse()
+                .unwrap_or_else(|_| panic!("bad value in {line:?}"));
+            let (name, labels) = match series.split_once('{') {
+                Some((name, labels)) => {
+                    let labels = labels.strip_suffix('}').expect("closing brace");
+                    (name, parse_labels(labels))
+                }
+                None => (series, Vec::new()),
+            };
+            let family = families.last_mut().expect("sample before any HELP");
+            family.samples.push(Sample {
+                name: name.to_owned(),
+                labels,
+                value,
+            });
+        }
+        families
+    }
+
+    /// `a="x",b="y\"z"` → [(a, x), (b, y"z)].
+    fn parse_labels(mut rest: &str) -> Vec<(String, String)> {
+        let mut labels = Vec::new();
+        while !rest.is_empty() {
+            let (label, after) = rest.split_once("=\"").expect("label=\"");
+            let mut value = String::new();
+            let mut chars = after.char_indices();
+            // The value ends at the first unescaped quote.
+            let end = loop {
+                match chars.next().expect("unterminated label value") {
+                    (_, '\\') => match chars.next().expect("escape").1 {
+                        '\\' => value.push('\\'),
+                        '"' => value.push('"'),
+                        'n' => value.push('\n'),
+                        other => panic!("bad escape \\{other}"),
+                    },
+                    (i, '"') => break i,
+                    (_, c) => value.push(c),
+                }
+            };
+            labels.push((label.to_owned(), value));
+            rest = &after[end + 1..];
+            rest = rest.strip_prefix(',').unwrap_or(rest);
+        }
+        labels
+    }
+
+    /// [`parse`], and what the format leaves to us: every name is `berth_` and
+    /// lower-case letters or underscores, each family appears once with a type we use,
+    /// each sample belongs to its family, label names are well-formed and not
+    /// repeated, and no series appears twice.
+    fn assert_valid(text: &str) -> Vec<Family> {
         fn valid_name(name: &str) -> bool {
             name.strip_prefix("berth_").is_some_and(|rest| {
                 !rest.is_empty() && rest.chars().all(|c| c.is_ascii_lowercase() || c == '_')
             })
         }
-        assert!(text.ends_with('\n'), "no final newline");
-        let mut families: Vec<(String, Option<String>, Option<String>)> = Vec::new();
+        let families = parse(text);
+        let mut seen_families = std::collections::HashSet::new();
         let mut seen_series = std::collections::HashSet::new();
-        for line in text.lines() {
-            if let Some(comment) = line.strip_prefix("# ") {
-                let (keyword, rest) = comment.split_once(' ').expect("comment keyword");
-                let (name, rest) = rest.split_once(' ').expect("comment name");
-                assert!(valid_name(name), "bad name in {line:?}");
-                match keyword {
-                    "HELP" => {
-                        assert!(
-                            families.iter().all(|(n, _, _)| n != name),
-                            "{name} opened twice"
-                        );
-                        families.push((name.to_owned(), Some(rest.to_owned()), None));
-                    }
-                    "TYPE" => {
-                        let last = families.last_mut().expect("TYPE before HELP");
-                        assert_eq!(last.0, name, "TYPE of another family: {line:?}");
-                        assert!(last.2.is_none(), "two TYPE lines for {name}");
-                        assert!(
-                            ["counter", "gauge", "histogram"].contains(&rest),
-                            "bad type in {line:?}"
-                        );
-                        last.2 = Some(rest.to_owned());
-                    }
-                    _ => panic!("unexpected comment {line:?}"),
-                }
-                continue;
-            }
-            assert!(!line.starts_with('#'), "bad comment {line:?}");
-            let (series, value) = line.rsplit_once(' ').expect("sample value");
+        for family in &families {
+            assert!(valid_name(&family.name), "bad name {:?}", family.name);
             assert!(
-                value == "+Inf" || value.parse::<f64>().is_ok(),
-                "bad value in {line:?}"
+                seen_families.insert(&family.name),
+                "{} opened twice",
+                family.name
             );
-            let (name, labels) = match series.split_once('{') {
-                Some((name, labels)) => {
-                    let labels = labels.strip_suffix('}').expect("closing brace");
-                    (name, Some(labels))
-                }
-                None => (series, None),
-            };
-            assert!(valid_name(name), "bad name in {line:?}");
-            let (family, _, kind) = families.last().expect("sample before any HELP");
-            assert!(kind.is_some(), "sample before TYPE: {line:?}");
-            let base = if kind.as_deref() == Some("histogram") {
-                ["_bucket", "_sum", "_count"]
-                    .iter()
-                    .find_map(|suffix| name.strip_suffix(suffix))
-                    .unwrap_or(name)
-            } else {
-                name
-            };
-            assert_eq!(base, family, "sample outside its family: {line:?}");
-            if let Some(labels) = labels {
-                let mut rest = labels;
-                let mut names = Vec::new();
-                while !rest.is_empty() {
-                    let (label, after) = rest.split_once("=\"").expect("label=\"");
-                    assert!(
-                        !label.is_empty()
-                            && label.chars().all(|c| c.is_ascii_lowercase() || c == '_'),
-                        "bad label name in {line:?}"
-                    );
-                    names.push(label);
-                    // The value ends at the first unescaped quote.
-                    let mut chars = after.char_indices();
-                    let end = loop {
-                        match chars.next().expect("unterminated label value") {
-                            (_, '\\') => {
-                                let (_, escaped) = chars.next().expect("escape");
-                                assert!(
-                                    ['\\', '"', 'n'].contains(&escaped),
-                                    "bad escape in {line:?}"
-                                );
-                            }
-                            (_, '\n') => panic!("raw newline in {line:?}"),
-                            (i, '"') => break i,
-                            _ => {}
-                        }
-                    };
-                    rest = &after[end + 1..];
-                    rest = rest.strip_prefix(',').unwrap_or(rest);
-                }
-                let mut unique = names.clone();
-                unique.sort_unstable();
-                unique.dedup();
-                assert_eq!(unique.len(), names.len(), "label repeated in {line:?}");
-            }
             assert!(
-                seen_series.insert(series.to_owned()),
-                "series twice: {line:?}"
+                ["counter", "gauge", "histogram"].contains(&family.kind.as_str()),
+                "bad type of {}: {}",
+                family.name,
+                family.kind
             );
+            for sample in &family.samples {
+                assert!(valid_name(&sample.name), "bad name {:?}", sample.name);
+                let base = if family.kind == "histogram" {
+                    ["_bucket", "_sum", "_count"]
+                        .iter()
+                        .find_map(|suffix| sample.name.strip_suffix(suffix))
+                        .unwrap_or(&sample.name)
+                } else {
+                    &sample.name
+                };
+                assert_eq!(base, family.name, "sample outside its family: {sample:?}");
+                let mut names: Vec<&str> = sample.labels.iter().map(|(l, _)| l.as_str()).collect();
+                assert!(
+                    names
+                        .iter()
+                        .all(|l| !l.is_empty()
+                            && l.chars().all(|c| c.is_ascii_lowercase() || c == '_')),
+                    "bad label name in {sample:?}"
+                );
+                names.sort_unstable();
+                names.dedup();
+                assert_eq!(
+                    names.len(),
+                    sample.labels.len(),
+                    "label repeated in {sample:?}"
+                );
+                assert!(
+                    seen_series.insert((&sample.name, &sample.labels)),
+                    "series twice: {sample:?}"
+                );
+            }
         }
+        families
     }
 }

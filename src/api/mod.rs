@@ -58,7 +58,7 @@ pub struct AppState {
     /// Failed authentications by address (bearer tokens and pairing codes).
     pub failures: Arc<AuthFailures>,
     /// Request counts and latency by route, for `/metrics`.
-    pub requests: Arc<metrics::RequestMetrics>,
+    pub requests: metrics::RequestMetrics,
 }
 
 /// How the router is put together.
@@ -119,7 +119,7 @@ pub fn router(state: AppState, options: ApiOptions) -> Router {
         devices: Arc::clone(&state.devices),
         failures: Arc::clone(&state.failures),
     };
-    let requests = Arc::clone(&state.requests);
+    let requests = state.requests.clone();
     let protected = protected
         // After routing, so the matched path names the route.
         .route_layer(axum::middleware::from_fn_with_state(
