@@ -4,6 +4,9 @@
 //! `READY=1`; `WATCHDOG=1` must arrive within `WatchdogSec=` or systemd restarts the
 //! service; `STOPPING=1` tells it the shutdown is deliberate; `STATUS=` is what
 //! `systemctl status` shows. Outside systemd every call does nothing.
+//!
+//! Why this is not the `sd-notify` crate (abstract sockets, no `unsafe` to test it, the
+//! exact datagrams): `docs/adr/0003-sd-notify.md`.
 
 use std::os::unix::net::UnixDatagram;
 use std::path::PathBuf;
