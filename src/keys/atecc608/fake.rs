@@ -33,6 +33,10 @@
 //! Timing is not modelled: one NACKed access stands for "still busy".
 //! The CRC here is computed differently from the driver's (reflected
 //! CRC-16/ARC, then bit-reversed) so the two implementations check each other.
+//!
+//! Compiled only into this crate's unit tests and with the `test-util` feature,
+//! which the package's dev-dependency on itself turns on for its tests and benches
+//! (`benches/seed.rs`); `cargo build` and the release binary leave it out.
 
 use core::fmt;
 

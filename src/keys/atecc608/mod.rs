@@ -108,6 +108,8 @@
 //! The driver owns its bus handle; to share a bus, pass a shared-bus wrapper
 //! (e.g. from `embedded-hal-bus`) as `I2C`.
 
+// The behavioural fake chip: tests and benches only, never the release binary.
+#[cfg(any(test, feature = "test-util"))]
 pub mod fake;
 
 use core::fmt;
