@@ -5,9 +5,13 @@
 //! `api → engine → store`; nothing below depends on anything above):
 //! - [`access`]: who may do what — credentials (admin token, device tokens, pairing
 //!   codes, websocket tickets), scopes, the auth-failure backoff.
-//! - [`app`]: composition root — command line in, running daemon out.
+//! - [`app`]: composition root — command line in, running daemon out (a `Daemon` that
+//!   starts its parts in order and stops them in reverse).
+//! - [`commands`]: the subcommands (`secret`, `store`, `tls`, `seed`, `pair`).
+//! - [`runtime`]: the bounded async runtime.
 //! - [`cli`]: the `berthd` command line (barkd's flags and environment variables).
-//! - [`config`]: Berth's own settings file, `berth.toml`.
+//! - [`config`]: `berth.toml`, and the daemon's `Settings` resolved once from it, the
+//!   command line and the environment.
 //! - [`datadir`]: the data directory's layout (every file's name) and the bearer token.
 //! - [`fsutil`]: atomic writes, the owner check, the instance lock.
 //! - [`api`]: the HTTP API (router, auth, errors, one file per group under `v1`).
@@ -23,6 +27,7 @@ pub mod access;
 pub mod api;
 pub mod app;
 pub mod cli;
+pub mod commands;
 pub mod config;
 pub mod datadir;
 pub mod engine;
@@ -30,6 +35,7 @@ pub mod events;
 pub mod fsutil;
 pub mod keys;
 pub mod net;
+pub mod runtime;
 pub mod shutdown;
 pub mod store;
 pub mod systemd;

@@ -6,6 +6,8 @@
 //! and its range: `docs/configuration.md` (`tests/configuration.rs` holds the page
 //! against this file).
 
+pub mod settings;
+
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};

@@ -1,0 +1,52 @@
+//! `berthd seed status | seal`: how the seed is kept, and sealing barkd's plaintext
+//! file (`docs/seed.md`).
+
+use crate::datadir::Layout;
+
+/// `berthd seed status` and `berthd seed seal`. They work beside a running daemon: the
+/// daemon already holds the seed it unlocked, and reads the envelope at its next start.
+pub fn run(layout: &Layout, command: &crate::cli::SeedCommand) -> anyhow::Result<()> {
+    use crate::keys::{Kdf, SeedStatus};
+    let settings = crate::config::BerthToml::load(&layout.berth_toml())?;
+    let seeds = crate::keys::Seeds::new(
+        layout.seed_files(),
+        crate::config::settings::seed_settings(&settings),
+    );
+    match command {
+        crate::cli::SeedCommand::Status => match seeds.status()? {
+            SeedStatus::None => println!(
+                "seed: none (no wallet has been created in {})",
+                layout.root().display()
+            ),
+            SeedStatus::Plaintext => println!(
+                "seed: plaintext mnemonic file (barkd's format; `berthd seed seal` seals it)"
+            ),
+            SeedStatus::Sealed {
+                version,
+                sources,
+                binding,
+                kdf,
+            } => {
+                println!("seed: sealed (envelope version {version})");
+                println!("key sources: {}", sources.join(" + "));
+                if !binding.is_empty() {
+                    println!("bound to secure element: {binding}");
+                }
+                if let Kdf::Argon2id(p) = kdf {
+                    println!(
+                        "passphrase KDF: Argon2id, {} KiB, {} iterations, {} lanes",
+                        p.memory_kib, p.iterations, p.parallelism
+                    );
+                }
+            }
+        },
+        crate::cli::SeedCommand::Seal => {
+            let sources = seeds.seal_plaintext()?;
+            println!(
+                "seed sealed with {}; the plaintext mnemonic file is gone",
+                sources.names().join(" + ")
+            );
+        }
+    }
+    Ok(())
+}
