@@ -1,0 +1,275 @@
+//! Movements (the wallet's history): ids from `META`, the payment-method index kept in
+//! line with each movement's destinations, the action index, and the history pages the
+//! API reads.
+
+use std::collections::BTreeSet;
+
+use bark::movement::update::MovementUpdate;
+use bark::movement::{Movement, MovementId, MovementStatus, MovementSubsystem, PaymentMethod};
+use bitcoin::hashes::{Hash, sha256};
+use chrono::{DateTime, Local};
+use redb::{ReadableTable, WriteTransaction};
+
+use super::tables::{all_decoded, next_u32_id};
+use crate::store::Store;
+use crate::store::codec::{Envelope, Stored};
+use crate::store::error::{RedbResultExt, StoreError};
+use crate::store::schema::*;
+
+/// SHA-256 of a payment method's canonical bytes: type, a 0xfe separator (not valid
+/// UTF-8, so no type/value pair can collide), value.
+fn payment_method_hash(pm: &PaymentMethod) -> [u8; 32] {
+    let mut engine = sha256::Hash::engine();
+    bitcoin::hashes::HashEngine::input(&mut engine, pm.type_str().as_bytes());
+    bitcoin::hashes::HashEngine::input(&mut engine, &[0xfe]);
+    bitcoin::hashes::HashEngine::input(&mut engine, pm.value_string().as_bytes());
+    sha256::Hash::from_engine(engine).to_byte_array()
+}
+
+fn payment_method_index_key(hash: &[u8; 32], id: u32) -> PaymentMethodIndexKey {
+    let mut key = [0u8; 36];
+    key[..32].copy_from_slice(hash);
+    key[32..].copy_from_slice(&id.to_be_bytes());
+    key
+}
+
+/// The payment-method index entries a movement should have: one per distinct payment
+/// method it sent to or received on.
+pub(crate) fn payment_method_index_keys(m: &Movement) -> BTreeSet<PaymentMethodIndexKey> {
+    m.sent_to
+        .iter()
+        .chain(m.received_on.iter())
+        .map(|d| payment_method_index_key(&payment_method_hash(&d.destination), m.id.0))
+        .collect()
+}
+
+/// Write a movement and bring its payment-method index in line with its destinations.
+fn put_movement(
+    tx: &WriteTransaction,
+    movement: &Movement,
+    ctx: &'static str,
+) -> Result<(), StoreError> {
+    let mut movements = tx.open_table(MOVEMENTS).ctx(ctx)?;
+    let mut index = tx.open_table(MOVEMENTS_BY_PAYMENT_METHOD).ctx(ctx)?;
+    let old = match movements.get(movement.id.0).ctx(ctx)? {
+        Some(v) => payment_method_index_keys(&v.value().decode()?),
+        None => BTreeSet::new(),
+    };
+    let new = payment_method_index_keys(movement);
+    for stale in old.difference(&new) {
+        index.remove(stale).ctx(ctx)?;
+    }
+    for added in new.difference(&old) {
+        index.insert(added, ()).ctx(ctx)?;
+    }
+    movements
+        .insert(movement.id.0, Envelope::encode(movement)?)
+        .ctx(ctx)?;
+    Ok(())
+}
+
+fn read_movement(
+    table: &impl ReadableTable<u32, Stored<crate::store::codec::MovementRecord>>,
+    id: u32,
+    ctx: &'static str,
+) -> Result<Option<Movement>, StoreError> {
+    table
+        .get(id)
+        .ctx(ctx)?
+        .map(|v| v.value().decode())
+        .transpose()
+}
+
+/// `BarkPersister::create_new_movement`.
+pub(super) async fn create(
+    store: &Store,
+    status: MovementStatus,
+    subsystem: &MovementSubsystem,
+    time: DateTime<Local>,
+    action_id: Option<&str>,
+) -> anyhow::Result<MovementId> {
+    const CTX: &str = "creating a movement";
+    let subsystem = subsystem.clone();
+    let action_id = action_id.map(str::to_owned);
+    Ok(store
+        .write(CTX, move |tx| {
+            let id = MovementId(next_u32_id(tx, meta_keys::LAST_MOVEMENT_ID, CTX)?);
+            put_movement(tx, &Movement::new(id, status, &subsystem, time), CTX)?;
+            if let Some(action_id) = action_id {
+                let mut by_action = tx.open_table(MOVEMENTS_BY_ACTION).ctx(CTX)?;
+                by_action.insert(action_id.as_str(), id.0).ctx(CTX)?;
+            }
+            Ok(id)
+        })
+        .await?)
+}
+
+/// `BarkPersister::get_or_create_movement_for_action`.
+pub(super) async fn get_or_create_for_action(
+    store: &Store,
+    subsystem: &MovementSubsystem,
+    time: DateTime<Local>,
+    action_id: &str,
+    update: MovementUpdate,
+) -> anyhow::Result<(MovementId, bool)> {
+    const CTX: &str = "creating the movement of a wallet action";
+    let subsystem = subsystem.clone();
+    let action_id = action_id.to_owned();
+    Ok(store
+        .write(CTX, move |tx| {
+            let mut by_action = tx.open_table(MOVEMENTS_BY_ACTION).ctx(CTX)?;
+            if let Some(existing) = by_action.get(action_id.as_str()).ctx(CTX)? {
+                return Ok((MovementId(existing.value()), false));
+            }
+            let id = MovementId(next_u32_id(tx, meta_keys::LAST_MOVEMENT_ID, CTX)?);
+            let mut movement = Movement::new(id, MovementStatus::Pending, &subsystem, time);
+            update.apply_to(&mut movement, time);
+            put_movement(tx, &movement, CTX)?;
+            by_action.insert(action_id.as_str(), id.0).ctx(CTX)?;
+            Ok((id, true))
+        })
+        .await?)
+}
+
+/// `BarkPersister::get_movement_id_by_action`.
+pub(super) async fn id_by_action(
+    store: &Store,
+    action_id: &str,
+) -> anyhow::Result<Option<MovementId>> {
+    const CTX: &str = "looking up the movement of an action";
+    let action_id = action_id.to_owned();
+    Ok(store
+        .read(CTX, move |tx| {
+            let by_action = tx.open_table(MOVEMENTS_BY_ACTION).ctx(CTX)?;
+            Ok(by_action
+                .get(action_id.as_str())
+                .ctx(CTX)?
+                .map(|v| MovementId(v.value())))
+        })
+        .await?)
+}
+
+/// `BarkPersister::update_movement`.
+pub(super) async fn update(store: &Store, movement: &Movement) -> anyhow::Result<()> {
+    const CTX: &str = "updating a movement";
+    let movement = movement.clone();
+    store
+        .write(CTX, move |tx| {
+            // Only movements handed out by create may be updated: an unknown id would
+            // otherwise appear beyond the id counter.
+            let exists = tx
+                .open_table(MOVEMENTS)
+                .ctx(CTX)?
+                .get(movement.id.0)
+                .ctx(CTX)?
+                .is_some();
+            if !exists {
+                return Err(StoreError::NotFound(format!("movement {}", movement.id)));
+            }
+            put_movement(tx, &movement, CTX)
+        })
+        .await?;
+    Ok(())
+}
+
+/// `BarkPersister::get_movement_by_id`.
+pub(super) async fn by_id(store: &Store, movement_id: MovementId) -> anyhow::Result<Movement> {
+    const CTX: &str = "reading a movement";
+    Ok(store
+        .read(CTX, move |tx| {
+            let table = tx.open_table(MOVEMENTS).ctx(CTX)?;
+            read_movement(&table, movement_id.0, CTX)?
+                .ok_or_else(|| StoreError::NotFound(format!("movement {movement_id}")))
+        })
+        .await?)
+}
+
+/// `BarkPersister::get_all_movements`.
+///
+/// Newest first (created_at descending, then id descending).
+pub(super) async fn all(store: &Store) -> anyhow::Result<Vec<Movement>> {
+    const CTX: &str = "listing movements";
+    let mut all = store
+        .read(CTX, |tx| {
+            all_decoded(&tx.open_table(MOVEMENTS).ctx(CTX)?, CTX)
+        })
+        .await?;
+    all.sort_by(|a, b| {
+        b.time
+            .created_at
+            .cmp(&a.time.created_at)
+            .then(b.id.cmp(&a.id))
+    });
+    Ok(all)
+}
+
+/// `BarkPersister::get_movements_by_payment_method`.
+///
+/// Oldest movement id first.
+pub(super) async fn by_payment_method(
+    store: &Store,
+    payment_method: &PaymentMethod,
+) -> anyhow::Result<Vec<Movement>> {
+    const CTX: &str = "listing movements by payment method";
+    let hash = payment_method_hash(payment_method);
+    Ok(store
+        .read(CTX, move |tx| {
+            let index = tx.open_table(MOVEMENTS_BY_PAYMENT_METHOD).ctx(CTX)?;
+            let movements = tx.open_table(MOVEMENTS).ctx(CTX)?;
+            let range =
+                payment_method_index_key(&hash, 0)..=payment_method_index_key(&hash, u32::MAX);
+            let mut out = Vec::new();
+            for entry in index.range(range).ctx(CTX)? {
+                let key = entry.ctx(CTX)?.0.value();
+                let id = u32::from_be_bytes([key[32], key[33], key[34], key[35]]);
+                let movement = read_movement(&movements, id, CTX)?.ok_or_else(|| {
+                    StoreError::Invariant(format!(
+                        "payment method index names missing movement {id}"
+                    ))
+                })?;
+                out.push(movement);
+            }
+            Ok(out)
+        })
+        .await?)
+}
+
+impl Store {
+    /// Up to `limit` movements with ids below `before` (all when `None`), newest id
+    /// first: a page of the history that reads only what it returns.
+    pub async fn movements_before(
+        &self,
+        before: Option<u32>,
+        limit: usize,
+    ) -> Result<Vec<Movement>, StoreError> {
+        const CTX: &str = "listing a page of movements";
+        self.read(CTX, move |tx| {
+            let table = tx.open_table(MOVEMENTS).ctx(CTX)?;
+            let range = match before {
+                Some(before) => table.range(..before).ctx(CTX)?,
+                None => table.range::<u32>(..).ctx(CTX)?,
+            };
+            let mut out = Vec::with_capacity(limit.min(1024));
+            for entry in range.rev().take(limit) {
+                out.push(entry.ctx(CTX)?.1.value().decode()?);
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    /// The newest movement id handed out (0: none yet).
+    pub async fn last_movement_id(&self) -> Result<u32, StoreError> {
+        const CTX: &str = "reading the movement counter";
+        self.read(CTX, |tx| {
+            let meta = tx.open_table(META).ctx(CTX)?;
+            let last = meta
+                .get(meta_keys::LAST_MOVEMENT_ID)
+                .ctx(CTX)?
+                .map(|v| v.value())
+                .unwrap_or(0);
+            Ok(u32::try_from(last).unwrap_or(u32::MAX))
+        })
+        .await
+    }
+}
