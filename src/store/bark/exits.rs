@@ -14,7 +14,7 @@ use crate::store::error::RedbResultExt;
 use crate::store::schema::*;
 
 /// `BarkPersister::store_exit_vtxo_entry`.
-pub(super) async fn store(store: &Store, exit: &StoredExit) -> anyhow::Result<()> {
+pub(super) async fn put(store: &Store, exit: &StoredExit) -> anyhow::Result<()> {
     const CTX: &str = "storing an exit";
     let encoded = Envelope::encode(exit)?;
     let key = exit.vtxo_id.to_bytes();

@@ -151,7 +151,7 @@ impl BarkPersister for Store {
     // rounds.rs
 
     async fn store_round_state(&self, round_state: &RoundState) -> anyhow::Result<RoundStateId> {
-        rounds::store(self, round_state).await
+        rounds::put(self, round_state).await
     }
 
     async fn update_round_state(&self, round_state: &StoredRoundState) -> anyhow::Result<()> {
@@ -176,7 +176,7 @@ impl BarkPersister for Store {
     // vtxos.rs
 
     async fn store_vtxos(&self, vtxos: &[(&Vtxo<Full>, &VtxoState)]) -> anyhow::Result<()> {
-        vtxos::store(self, vtxos).await
+        vtxos::put(self, vtxos).await
     }
 
     async fn get_wallet_vtxo(&self, id: VtxoId) -> anyhow::Result<Option<WalletVtxo>> {
@@ -349,7 +349,7 @@ impl BarkPersister for Store {
     // exits.rs
 
     async fn store_exit_vtxo_entry(&self, exit: &StoredExit) -> anyhow::Result<()> {
-        exits::store(self, exit).await
+        exits::put(self, exit).await
     }
 
     async fn remove_exit_vtxo_entry(&self, id: &VtxoId) -> anyhow::Result<()> {

@@ -11,7 +11,7 @@ use crate::store::error::{RedbResultExt, StoreError};
 use crate::store::schema::*;
 
 /// `BarkPersister::store_round_state`.
-pub(super) async fn store(store: &Store, round_state: &RoundState) -> anyhow::Result<RoundStateId> {
+pub(super) async fn put(store: &Store, round_state: &RoundState) -> anyhow::Result<RoundStateId> {
     const CTX: &str = "storing a round state";
     // Encode on the caller's thread: RoundState is not required to be Send.
     let encoded = Envelope::encode(round_state)?;

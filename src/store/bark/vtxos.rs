@@ -155,10 +155,7 @@ fn sort_by_expiry_then_amount(vtxos: &mut [WalletVtxo]) {
 }
 
 /// `BarkPersister::store_vtxos`.
-pub(super) async fn store(
-    store: &Store,
-    vtxos: &[(&Vtxo<Full>, &VtxoState)],
-) -> anyhow::Result<()> {
+pub(super) async fn put(store: &Store, vtxos: &[(&Vtxo<Full>, &VtxoState)]) -> anyhow::Result<()> {
     const CTX: &str = "storing vtxos";
     // Encode (and compute the exit summaries) before taking the writer.
     let mut batch = Vec::with_capacity(vtxos.len());
