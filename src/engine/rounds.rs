@@ -69,14 +69,7 @@ impl Engine {
         &self,
     ) -> Result<StoredRoundState<bark::persist::models::Unlocked>, EngineError> {
         let loaded = self.loaded().await?;
-        let spendable = loaded
-            .wallet
-            .spendable_vtxos()
-            .await
-            .map_err(EngineError::internal("listing spendable VTXOs"))?;
-        if spendable.is_empty() {
-            return Err(EngineError::WrongState("no VTXOs to refresh".into()));
-        }
+        let spendable = spendable_or(&loaded, "no VTXOs to refresh").await?;
         self.join_refresh(spendable.iter().map(|v| v.vtxo.id()).collect())
             .await
     }
@@ -128,16 +121,7 @@ impl Engine {
     ) -> Result<bark::OffboardResult, EngineError> {
         let address = self.payout_address(address).await?;
         let loaded = self.loaded().await?;
-        let spendable = loaded
-            .wallet
-            .spendable_vtxos()
-            .await
-            .map_err(EngineError::internal("listing spendable VTXOs"))?;
-        if spendable.is_empty() {
-            return Err(EngineError::WrongState(
-                "no spendable VTXOs to offboard".into(),
-            ));
-        }
+        spendable_or(&loaded, "no spendable VTXOs to offboard").await?;
         loaded
             .wallet
             .offboard_all(address)
@@ -258,4 +242,20 @@ impl Engine {
             .filter(|v| ids.contains(&v.vtxo.id()))
             .collect())
     }
+}
+
+/// The wallet's spendable VTXOs; a wrong-state error saying `none` when it has none.
+async fn spendable_or(
+    loaded: &super::LoadedWallet,
+    none: &str,
+) -> Result<Vec<bark::WalletVtxo>, EngineError> {
+    let spendable = loaded
+        .wallet
+        .spendable_vtxos()
+        .await
+        .map_err(EngineError::internal("listing spendable VTXOs"))?;
+    if spendable.is_empty() {
+        return Err(EngineError::WrongState(none.into()));
+    }
+    Ok(spendable)
 }
