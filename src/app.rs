@@ -203,6 +203,9 @@ impl Daemon {
             ApiOptions {
                 auth,
                 allowed_origins: settings.allowed_origins.clone(),
+                allowed_hosts: crate::api::host::AllowedHosts::new(
+                    &settings.file.server.allowed_hosts,
+                ),
                 limits: settings.file.request_limits(),
             },
         );

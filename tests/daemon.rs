@@ -635,7 +635,7 @@ fn a_request_cut_short_by_a_restart_is_never_run_again_under_its_key() {
         let ttl = u64::try_from(TTL.as_micros()).expect("ttl");
         let claim = store
             .claim_idempotency_key(
-                key_hash("pay-1"),
+                key_hash(&berth::access::Credential::Admin, "pay-1"),
                 request_hash("POST", path, body.as_bytes()),
                 now,
                 ttl,

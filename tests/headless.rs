@@ -8,21 +8,23 @@ mod harness;
 
 use harness::*;
 
-fn health(daemon: &Daemon) -> (u16, serde_json::Value) {
-    let (status, raw) = daemon.get("/health", &[]);
+/// `/health` as the owner sees it (with the admin token: every detail).
+fn health(daemon: &Daemon, datadir: &std::path::Path) -> (u16, serde_json::Value) {
+    let auth = bearer(&token(datadir));
+    let (status, raw) = daemon.get("/health", &[("Authorization", &auth)]);
     (status, json_of(&raw))
 }
 
 #[test]
-fn health_without_a_wallet_is_ready_and_needs_no_credential() {
+fn health_without_a_wallet_is_ready() {
     let (_tmp, datadir) = new_datadir();
     let daemon = Daemon::start(&datadir, &[]);
     wait_until("the autopilot's first check", 20, || {
-        health(&daemon).1["tasks"]
+        health(&daemon, &datadir).1["tasks"]
             .as_array()
             .is_some_and(|t| !t.is_empty())
     });
-    let (status, body) = health(&daemon);
+    let (status, body) = health(&daemon, &datadir);
     if only_disk_is_short(&body) {
         // This machine's disk, not berthd: the verdict is right, the rest still checked.
         eprintln!("note: the test machine's disk is low: {}", body["reasons"]);
@@ -112,9 +114,9 @@ fn a_loaded_wallet_without_its_ark_server_is_degraded_and_measured() {
     let daemon = Daemon::start(&datadir, &[]);
     create_wallet_without_server(&daemon, &datadir, &bitcoind);
     wait_until("the autopilot to probe the Ark server", 30, || {
-        health(&daemon).1["ark_server"]["reachable"] == false
+        health(&daemon, &datadir).1["ark_server"]["reachable"] == false
     });
-    let (status, body) = health(&daemon);
+    let (status, body) = health(&daemon, &datadir);
     assert_eq!(status, 503, "{body}");
     assert_eq!(body["status"], "degraded", "{body}");
     assert!(

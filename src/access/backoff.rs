@@ -1,31 +1,76 @@
 //! Per-address backoff after failed authentications (wrong bearer tokens, wrong
 //! pairing codes): the first few failures are free (typos happen), then each further
-//! one blocks the address for twice as long as the last, up to five minutes. While
-//! blocked, requests are answered 429 with `Retry-After` before any credential is
-//! looked at. A success clears the address's record.
+//! one blocks the address for twice as long as the last, up to five minutes. A blocked
+//! address's wrong credentials are answered 429 with `Retry-After`.
 //!
-//! Tokens and codes have 128 bits or more, so guessing is hopeless anyway; the
-//! backoff keeps a misbehaving client (or a scanner) from costing the board CPU and
-//! log lines. IPv6 clients are tracked by /64, the block a single LAN host can pick
-//! addresses from. The table is bounded: records idle for an hour are forgotten
-//! first, then the oldest.
+//! The backoff sheds a guesser's load; it never locks the owner out. Tokens and codes
+//! have 128 bits or more, so guessing is hopeless anyway, and:
+//! - A request with a valid credential is always served, blocked address or not: the
+//!   credential is looked at first (a constant-time compare and one hash, cheap), and
+//!   only a wrong one meets the block.
+//! - Failures are counted per address. An IPv6 /64 (the block one LAN host can pick
+//!   addresses from, and the whole home network) is also counted as a whole, with a
+//!   looser allowance ([`FREE_FAILURES_PER_NETWORK`]), so a host hopping addresses is
+//!   slowed without one guessing host blocking its neighbours.
+//! - Failures decay with time only: a record is forgotten an hour after its last
+//!   failure. A success does not clear it, so a holder of one credential (a read-only
+//!   display) cannot interleave successes to guess at another (the admin token) freely.
+//!
+//! The table is bounded: records idle for an hour are forgotten first, then the oldest.
 
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv6Addr};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::access::expiring::{ExpiringMap, Expiry, Policy, WhenFull};
 
-/// Failures allowed before the first block.
+/// Failures allowed from one address before its first block.
 pub const FREE_FAILURES: u32 = 5;
+/// Failures allowed from all the addresses of one IPv6 /64 together before it is
+/// blocked as a whole.
+pub const FREE_FAILURES_PER_NETWORK: u32 = 50;
 /// Longest block.
 pub const MAX_BLOCK: Duration = Duration::from_secs(300);
 /// A record idle this long is forgotten.
 pub const FORGET_AFTER: Duration = Duration::from_secs(3600);
-/// Most addresses tracked at once.
+/// Most records (addresses and /64 networks) tracked at once.
 pub const MAX_TRACKED: usize = 4096;
 
-/// An address's failures. When its last failure was is the record's stamp in the map:
+/// What failures are counted against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Counted {
+    /// One address (an IPv4-mapped IPv6 address as its IPv4 address).
+    Address(IpAddr),
+    /// Every address of an IPv6 /64.
+    Network(Ipv6Addr),
+}
+
+impl Counted {
+    fn free_failures(self) -> u32 {
+        match self {
+            Counted::Address(_) => FREE_FAILURES,
+            Counted::Network(_) => FREE_FAILURES_PER_NETWORK,
+        }
+    }
+}
+
+/// The records a failure from `ip` counts against: its address, and for IPv6 its /64.
+fn counted(ip: IpAddr) -> impl Iterator<Item = Counted> {
+    let (address, network) = match ip {
+        IpAddr::V4(_) => (ip, None),
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => (IpAddr::V4(v4), None),
+            None => {
+                let s = v6.segments();
+                let net = Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0);
+                (ip, Some(Counted::Network(net)))
+            }
+        },
+    };
+    std::iter::once(Counted::Address(address)).chain(network)
+}
+
+/// A record's failures. When its last failure was is the record's stamp in the map:
 /// a record expires an hour after it ([`Expiry::FromLastWrite`]). A block is at most
 /// five minutes, so an expired record never blocks.
 #[derive(Debug, Clone, Copy)]
@@ -36,7 +81,7 @@ struct Record {
 
 #[derive(Debug)]
 pub struct AuthFailures {
-    records: Mutex<ExpiringMap<IpAddr, Record>>,
+    records: Mutex<ExpiringMap<Counted, Record>>,
 }
 
 impl Default for AuthFailures {
@@ -54,27 +99,18 @@ impl Default for AuthFailures {
     }
 }
 
-/// The address a record is kept under: IPv4 as is, IPv6 by its /64.
-fn key(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V4(_) => ip,
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => IpAddr::V4(v4),
-            None => {
-                let s = v6.segments();
-                IpAddr::V6(std::net::Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0))
-            }
-        },
-    }
-}
-
 impl AuthFailures {
-    /// `Err(seconds to wait)` while `ip` is blocked.
+    /// `Err(seconds to wait)` while `ip` (or its IPv6 /64) is blocked. Asked only once a
+    /// presented credential turned out wrong.
     pub fn check(&self, ip: IpAddr, now: Instant) -> Result<(), u64> {
         let records = self.records.lock().unwrap_or_else(|e| e.into_inner());
-        match records.get(&key(ip), now) {
-            Some(r) if r.blocked_until > now => {
-                let wait = r.blocked_until - now;
+        let until = counted(ip)
+            .filter_map(|c| records.get(&c, now))
+            .map(|r| r.blocked_until)
+            .max();
+        match until {
+            Some(until) if until > now => {
+                let wait = until - now;
                 Err(wait.as_secs() + u64::from(wait.subsec_nanos() > 0))
             }
             _ => Ok(()),
@@ -84,27 +120,24 @@ impl AuthFailures {
     /// Record a failure from `ip`.
     pub fn failed(&self, ip: IpAddr, now: Instant) {
         let mut records = self.records.lock().unwrap_or_else(|e| e.into_inner());
-        // An address idle for FORGET_AFTER starts again from no failures.
-        let fresh = || Record {
-            failures: 0,
-            blocked_until: now,
-        };
-        // Never `Full`: the table evicts instead of refusing.
-        let Ok(record) = records.upsert(key(ip), now, fresh) else {
-            return;
-        };
-        record.failures = record.failures.saturating_add(1);
-        if record.failures > FREE_FAILURES {
-            let doublings = (record.failures - FREE_FAILURES - 1).min(16);
-            let block = Duration::from_secs(1u64 << doublings).min(MAX_BLOCK);
-            record.blocked_until = now + block;
+        for counted in counted(ip) {
+            // A record idle for FORGET_AFTER starts again from no failures.
+            let fresh = || Record {
+                failures: 0,
+                blocked_until: now,
+            };
+            // Never `Full`: the table evicts instead of refusing.
+            let Ok(record) = records.upsert(counted, now, fresh) else {
+                continue;
+            };
+            record.failures = record.failures.saturating_add(1);
+            let free = counted.free_failures();
+            if record.failures > free {
+                let doublings = (record.failures - free - 1).min(16);
+                let block = Duration::from_secs(1u64 << doublings).min(MAX_BLOCK);
+                record.blocked_until = now + block;
+            }
         }
-    }
-
-    /// A success from `ip`: forget its failures.
-    pub fn succeeded(&self, ip: IpAddr) {
-        let mut records = self.records.lock().unwrap_or_else(|e| e.into_inner());
-        records.remove(&key(ip));
     }
 
     #[cfg(test)]
@@ -139,21 +172,27 @@ mod tests {
             f.failed(a, t0 + Duration::from_secs(1));
         }
         assert_eq!(f.check(a, t0 + Duration::from_secs(1)), Err(300));
-        // Another address is not affected; a success clears the record.
+        // Another address is not affected.
         assert_eq!(f.check(ip("192.168.1.21"), t0), Ok(()));
-        f.succeeded(a);
-        assert_eq!(f.check(a, t0 + Duration::from_secs(1)), Ok(()));
     }
 
     #[test]
-    fn ipv6_is_tracked_by_its_64_and_mapped_ipv4_as_ipv4() {
+    fn ipv6_is_counted_by_address_and_loosely_by_its_64_and_mapped_ipv4_as_ipv4() {
         let f = AuthFailures::default();
         let t0 = Instant::now();
-        for i in 0..=FREE_FAILURES {
-            f.failed(ip(&format!("fd00:1:2:3::{i:x}")), t0);
+        // One host's guesses block that host, not its neighbours in the /64.
+        for _ in 0..=FREE_FAILURES {
+            f.failed(ip("fd00:1:2:3::1"), t0);
         }
-        assert!(f.check(ip("fd00:1:2:3::ffff"), t0).is_err());
-        assert!(f.check(ip("fd00:1:2:4::1"), t0).is_ok());
+        assert!(f.check(ip("fd00:1:2:3::1"), t0).is_err());
+        assert_eq!(f.check(ip("fd00:1:2:3::2"), t0), Ok(()), "a neighbour");
+        // A host hopping addresses inside the /64 is slowed once the /64 as a whole
+        // passes its looser allowance.
+        for i in 0..FREE_FAILURES_PER_NETWORK {
+            f.failed(ip(&format!("fd00:1:2:3::1:{i:x}")), t0);
+        }
+        assert!(f.check(ip("fd00:1:2:3::ffff"), t0).is_err(), "the /64");
+        assert!(f.check(ip("fd00:1:2:4::1"), t0).is_ok(), "another /64");
         for _ in 0..=FREE_FAILURES {
             f.failed(ip("::ffff:10.0.0.7"), t0);
         }

@@ -11,6 +11,7 @@
 use std::collections::HashMap;
 use std::sync::RwLock;
 
+use crate::access::Credential;
 use crate::access::scopes::Scopes;
 use crate::access::secret::{Secret, hash, random_secret};
 use crate::store::DeviceRecord;
@@ -63,6 +64,9 @@ pub enum DeviceError {
 pub struct Devices {
     store: Store,
     by_hash: RwLock<HashMap<[u8; 32], Authorized>>,
+    /// Bumped at every revocation, so live streams can end theirs at once
+    /// ([`Devices::revoked`]).
+    revocations: tokio::sync::watch::Sender<u64>,
 }
 
 impl Devices {
@@ -84,7 +88,36 @@ impl Devices {
         Ok(Devices {
             store,
             by_hash: RwLock::new(by_hash),
+            revocations: tokio::sync::watch::channel(0).0,
         })
+    }
+
+    /// Whether `credential` still works: the admin token always does, a device until it
+    /// is revoked.
+    pub fn holds(&self, credential: &Credential) -> bool {
+        match credential {
+            Credential::Admin => true,
+            Credential::Device(id) => self
+                .by_hash
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .values()
+                .any(|d| d.device_id == *id),
+        }
+    }
+
+    /// Resolves once `credential` is revoked (at once if it already is; never for the
+    /// admin token). A live stream races its work against this to end when its device
+    /// is revoked, not when it next looks.
+    pub async fn revoked(&self, credential: &Credential) {
+        // Subscribed before looking, so a revocation between the two is not missed.
+        let mut revocations = self.revocations.subscribe();
+        while self.holds(credential) {
+            if revocations.changed().await.is_err() {
+                // The sender lives as long as `self`; without it nothing is revoked.
+                std::future::pending::<()>().await;
+            }
+        }
     }
 
     /// The device a presented token belongs to, if any.
@@ -140,6 +173,7 @@ impl Devices {
             .write()
             .unwrap_or_else(|e| e.into_inner())
             .remove(&removed.token_hash);
+        self.revocations.send_modify(|n| *n = n.wrapping_add(1));
         Ok(true)
     }
 }

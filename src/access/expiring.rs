@@ -7,9 +7,9 @@
 //!
 //! | user | key | TTL counts from | when full (a new key, after dropping expired ones) |
 //! |---|---|---|---|
-//! | tickets | SHA-256 of the ticket | its issue ([`Expiry::FromInsert`]) | the oldest goes ([`WhenFull::EvictOldest`]) |
+//! | tickets | SHA-256 of the ticket | its issue ([`Expiry::FromInsert`]) | the oldest goes ([`WhenFull::EvictOldest`]); sized so that it never happens while each credential keeps to its own cap |
 //! | pairing codes | SHA-256 of the code | its opening ([`Expiry::FromInsert`]) | refused ([`WhenFull::Refuse`]) |
-//! | backoff | the address (IPv6 by /64) | the last failure ([`Expiry::FromLastWrite`]) | the oldest goes ([`WhenFull::EvictOldest`]) |
+//! | backoff | the address, and an IPv6 address's /64 | the last failure ([`Expiry::FromLastWrite`]) | the oldest goes ([`WhenFull::EvictOldest`]) |
 //!
 //! Room is made only for a new key and only when the map holds `capacity` entries:
 //! expired entries are dropped first, then, if it is still full, the entry with the
@@ -176,6 +176,27 @@ impl<K: Eq + Hash + Clone, V> ExpiringMap<K, V> {
     /// Forget `key`, live or not.
     pub fn remove(&mut self, key: &K) -> Option<V> {
         self.entries.remove(key).map(|e| e.value)
+    }
+
+    /// Forget every entry, live or not, whose value `pick` chooses.
+    pub fn remove_where(&mut self, mut pick: impl FnMut(&V) -> bool) {
+        self.entries.retain(|_, e| !pick(&e.value));
+    }
+
+    /// The live entries whose value `pick` chooses: how many, and the key of the one
+    /// with the oldest stamp.
+    pub fn live_where(&self, now: Instant, mut pick: impl FnMut(&V) -> bool) -> (usize, Option<K>) {
+        let mut count = 0;
+        let mut oldest: Option<(&K, Instant)> = None;
+        for (key, entry) in &self.entries {
+            if self.is_live(entry, now) && pick(&entry.value) {
+                count += 1;
+                if oldest.is_none_or(|(_, stamp)| entry.stamp < stamp) {
+                    oldest = Some((key, entry.stamp));
+                }
+            }
+        }
+        (count, oldest.map(|(key, _)| key.clone()))
     }
 
     /// Whether any entry is live.

@@ -33,14 +33,21 @@
 //!   refused rather than pushing one out: a code shown on the screen keeps working).
 //!   A restart closes every window, since codes live only in memory.
 //! - Devices: at most 64 paired; names of 1 to 64 bytes.
-//! - Websocket tickets: ten minutes, single use, at most 1,024 outstanding; when full,
-//!   expired ones go first, then the oldest (issuing never fails for lack of room).
+//! - Websocket tickets: ten minutes, single use, each the credential's that asked for
+//!   it, at most 16 outstanding per credential (asking for more drops its own oldest).
 //! - Failed authentications ([`backoff`]): the first few per address are free, then
-//!   doubling blocks up to five minutes, answered 429 before any credential is looked
-//!   at. Guessing a credential is hopeless anyway; the backoff keeps a misbehaving
-//!   client or a scanner from costing the board CPU and log lines. At most 4,096
-//!   addresses are tracked; records idle for an hour are forgotten first, then the
-//!   oldest.
+//!   doubling blocks up to five minutes (an IPv6 /64 is also counted as a whole, more
+//!   loosely). A blocked address's wrong credentials are answered 429; a valid
+//!   credential is always served, so the owner is never locked out. Failures are
+//!   forgotten an hour after the last one, never by a success. At most 4,096 records.
+//!
+//! # Revocation
+//!
+//! Revoking a device ends everything its token opened, at once: the token stops
+//! working, its unspent websocket tickets are thrown away, and its open websocket, SSE
+//! and long-poll connections end ([`devices::Devices::revoked`]). What a credential
+//! leaves behind is its own ([`Credential`]): idempotency records are kept per
+//! credential, so one cannot see or block another's.
 //!
 //! Tickets, pairing codes and the backoff are the same shape, a bounded map whose
 //! entries expire ([`expiring`]); where they differ (when the TTL counts from, what
@@ -63,16 +70,48 @@ use crate::access::devices::Devices;
 use crate::access::scopes::Scopes;
 use crate::datadir::AuthToken;
 
-/// The scopes a presented bearer token carries: every scope for the admin token
-/// (compared in constant time), a paired device's own for its token (looked up by
-/// hash), `None` for anything else.
-pub fn authenticate(presented: &str, admin: &AuthToken, devices: &Devices) -> Option<Scopes> {
+/// The credential a request was made with. What a caller leaves behind (idempotency
+/// records, websocket tickets, live notification streams) belongs to it: another
+/// credential cannot see or use it, and revoking a device ends all of it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Credential {
+    /// The datadir's admin token. With authentication off (`--no-auth`) every caller
+    /// is this one: whoever reaches the port has the admin's power anyway.
+    Admin,
+    /// A paired device, by its id.
+    Device(String),
+}
+
+/// Who is calling: the credential and the scopes it carries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    pub credential: Credential,
+    pub scopes: Scopes,
+}
+
+impl Caller {
+    /// The caller when authentication is off.
+    pub const OPEN: Caller = Caller {
+        credential: Credential::Admin,
+        scopes: Scopes::FULL,
+    };
+}
+
+/// Who a presented bearer token belongs to: the admin (every scope; compared in
+/// constant time), a paired device (its own scopes; looked up by hash), or `None`.
+pub fn authenticate(presented: &str, admin: &AuthToken, devices: &Devices) -> Option<Caller> {
     // ConstantTimeEq on slices of different lengths is false without comparing the
     // contents; the token's length is public (it is a fixed format).
     if bool::from(presented.as_bytes().ct_eq(admin.expose().as_bytes())) {
-        return Some(Scopes::FULL);
+        return Some(Caller {
+            credential: Credential::Admin,
+            scopes: Scopes::FULL,
+        });
     }
-    devices.authenticate(presented).map(|device| device.scopes)
+    devices.authenticate(presented).map(|device| Caller {
+        credential: Credential::Device(device.device_id),
+        scopes: device.scopes,
+    })
 }
 
 #[cfg(test)]
@@ -88,9 +127,13 @@ mod tests {
             .expect("open");
         let devices = Devices::load(store.clone()).await.expect("load");
         let admin = AuthToken::from_secret(&[7; 32]);
+        let scopes = |token: &str, devices: &Devices| {
+            authenticate(token, &admin, devices).map(|caller| caller.scopes)
+        };
         assert_eq!(
             authenticate(admin.expose(), &admin, &devices),
-            Some(Scopes::FULL)
+            Some(Caller::OPEN),
+            "the admin: every scope"
         );
         let read = Scopes::parse(&["read"]).expect("scopes");
         let (token, device) = devices.add("Kitchen display", read).await.expect("add");
@@ -98,7 +141,13 @@ mod tests {
             .add("Phone", Scopes::PHONE_WALLET)
             .await
             .expect("add");
-        assert_eq!(authenticate(token.expose(), &admin, &devices), Some(read));
+        assert_eq!(
+            authenticate(token.expose(), &admin, &devices),
+            Some(Caller {
+                credential: Credential::Device(device.id.clone()),
+                scopes: read
+            })
+        );
         for wrong in ["", "Bearer", &admin.expose()[1..], &token.expose()[1..]] {
             assert_eq!(authenticate(wrong, &admin, &devices), None, "{wrong:?}");
         }
@@ -107,9 +156,6 @@ mod tests {
         // A restart loads the same devices, by hash, from the store.
         let reloaded = Devices::load(store).await.expect("load");
         assert_eq!(authenticate(token.expose(), &admin, &reloaded), None);
-        assert_eq!(
-            authenticate(kept.expose(), &admin, &reloaded),
-            Some(Scopes::PHONE_WALLET)
-        );
+        assert_eq!(scopes(kept.expose(), &reloaded), Some(Scopes::PHONE_WALLET));
     }
 }

@@ -3,23 +3,29 @@
 //! Two kinds of token are accepted: the barkd-style `auth_token` of the datadir
 //! (compared in constant time; full access, as in barkd) and the per-device tokens
 //! minted by pairing (looked up by hash; the scopes chosen when pairing); which one a
-//! token is, and its scopes, is `access::authenticate`'s to say. The caller's
-//! `Scopes` are left in the request for the scope check that runs after routing
-//! (`scopes`). A wrong token counts against the caller's address (`access::backoff`);
-//! a missing header does not (that is a client that has not been set up, not a guess).
+//! token is, and its scopes, is `access::authenticate`'s to say. The [`Caller`] is left
+//! in the request for the scope check that runs after routing (`scopes`), the
+//! idempotency records (kept per credential) and the live streams (ended when their
+//! device is revoked).
+//!
+//! The credential is looked at first: a valid one is always served. A wrong one counts
+//! against the caller's address, and a blocked address's wrong ones are answered 429
+//! (`access::backoff`); a missing header counts for nothing (that is a client that has
+//! not been set up, not a guess).
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Instant;
 
 use axum::extract::{ConnectInfo, Request, State};
+use axum::http::HeaderMap;
 use axum::http::header::AUTHORIZATION;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
+use crate::access::Caller;
 use crate::access::backoff::AuthFailures;
 use crate::access::devices::Devices;
-use crate::access::scopes::Scopes;
 use crate::api::error::ApiError;
 use crate::datadir::AuthToken;
 
@@ -32,69 +38,80 @@ pub enum AuthPolicy {
     Disabled,
 }
 
-/// What the bearer check needs.
+/// Tells who a request comes from: the policy, the paired devices and the books of
+/// failed attempts. Used by the bearer layer and by the public routes that say more to
+/// a caller with a credential (`/health`).
 #[derive(Clone)]
-pub struct Access {
+pub struct Authenticator {
     pub policy: AuthPolicy,
     pub devices: Arc<Devices>,
     pub failures: Arc<AuthFailures>,
 }
 
 /// The caller's address, when it came over the network (not the control socket).
-pub fn peer_ip(request: &Request) -> Option<std::net::IpAddr> {
+pub fn peer_ip(request: &Request) -> Option<IpAddr> {
     request
         .extensions()
         .get::<ConnectInfo<SocketAddr>>()
         .map(|ConnectInfo(addr)| addr.ip())
 }
 
+impl Authenticator {
+    /// The caller of a request with `headers` from `peer`: `Ok(None)` when it presents
+    /// no credential, `Err` (401, or 429 for a blocked address) when it presents a
+    /// wrong one, which is counted against `peer`.
+    pub fn identify(
+        &self,
+        headers: &HeaderMap,
+        peer: Option<IpAddr>,
+    ) -> Result<Option<Caller>, ApiError> {
+        let AuthPolicy::Token(admin) = &self.policy else {
+            return Ok(Some(Caller::OPEN));
+        };
+        match check(headers, admin, &self.devices) {
+            Ok(caller) => Ok(Some(caller)),
+            Err(Failure::Missing) => Ok(None),
+            Err(Failure::Wrong(err)) => {
+                if let Some(ip) = peer {
+                    let now = Instant::now();
+                    if let Err(wait) = self.failures.check(ip, now) {
+                        return Err(ApiError::TooManyRequests(wait));
+                    }
+                    self.failures.failed(ip, now);
+                }
+                Err(err)
+            }
+        }
+    }
+}
+
+/// The bearer layer over every protected route.
 pub async fn require_token(
-    State(access): State<Access>,
+    State(authenticator): State<Authenticator>,
     mut request: Request,
     next: Next,
 ) -> Response {
-    let AuthPolicy::Token(admin) = &access.policy else {
-        request.extensions_mut().insert(Scopes::FULL);
-        return next.run(request).await;
-    };
     let peer = peer_ip(&request);
-    if let Some(ip) = peer
-        && let Err(wait) = access.failures.check(ip, Instant::now())
-    {
-        return ApiError::TooManyRequests(wait).into_response();
-    }
-    match check(&request, admin, &access.devices) {
-        Ok(scopes) => {
-            if let Some(ip) = peer {
-                access.failures.succeeded(ip);
-            }
-            request.extensions_mut().insert(scopes);
+    match authenticator.identify(request.headers(), peer) {
+        Ok(Some(caller)) => {
+            request.extensions_mut().insert(caller);
             next.run(request).await
         }
-        Err(Failure::Missing(err)) => err.into_response(),
-        Err(Failure::Wrong(err)) => {
-            if let Some(ip) = peer {
-                access.failures.failed(ip, Instant::now());
-            }
-            err.into_response()
-        }
+        Ok(None) => ApiError::Unauthorized("missing bearer token").into_response(),
+        Err(err) => err.into_response(),
     }
 }
 
 enum Failure {
     /// No credential was presented.
-    Missing(ApiError),
+    Missing,
     /// A credential was presented and is not valid.
     Wrong(ApiError),
 }
 
-fn check(request: &Request, admin: &AuthToken, devices: &Devices) -> Result<Scopes, Failure> {
-    let mut values = request.headers().get_all(AUTHORIZATION).iter();
-    let value = values
-        .next()
-        .ok_or(Failure::Missing(ApiError::Unauthorized(
-            "missing bearer token",
-        )))?;
+fn check(headers: &HeaderMap, admin: &AuthToken, devices: &Devices) -> Result<Caller, Failure> {
+    let mut values = headers.get_all(AUTHORIZATION).iter();
+    let value = values.next().ok_or(Failure::Missing)?;
     let wrong = |msg| Failure::Wrong(ApiError::Unauthorized(msg));
     if values.next().is_some() {
         return Err(wrong("more than one Authorization header"));

@@ -43,6 +43,10 @@ pub enum ApiError {
     /// Something the request needs (Ark server, chain source) cannot be reached. 503.
     #[error("{0}")]
     Unavailable(String),
+    /// The `Host` the request names is not this machine (a DNS-rebinding page, or a
+    /// proxy that forwards another site's traffic). 421.
+    #[error("{0}")]
+    Misdirected(String),
     /// A genuine internal failure; the detail is logged, not sent. 500.
     #[error("internal error")]
     Internal,
@@ -78,6 +82,7 @@ impl ApiError {
             ApiError::WrongState(_) => (StatusCode::UNPROCESSABLE_ENTITY, "wrong_state"),
             ApiError::Conflict(_) => (StatusCode::CONFLICT, "conflict"),
             ApiError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
+            ApiError::Misdirected(_) => (StatusCode::MISDIRECTED_REQUEST, "misdirected"),
             ApiError::Internal => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         }
     }

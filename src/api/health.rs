@@ -1,6 +1,8 @@
-//! `GET /health` (no credential): whether the appliance can keep its promises, for a
-//! monitor, systemd or a phone. 200 when ready, 503 otherwise, with the facts behind
-//! the verdict. It reads what the autopilot last saw (a check every minute and on
+//! `GET /health`: whether the appliance can keep its promises, for a monitor, systemd
+//! or a phone. 200 when ready, 503 otherwise. Anyone may ask and gets the verdict and
+//! its reasons; the facts behind them (balances needed and available, VTXO and exit
+//! counts, error texts) only go to a caller whose credential carries `read`, since an
+//! anonymous caller on the LAN has no business knowing the wallet's money. It reads what the autopilot last saw (a check every minute and on
 //! every block) instead of probing anything itself, so polling it costs nothing and
 //! cannot be used to hammer the Ark server or the chain source.
 //!
@@ -15,33 +17,56 @@
 
 use std::time::SystemTime;
 
-use axum::Json;
-use axum::extract::State;
+use axum::extract::{Request, State};
 use axum::http::StatusCode;
+use axum::{Extension, Json};
 use serde::Serialize;
 
+use crate::access::scopes::Scope;
 use crate::api::AppState;
+use crate::api::auth::{Authenticator, peer_ip};
+use crate::api::error::{ApiError, ErrorResponse};
 
 /// Disk free below this: failing (the database cannot grow).
 const DISK_CRITICAL: u64 = 64 * 1024 * 1024;
 /// Disk free below this: degraded.
 const DISK_LOW: u64 = 1024 * 1024 * 1024;
 
+/// The verdict, and for a caller with `read` the facts behind it (every other field:
+/// absent for anyone else).
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct Health {
     /// `ready`, `degraded` or `failing`.
     pub status: &'static str,
     /// Why it is not `ready` (empty when it is).
     pub reasons: Vec<String>,
-    pub wallet: WalletHealth,
-    pub ark_server: ArkServerHealth,
-    pub chain_tip: ChainTipHealth,
-    pub vtxo_expiry: VtxoExpiryHealth,
-    pub exits: ExitsHealth,
-    pub exit_reserve: ExitReserveHealth,
-    pub store: StoreHealth,
-    pub disk: DiskHealth,
-    pub tasks: Vec<TaskHealth>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub wallet: Option<WalletHealth>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub ark_server: Option<ArkServerHealth>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub chain_tip: Option<ChainTipHealth>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub vtxo_expiry: Option<VtxoExpiryHealth>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub exits: Option<ExitsHealth>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub exit_reserve: Option<ExitReserveHealth>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub store: Option<StoreHealth>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub disk: Option<DiskHealth>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub tasks: Option<Vec<TaskHealth>>,
 }
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -165,15 +190,25 @@ fn utc(t: SystemTime) -> chrono::DateTime<chrono::Utc> {
     tag = "health",
     summary = "Health",
     description = "Whether berthd can keep its promises: 200 with `status: ready`, else 503 with \
-        `degraded` or `failing` and the reasons. No credential. Reads what the autopilot last \
-        saw (every minute and on every block); it probes nothing itself.",
-    security(()),
+        `degraded` or `failing` and the reasons. Needs no credential; the facts behind the \
+        verdict (every field but `status` and `reasons`) are only given to a bearer token \
+        with the `read` scope. A wrong token is refused as on every other route. Reads what \
+        the autopilot last saw (every minute and on every block); it probes nothing itself.",
+    security((), ("bearer" = [])),
     responses(
         (status = 200, description = "Ready", body = Health),
+        (status = 401, description = "A wrong bearer token", body = ErrorResponse),
+        (status = 429, description = "Too many failed attempts from this address", body = ErrorResponse),
         (status = 503, description = "Degraded or failing", body = Health),
     )
 )]
-pub async fn health(State(state): State<AppState>) -> (StatusCode, Json<Health>) {
+pub async fn health(
+    State(state): State<AppState>,
+    Extension(authenticator): Extension<Authenticator>,
+    request: Request,
+) -> Result<(StatusCode, Json<Health>), ApiError> {
+    let caller = authenticator.identify(request.headers(), peer_ip(&request))?;
+    let detailed = caller.is_some_and(|c| c.scopes.allows(Scope::Read));
     let engine = &state.engine;
     let seen = engine.autopilot_status();
     let record = engine.wallet_record().await.ok().flatten();
@@ -190,8 +225,9 @@ pub async fn health(State(state): State<AppState>) -> (StatusCode, Json<Health>)
 
     let mut failing = Vec::new();
     let mut degraded = Vec::new();
-    if let Some(e) = &store_error {
-        failing.push(format!("the wallet database stopped: {e}"));
+    if store_error.is_some() {
+        // The error itself is a detail (`store.error`): it may name paths and internals.
+        failing.push("the wallet database stopped after a storage error".into());
     }
     match disk {
         Some((free, _)) if free < DISK_CRITICAL => {
@@ -274,24 +310,43 @@ pub async fn health(State(state): State<AppState>) -> (StatusCode, Json<Health>)
             .find(|(p, _)| *p == name)
             .map_or(0, |(_, n)| *n)
     };
+    let reasons = failing.into_iter().chain(degraded).collect();
+    if !detailed {
+        return Ok((
+            code,
+            Json(Health {
+                status,
+                reasons,
+                wallet: None,
+                ark_server: None,
+                chain_tip: None,
+                vtxo_expiry: None,
+                exits: None,
+                exit_reserve: None,
+                store: None,
+                disk: None,
+                tasks: None,
+            }),
+        ));
+    }
     let body = Health {
         status,
-        reasons: failing.into_iter().chain(degraded).collect(),
-        wallet: WalletHealth { exists, loaded },
-        ark_server: ArkServerHealth {
+        reasons,
+        wallet: Some(WalletHealth { exists, loaded }),
+        ark_server: Some(ArkServerHealth {
             reachable: seen.ark_server.reachable,
             last_reachable_at: seen.ark_server.last_reachable_at.map(utc),
             consecutive_failures: seen.ark_server.consecutive_failures,
             error: seen.ark_server.last_error.clone(),
-        },
-        chain_tip: ChainTipHealth {
+        }),
+        chain_tip: Some(ChainTipHealth {
             height: seen.chain_tip.map(|t| t.height),
             age_secs: seen
                 .chain_tip
                 .and_then(|t| t.seen_at.elapsed().ok())
                 .map(|d| d.as_secs()),
-        },
-        vtxo_expiry: VtxoExpiryHealth {
+        }),
+        vtxo_expiry: Some(VtxoExpiryHealth {
             vtxos: seen.vtxos.len(),
             blocks_until_first_at_risk: seen.first_deadline,
             expiring: seen.expiring,
@@ -309,39 +364,41 @@ pub async fn health(State(state): State<AppState>) -> (StatusCode, Json<Health>)
                 vtxo_lifetime_blocks: t.sources.vtxo_lifetime,
                 vtxo_exit_delta_blocks: t.sources.vtxo_exit_delta,
             }),
-        },
-        exits: ExitsHealth {
+        }),
+        exits: Some(ExitsHealth {
             in_progress: phase("start")
                 + phase("processing")
                 + phase("awaiting-delta")
                 + phase("claim-in-progress"),
             claimable: phase("claimable"),
             started_automatically: seen.exits_started_automatically,
-        },
-        exit_reserve: ExitReserveHealth {
+        }),
+        exit_reserve: Some(ExitReserveHealth {
             sufficient: seen.reserve.map(|r| r.sufficient()),
             needed_sat: seen.reserve.map(|r| r.needed.to_sat()),
             available_sat: seen.reserve.map(|r| r.available.to_sat()),
-        },
-        store: StoreHealth {
+        }),
+        store: Some(StoreHealth {
             writable: store_error.is_none(),
             error: store_error,
-        },
-        disk: DiskHealth {
+        }),
+        disk: Some(DiskHealth {
             free_bytes: disk.map(|d| d.0),
             total_bytes: disk.map(|d| d.1),
-        },
-        tasks: tasks
-            .into_iter()
-            .map(|(name, t)| TaskHealth {
-                name: name.to_string(),
-                healthy: t.consecutive_failures == 0,
-                failures: t.failures,
-                consecutive_failures: t.consecutive_failures,
-                last_error: t.last_error,
-                retry_at: t.retry_at.map(utc),
-            })
-            .collect(),
+        }),
+        tasks: Some(
+            tasks
+                .into_iter()
+                .map(|(name, t)| TaskHealth {
+                    name: name.to_string(),
+                    healthy: t.consecutive_failures == 0,
+                    failures: t.failures,
+                    consecutive_failures: t.consecutive_failures,
+                    last_error: t.last_error,
+                    retry_at: t.retry_at.map(utc),
+                })
+                .collect(),
+        ),
     };
-    (code, Json(body))
+    Ok((code, Json(body)))
 }

@@ -12,17 +12,23 @@
 //!   again with a new key.
 //!
 //! Requests without the header, and other routes, pass through untouched.
+//!
+//! Keys belong to the credential that used them ([`Credential`]): another credential
+//! presenting the same key neither sees the stored answer nor learns that the key is in
+//! use, nor can it claim a key ahead of its owner. And nothing here answers (400, 409,
+//! 422, a replay) before the route's scope check has passed: the layer runs after it.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::body::Body;
-use axum::extract::{Request, State};
+use axum::extract::{MatchedPath, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use bitcoin::hashes::{Hash, HashEngine, sha256};
 
+use crate::access::{Caller, Credential};
 use crate::api::error::ApiError;
 use crate::api::routes::RouteTable;
 use crate::store::idempotency::{Claim, IdempotencyKeys};
@@ -53,9 +59,16 @@ fn hash(parts: &[&[u8]]) -> [u8; 32] {
     sha256::Hash::from_engine(engine).to_byte_array()
 }
 
-/// What the store keeps of a key (never the key itself).
-pub fn key_hash(key: &str) -> [u8; 32] {
-    hash(&[key.as_bytes()])
+/// What the store keeps of a key (never the key itself), in its owner's namespace.
+///
+/// The admin's is the hash of the key alone, as before keys had owners: the admin's
+/// records from an earlier version still answer its retries after an upgrade. Every
+/// device's namespace is its own.
+pub fn key_hash(owner: &Credential, key: &str) -> [u8; 32] {
+    match owner {
+        Credential::Admin => hash(&[key.as_bytes()]),
+        Credential::Device(id) => hash(&[b"device", id.as_bytes(), key.as_bytes()]),
+    }
 }
 
 /// What identifies a request under a key: its method, path and body.
@@ -63,8 +76,8 @@ pub fn request_hash(method: &str, path: &str, body: &[u8]) -> [u8; 32] {
     hash(&[method.as_bytes(), path.as_bytes(), body])
 }
 
-/// The layer, over the routes that move funds (declared with `moves_funds`,
-/// `api::routes`); it runs before routing, so it looks the request's path up itself.
+/// The route layer, over the routes that move funds (declared with `moves_funds`,
+/// `api::routes`), inside the scope check.
 pub async fn layer(
     State((keys, table)): State<(IdempotencyKeys, Arc<RouteTable>)>,
     request: Request,
@@ -73,9 +86,22 @@ pub async fn layer(
     let Some(key) = request.headers().get(HEADER).cloned() else {
         return next.run(request).await;
     };
-    if !table.moves_funds(request.method(), request.uri().path()) {
+    let moves_funds = request
+        .extensions()
+        .get::<MatchedPath>()
+        .is_some_and(|path| table.moves_funds(request.method(), path.as_str()));
+    if !moves_funds {
         return next.run(request).await;
     }
+    // The bearer layer always leaves the caller; without one, refuse rather than keep
+    // a key nobody owns.
+    let Some(owner) = request
+        .extensions()
+        .get::<Caller>()
+        .map(|caller| caller.credential.clone())
+    else {
+        return ApiError::internal("claiming an idempotency key", "no caller").into_response();
+    };
     let key = match key.to_str() {
         Ok(k) if (1..=255).contains(&k.len()) && k.bytes().all(|b| b.is_ascii_graphic()) => {
             k.to_string()
@@ -91,7 +117,7 @@ pub async fn layer(
     let Ok(bytes) = axum::body::to_bytes(body, MAX_REQUEST).await else {
         return ApiError::BadRequest("the request body is too large".into()).into_response();
     };
-    let key_hash = key_hash(&key);
+    let key_hash = key_hash(&owner, &key);
     let request_hash = request_hash(parts.method.as_str(), parts.uri.path(), &bytes);
     let ttl = u64::try_from(TTL.as_micros()).unwrap_or(u64::MAX);
     let claim = match keys.claim(key_hash, request_hash, now_us(), ttl).await {
@@ -171,6 +197,20 @@ mod tests {
         assert!(!table.moves_funds(&post, "/api/v1/wallet/sync"));
         assert!(!table.moves_funds(&post, "/wallet/send"));
         assert!(!table.moves_funds(&axum::http::Method::GET, "/api/v1/wallet/send"));
+    }
+
+    #[test]
+    fn each_credential_has_its_own_keys_and_the_admins_are_as_before() {
+        let admin = key_hash(&Credential::Admin, "k1");
+        let phone = key_hash(&Credential::Device("aa".into()), "k1");
+        let other = key_hash(&Credential::Device("ab".into()), "k1");
+        assert_eq!(
+            admin,
+            hash(&[b"k1"]),
+            "the admin's records survive an upgrade"
+        );
+        assert_ne!(admin, phone);
+        assert_ne!(phone, other);
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! The HTTP API: barkd's REST contract (`docs/barkd-compatibility.md`), served by axum.
 //!
-//! Layers, outermost first: CORS (deny unless `--allowed-origins`), the request time
+//! Layers, outermost first: the `Host` check (`host`: only names of this machine, against
+//! DNS rebinding), CORS (deny unless `--allowed-origins`), the request time
 //! and body size limits, bearer-token auth with the per-address failure backoff
 //! (everything except `/ping`, the public OpenAPI document, pairing and the
 //! notifications websocket, which checks its own single-use ticket), then after
@@ -13,6 +14,7 @@ pub mod auth;
 pub mod control;
 pub mod error;
 pub mod health;
+pub mod host;
 pub mod idempotency;
 pub mod limits;
 pub mod metrics;
@@ -35,7 +37,7 @@ use crate::access::backoff::AuthFailures;
 use crate::access::devices::Devices;
 use crate::access::pairing::PairingCodes;
 use crate::access::tickets::TicketBook;
-use crate::api::auth::Access;
+use crate::api::auth::Authenticator;
 use crate::api::error::ApiError;
 use crate::api::routes::{RouteTable, Routes};
 use crate::api::v1::notifications::SocketCount;
@@ -67,6 +69,8 @@ pub struct ApiOptions {
     pub auth: crate::api::auth::AuthPolicy,
     /// Origins allowed by CORS; empty denies every cross-origin request.
     pub allowed_origins: Vec<HeaderValue>,
+    /// Names besides the machine's own that `Host` may carry (`host`).
+    pub allowed_hosts: host::AllowedHosts,
     pub limits: limits::RequestLimits,
 }
 
@@ -114,26 +118,27 @@ pub fn router(state: AppState, options: ApiOptions) -> Router {
             axum::body::Bytes::from_static(br#"{"message":"the OpenAPI document is unavailable"}"#)
         }
     };
-    let access = Access {
+    let authenticator = Authenticator {
         policy: options.auth,
         devices: Arc::clone(&state.devices),
         failures: Arc::clone(&state.failures),
     };
     let requests = state.requests.clone();
+    // Route layers run last added first: the scope check, then the idempotency records,
+    // so a caller without the route's scope learns nothing about any key.
     let protected = protected
+        .route_layer(axum::middleware::from_fn_with_state(
+            (state.engine.idempotency_keys(), Arc::clone(&table)),
+            idempotency::layer,
+        ))
         // After routing, so the matched path names the route.
         .route_layer(axum::middleware::from_fn_with_state(
-            Arc::clone(&table),
+            table,
             scopes::require_scope,
         ))
         .fallback(|| async { ApiError::not_found("no such endpoint") })
-        // Inner to auth: only an authenticated request claims an idempotency key.
         .layer(axum::middleware::from_fn_with_state(
-            (state.engine.idempotency_keys(), table),
-            idempotency::layer,
-        ))
-        .layer(axum::middleware::from_fn_with_state(
-            access,
+            authenticator.clone(),
             auth::require_token,
         ));
     let mut app = public
@@ -142,7 +147,9 @@ pub fn router(state: AppState, options: ApiOptions) -> Router {
             get(move || async move { ([(header::CONTENT_TYPE, "application/json")], document) }),
         )
         .merge(protected)
-        .with_state(state);
+        .with_state(state)
+        // `/health` says more to a caller with a credential.
+        .layer(axum::Extension(authenticator));
     app = limits::apply(app, options.limits);
     // After every route and the other layers, so it sees matched paths and counts
     // their answers too (`metrics`).
@@ -161,7 +168,11 @@ pub fn router(state: AppState, options: ApiOptions) -> Router {
                 )]),
         );
     }
-    app
+    // Outermost: a request for another host is refused before anything looks at it.
+    app.layer(axum::middleware::from_fn_with_state(
+        Arc::new(options.allowed_hosts),
+        host::require_known_host,
+    ))
 }
 
 /// `GET /ping`: no credential; the daemon is ready when this answers.

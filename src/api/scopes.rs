@@ -11,12 +11,14 @@ use axum::extract::{MatchedPath, Request, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
+use crate::access::Caller;
 use crate::access::scopes::{Scope, Scopes};
 use crate::api::error::ApiError;
 use crate::api::routes::RouteTable;
 
 /// Route layer: refuse (403) a credential without the route's scope. Runs after the
-/// bearer check, which leaves the caller's `Scopes` in the request; a request that
+/// bearer check, which leaves the [`Caller`] in the request, and before anything else
+/// looks at the request (the idempotency records); a request that
 /// somehow arrives without them is refused (fail closed).
 pub async fn require_scope(
     State(table): State<Arc<RouteTable>>,
@@ -25,9 +27,8 @@ pub async fn require_scope(
 ) -> Response {
     let granted = request
         .extensions()
-        .get::<Scopes>()
-        .copied()
-        .unwrap_or(Scopes::NONE);
+        .get::<Caller>()
+        .map_or(Scopes::NONE, |caller| caller.scopes);
     let path = request
         .extensions()
         .get::<MatchedPath>()

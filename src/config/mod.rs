@@ -16,6 +16,10 @@ use serde::{Deserialize, Serialize};
 /// datadir's own layer is named by `datadir::Layout`.
 const ETC_FILE: &str = "berth.toml";
 
+/// OWASP's minimum Argon2id costs (19 MiB, 2 passes): lower ones are refused.
+pub const MIN_ARGON2_MEMORY_KIB: u32 = 19 * 1024;
+pub const MIN_ARGON2_ITERATIONS: u32 = 2;
+
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields, default)]
 pub struct BerthToml {
@@ -182,6 +186,11 @@ pub struct ServerSection {
     pub request_timeout_secs: u64,
     /// Largest request body in KiB (1 to 65,536).
     pub max_body_kib: u64,
+    /// Most connections one source address may hold open (1 to `max_connections`).
+    pub max_connections_per_source: u64,
+    /// Names besides the machine's own that requests may carry in `Host` (a DNS name
+    /// in front of a port forward or a reverse proxy); any other is refused 421.
+    pub allowed_hosts: Vec<String>,
 }
 
 impl Default for ServerSection {
@@ -194,6 +203,8 @@ impl Default for ServerSection {
             header_read_timeout_secs: listener.header_read_timeout.as_secs(),
             request_timeout_secs: requests.request_timeout.as_secs(),
             max_body_kib: (requests.max_body_bytes / 1024) as u64,
+            max_connections_per_source: listener.max_connections_per_source as u64,
+            allowed_hosts: Vec::new(),
         }
     }
 }
@@ -393,6 +404,12 @@ impl BerthToml {
             ),
             ("server.max_body_kib", parsed.server.max_body_kib, 1, 65_536),
             (
+                "server.max_connections_per_source",
+                parsed.server.max_connections_per_source,
+                1,
+                parsed.server.max_connections,
+            ),
+            (
                 "tls.leaf_validity_days",
                 parsed.tls.leaf_validity_days,
                 1,
@@ -464,6 +481,32 @@ impl BerthToml {
                     .into(),
             });
         }
+        // Below OWASP's minimum a stolen envelope's passphrase is too cheap to guess.
+        // Only new seals use these; an envelope keeps the costs it was sealed with.
+        if argon2.memory_kib < MIN_ARGON2_MEMORY_KIB || argon2.iterations < MIN_ARGON2_ITERATIONS {
+            return Err(ConfigError::Invalid {
+                path: shown,
+                reason: format!(
+                    "seed.argon2_*: at least {MIN_ARGON2_MEMORY_KIB} KiB (19 MiB) and \
+                     {MIN_ARGON2_ITERATIONS} iterations (OWASP's minimum for Argon2id), got \
+                     {} KiB and {}",
+                    argon2.memory_kib, argon2.iterations
+                ),
+            });
+        }
+        for name in &parsed.server.allowed_hosts {
+            let bare = name.trim().trim_end_matches('.');
+            let valid = bare.parse::<std::net::IpAddr>().is_ok()
+                || rustls::pki_types::DnsName::try_from(bare).is_ok();
+            if bare.is_empty() || !valid {
+                return Err(ConfigError::Invalid {
+                    path: shown,
+                    reason: format!(
+                        "server.allowed_hosts: {name:?} is not a host name or address (no port)"
+                    ),
+                });
+            }
+        }
         if seed.secure_element_slot.is_some_and(|slot| slot > 15) {
             return Err(ConfigError::Invalid {
                 path: shown,
@@ -488,6 +531,7 @@ impl BerthToml {
     pub fn server_limits(&self) -> crate::net::listener::ServerLimits {
         crate::net::listener::ServerLimits {
             max_connections: self.server.max_connections as usize,
+            max_connections_per_source: self.server.max_connections_per_source as usize,
             tls_handshake_timeout: std::time::Duration::from_secs(
                 self.server.tls_handshake_timeout_secs,
             ),
@@ -639,5 +683,47 @@ mod tests {
         assert_eq!(c.server_limits().header_read_timeout.as_secs(), 2);
         assert_eq!(c.request_limits().max_body_bytes, 8192);
         assert!(c.discovery.mdns);
+    }
+
+    #[test]
+    fn a_source_gets_at_most_every_slot_and_allowed_hosts_are_bare_names() {
+        let d = load(None).expect("defaults");
+        assert_eq!(d.server_limits().max_connections_per_source, 1024);
+        let c = load(Some(
+            "[server]\nmax_connections = 64\nmax_connections_per_source = 64\n\
+             allowed_hosts = [\"wallet.example.org\", \"192.0.2.7\", \"fd00::7\"]\n",
+        ))
+        .expect("custom");
+        assert_eq!(c.server_limits().max_connections_per_source, 64);
+        let over = load(Some(
+            "[server]\nmax_connections = 64\nmax_connections_per_source = 65\n",
+        ))
+        .expect_err("more than every slot");
+        assert!(
+            over.to_string().contains("max_connections_per_source"),
+            "{over}"
+        );
+        assert!(load(Some("[server]\nmax_connections_per_source = 0\n")).is_err());
+        for bad in ["wallet.example.org:443", "", "a b", "https://x"] {
+            let err =
+                load(Some(&format!("[server]\nallowed_hosts = [\"{bad}\"]\n"))).expect_err(bad);
+            assert!(err.to_string().contains("allowed_hosts"), "{err}");
+        }
+    }
+
+    #[test]
+    fn argon2_costs_below_owasps_minimum_are_refused() {
+        for (memory, passes) in [(19_455, 2), (19_456, 1), (1024, 1)] {
+            let err = load(Some(&format!(
+                "[seed]\nargon2_memory_kib = {memory}\nargon2_iterations = {passes}\n"
+            )))
+            .expect_err("below the minimum");
+            assert!(err.to_string().contains("OWASP"), "{err}");
+        }
+        let least = load(Some(
+            "[seed]\nargon2_memory_kib = 19456\nargon2_iterations = 2\n",
+        ))
+        .expect("the minimum itself");
+        assert_eq!(least.seed.argon2_memory_kib, 19_456);
     }
 }

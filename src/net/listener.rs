@@ -5,20 +5,24 @@
 //! auto-detection, which cost about 57 KB per open connection here (measured with 1,000
 //! idle long-polls), has no header-read timeout (a client that opens a connection and
 //! sends nothing holds it forever), no TLS and no connection cap. This loop:
-//! - caps open connections (beyond the cap, new ones wait in the kernel's backlog);
+//! - caps open connections (beyond the cap, new ones wait in the kernel's backlog), and
+//!   the share one source address may hold (beyond it, its new connections are closed
+//!   at once), so one misbehaving client cannot take every slot;
 //! - gives a connection `tls_handshake_timeout` to finish its TLS handshake, and
 //!   `header_read_timeout` to send each request's headers (HTTP/1.1), so idle or
 //!   slow-dripping clients cannot pin connections;
 //! - bounds h2 connections' concurrent streams and pings idle ones;
 //! - supports websocket upgrades (over HTTP/1.1);
 //! - hands each request the peer's address (`axum::extract::ConnectInfo`), which the
-//!   auth-failure backoff keys on.
+//!   auth-failure backoff keys on, and the address it arrived at ([`LocalAddr`]), which
+//!   the `Host` check accepts as a name of this machine.
 //!
 //! The TLS configuration is read at every accept, so a re-issued certificate is served
 //! without a restart. Body size and request time limits are router layers (`api`).
 
+use std::collections::HashMap;
 use std::future::Future;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
@@ -35,6 +39,8 @@ use tower::ServiceExt as _;
 pub struct ServerLimits {
     /// Most connections open at once.
     pub max_connections: usize,
+    /// Most connections one source address may hold open at once.
+    pub max_connections_per_source: usize,
     /// Time a connection has to complete its TLS handshake.
     pub tls_handshake_timeout: Duration,
     /// Time a connection has to send a request's headers (HTTP/1.1).
@@ -49,6 +55,9 @@ impl Default for ServerLimits {
     fn default() -> Self {
         ServerLimits {
             max_connections: 4096,
+            // A quarter: a phone, a browser and a script on one laptop need a handful; a
+            // reverse proxy on the box itself is one source too, so not much less.
+            max_connections_per_source: 1024,
             tls_handshake_timeout: Duration::from_secs(10),
             header_read_timeout: Duration::from_secs(30),
             max_h2_streams: 64,
@@ -109,6 +118,48 @@ impl Transport {
     }
 }
 
+/// The address a connection arrived at, in each of its requests' extensions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LocalAddr(pub SocketAddr);
+
+/// Open connections by source address, to hold each to its share of the slots.
+#[derive(Debug)]
+struct Sources {
+    limit: usize,
+    open: std::sync::Mutex<HashMap<IpAddr, usize>>,
+}
+
+/// One connection counted against its source until dropped.
+struct SourceSlot(Arc<Sources>, IpAddr);
+
+impl Drop for SourceSlot {
+    fn drop(&mut self) {
+        let mut open = self.0.open.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = open.get_mut(&self.1) {
+            *n -= 1;
+            if *n == 0 {
+                open.remove(&self.1);
+            }
+        }
+    }
+}
+
+impl Sources {
+    /// Count a connection from `ip`; `None` when its source holds its share already.
+    /// The map holds only sources with open connections, so it is bounded by the
+    /// connection cap.
+    fn open(self: &Arc<Self>, ip: IpAddr) -> Option<SourceSlot> {
+        let ip = ip.to_canonical();
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        let n = open.entry(ip).or_insert(0);
+        if *n >= self.limit {
+            return None;
+        }
+        *n += 1;
+        Some(SourceSlot(Arc::clone(self), ip))
+    }
+}
+
 /// Serve `app` on `listener` until `shutdown` resolves, then let open requests finish
 /// (up to the drain timeout).
 pub async fn serve(
@@ -119,13 +170,25 @@ pub async fn serve(
     shutdown: impl Future<Output = ()>,
 ) {
     let accept = || listener.accept();
+    let sources = Arc::new(Sources {
+        limit: limits.max_connections_per_source,
+        open: Default::default(),
+    });
     let drain = accept_loop(accept, limits, shutdown, move |stream, peer, closing| {
         let _ = stream.set_nodelay(true);
         let (app, transport) = (app.clone(), transport.clone());
+        let source = sources.open(peer.ip());
+        let local = stream.local_addr().ok();
+        let addrs = Some((peer, local));
         async move {
+            // Dropping the stream closes it: this source holds its share already.
+            let Some(_source) = source else {
+                tracing::debug!(peer = %peer.ip(), "closed a connection beyond its source's share");
+                return;
+            };
             match transport {
                 Transport::Plain => {
-                    serve_connection(stream, false, Some(peer), app, limits, closing).await;
+                    serve_connection(stream, false, addrs, app, limits, closing).await;
                 }
                 Transport::Tls(source) => {
                     let acceptor = tokio_rustls::TlsAcceptor::from(source.current());
@@ -134,7 +197,7 @@ pub async fn serve(
                     match handshake.await {
                         Ok(Ok(tls)) => {
                             let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
-                            serve_connection(tls, h2, Some(peer), app, limits, closing).await;
+                            serve_connection(tls, h2, addrs, app, limits, closing).await;
                         }
                         Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed"),
                         Err(_) => tracing::debug!("TLS handshake timed out"),
@@ -242,11 +305,12 @@ impl Drain {
 }
 
 /// Serve one connection until it ends, or until `closing` turns true (then finish the
-/// current request and close). `peer` is `None` for the local control socket.
+/// current request and close). `addrs` (the peer's address and ours) is `None` for the
+/// local control socket.
 pub async fn serve_connection<I>(
     io: I,
     h2: bool,
-    peer: Option<SocketAddr>,
+    addrs: Option<(SocketAddr, Option<SocketAddr>)>,
     app: Router,
     limits: ServerLimits,
     closing: tokio::sync::watch::Receiver<bool>,
@@ -255,8 +319,11 @@ pub async fn serve_connection<I>(
 {
     let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
         let mut request = request.map(axum::body::Body::new);
-        if let Some(peer) = peer {
+        if let Some((peer, local)) = addrs {
             request.extensions_mut().insert(ConnectInfo(peer));
+            if let Some(local) = local {
+                request.extensions_mut().insert(LocalAddr(local));
+            }
         }
         app.clone().oneshot(request)
     });

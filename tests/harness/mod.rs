@@ -249,6 +249,72 @@ pub fn only_disk_is_short(health: &serde_json::Value) -> bool {
     })
 }
 
+pub fn bearer(token: &str) -> String {
+    format!("Bearer {token}")
+}
+
+/// Open a pairing window with `berthd pair`: the URI it printed.
+pub fn open_window(datadir: &Path, scopes: &str) -> String {
+    let out = berthd(datadir, &["pair", "--scopes", scopes]);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "berthd pair failed: {}{}",
+        stdout,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+        .lines()
+        .find(|l| l.starts_with("berth://pair?"))
+        .unwrap_or_else(|| panic!("no URI in: {stdout}"))
+        .to_string()
+}
+
+pub fn uri_param<'a>(uri: &'a str, key: &str) -> &'a str {
+    uri.split(['?', '&'])
+        .find_map(|kv| kv.strip_prefix(&format!("{key}=")))
+        .unwrap_or_else(|| panic!("no {key} in {uri}"))
+}
+
+/// Pair a device with `scopes` (comma-separated) on a running plain-HTTP daemon: its
+/// `Authorization` value and its id.
+pub fn pair_device(daemon: &Daemon, datadir: &Path, scopes: &str) -> (String, String) {
+    let uri = open_window(datadir, scopes);
+    let code = uri_param(&uri, "t");
+    let (status, raw) = daemon.post(
+        "/api/v1/pair",
+        &[],
+        &format!(r#"{{"code":"{code}","name":"{scopes}"}}"#),
+    );
+    assert_eq!(status, 200, "{raw}");
+    let paired = json_of(&raw);
+    (
+        bearer(paired["token"].as_str().expect("token")),
+        paired["device"]["id"].as_str().expect("id").to_string(),
+    )
+}
+
+/// A blocking TCP connection to loopback `port` from the source address `source` (any
+/// of 127.0.0.0/8 works on Linux), as a second machine on the LAN would connect.
+pub fn connect_from(source: &str, port: u16) -> TcpStream {
+    let socket = std::net::SocketAddr::new(source.parse().expect("source ip"), 0);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .build()
+        .expect("runtime");
+    let stream = rt
+        .block_on(async {
+            let s = tokio::net::TcpSocket::new_v4()?;
+            s.bind(socket)?;
+            s.connect(std::net::SocketAddr::from(([127, 0, 0, 1], port)))
+                .await?
+                .into_std()
+        })
+        .expect("connect from the source address");
+    stream.set_nonblocking(false).expect("blocking");
+    stream
+}
+
 /// A new datadir holding this `berth.toml`.
 pub fn datadir_with_berth_toml(toml: &str) -> (tempfile::TempDir, PathBuf) {
     let (dir, datadir) = new_datadir();

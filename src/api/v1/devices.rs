@@ -11,6 +11,7 @@ use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use utoipa_axum::routes;
 
+use crate::access::Credential;
 use crate::access::devices::{Device, DeviceError, check_device_name};
 use crate::access::pairing::Redeem;
 use crate::api::AppState;
@@ -118,11 +119,6 @@ pub async fn pair(State(state): State<AppState>, request: Request) -> Response {
 
 async fn pair_inner(state: AppState, request: Request) -> Result<Json<PairResponse>, ApiError> {
     let peer = peer_ip(&request);
-    if let Some(ip) = peer
-        && let Err(wait) = state.failures.check(ip, Instant::now())
-    {
-        return Err(ApiError::TooManyRequests(wait));
-    }
     // Outside a window the endpoint does not exist, as far as clients can tell.
     if !state.pairing.is_open() {
         return Err(ApiError::not_found("no such endpoint"));
@@ -135,8 +131,15 @@ async fn pair_inner(state: AppState, request: Request) -> Result<Json<PairRespon
         Ok(grant) => grant,
         Err(Redeem::Closed) => return Err(ApiError::not_found("no such endpoint")),
         Err(Redeem::WrongCode) => {
+            // As with bearer tokens (`api::auth`): a right code is always taken, a wrong
+            // one from a blocked address is answered 429, and counted otherwise.
             if let Some(ip) = peer {
-                state.failures.failed(ip, Instant::now());
+                let now = Instant::now();
+                state
+                    .failures
+                    .check(ip, now)
+                    .map_err(ApiError::TooManyRequests)?;
+                state.failures.failed(ip, now);
             }
             return Err(ApiError::Unauthorized(
                 "not a valid pairing code (codes work once, for 10 minutes)",
@@ -181,7 +184,9 @@ pub async fn list_devices(
     path = "/devices/{id}",
     tag = "devices",
     summary = "Revoke a device",
-    description = "Revokes a paired device (admin scope): its token stops working at once.",
+    description = "Revokes a paired device (admin scope): its token stops working at once, its \
+        unused websocket tickets are void, and its open websocket, SSE and long-poll \
+        connections end.",
     params(("id" = String, Path, description = "The device's id")),
     responses(
         (status = 200, description = "Revoked", body = DeviceRevokedResponse),
@@ -205,6 +210,8 @@ pub async fn revoke_device(
             resources: vec![id],
         });
     }
+    // Its live streams end by themselves (`Devices::revoked`); its unspent tickets go.
+    state.tickets.revoke(&Credential::Device(id.clone()));
     tracing::info!(device = %id, "device revoked");
     Ok(Json(DeviceRevokedResponse {
         message: "Device revoked".into(),

@@ -16,16 +16,17 @@
 
 use std::collections::{HashSet, VecDeque};
 use std::convert::Infallible;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Json;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, close_code};
 use axum::extract::{Query, State};
 use axum::http::HeaderMap;
 use axum::response::sse::{self, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
 use chrono::{DateTime, Utc};
 use futures_util::{SinkExt as _, Stream, StreamExt as _};
 use serde::{Deserialize, Serialize};
@@ -34,6 +35,7 @@ use tokio::time::Instant;
 use utoipa::ToSchema;
 use utoipa_axum::routes;
 
+use crate::access::Caller;
 use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorResponse};
 use crate::api::routes::Routes;
@@ -261,6 +263,11 @@ impl TypeFilter {
     }
 }
 
+/// The answer to a request whose device was revoked while it waited.
+fn revoked() -> ApiError {
+    ApiError::Unauthorized("this device was revoked")
+}
+
 fn store_failure(e: crate::store::StoreError) -> ApiError {
     ApiError::internal("reading the event log", e)
 }
@@ -323,6 +330,7 @@ pub struct WaitNotificationResponse {
 )]
 pub async fn wait_notification(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     query: Result<Query<WaitQuery>, QueryRejection>,
 ) -> Result<Json<WaitNotificationResponse>, ApiError> {
     let Query(query) = query?;
@@ -348,18 +356,25 @@ pub async fn wait_notification(
     };
     let resuming = query.since.is_some() || query.after.is_some();
     let deadline = Instant::now() + Duration::from_secs(timeout);
-    let notifications = loop {
-        let (page, woken) = hub
-            .wait_after(cursor, MAX_PAGE, deadline)
-            .await
-            .map_err(store_failure)?;
-        missed |= page.missed && resuming;
-        cursor = page.next_cursor(cursor);
-        let delivered = types.deliver(missed, &page.events);
-        // Filtered-out events move the cursor on; keep waiting for one the client wants.
-        if !delivered.is_empty() || woken != Woken::Events {
-            break delivered;
+    let wait = async {
+        loop {
+            let (page, woken) = hub
+                .wait_after(cursor, MAX_PAGE, deadline)
+                .await
+                .map_err(store_failure)?;
+            missed |= page.missed && resuming;
+            cursor = page.next_cursor(cursor);
+            let delivered = types.deliver(missed, &page.events);
+            // Filtered-out events move the cursor on; keep waiting for one the client wants.
+            if !delivered.is_empty() || woken != Woken::Events {
+                break Ok::<_, ApiError>(delivered);
+            }
         }
+    };
+    // A revoked device's wait ends at once, with nothing.
+    let notifications = tokio::select! {
+        waited = wait => waited?,
+        () = state.devices.revoked(&caller.credential) => return Err(revoked()),
     };
     let last_pushed_at = notifications
         .iter()
@@ -384,16 +399,21 @@ pub async fn wait_notification(
     summary = "Create a websocket ticket",
     description = "Creates a single-use ticket (64 hex digits) that authenticates one websocket \
         connection at `/api/v1/notifications/ws?ticket=<ticket>`. It must be used within 10 \
-        minutes; the connection it opens is long-lived.",
+        minutes; the connection it opens is long-lived and belongs to the credential that \
+        asked (it ends when that device is revoked). A credential holds at most 16 unused \
+        tickets: asking for more drops its own oldest.",
     responses(
         (status = 200, description = "The ticket, as a JSON string", body = String, content_type = "application/json"),
         (status = 500, description = "Internal error", body = ErrorResponse),
     )
 )]
-pub async fn websocket_ticket(State(state): State<AppState>) -> Result<Json<String>, ApiError> {
+pub async fn websocket_ticket(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+) -> Result<Json<String>, ApiError> {
     state
         .tickets
-        .issue()
+        .issue(&caller.credential)
         .map(Json)
         .ok_or_else(|| ApiError::internal("issuing a websocket ticket", "no randomness"))
 }
@@ -443,12 +463,16 @@ pub async fn notifications_socket(
             "{MAX_SOCKETS} notification websockets are open already; close one or use the long-poll"
         )));
     };
-    if !state.tickets.redeem(&query.ticket) {
-        return Err(ApiError::Unauthorized(
+    let owner = state
+        .tickets
+        .redeem(&query.ticket)
+        // A ticket of a device revoked since is no ticket.
+        .filter(|owner| state.devices.holds(owner))
+        .ok_or(ApiError::Unauthorized(
             "invalid, used or expired websocket ticket",
-        ));
-    }
+        ))?;
     let hub = Arc::clone(&state.events);
+    let devices = Arc::clone(&state.devices);
     let cursor = query.after.unwrap_or_else(|| hub.latest_id());
     // tungstenite's buffers default to 128 KiB each way; a socket here carries small
     // frames, and hundreds of them are open at once.
@@ -459,14 +483,22 @@ pub async fn notifications_socket(
         .max_message_size(MAX_CLIENT_MESSAGE)
         .max_frame_size(MAX_CLIENT_MESSAGE)
         .on_upgrade(move |socket| async move {
-            serve_socket(socket, hub, cursor, types).await;
+            let revoked = async move { devices.revoked(&owner).await };
+            serve_socket(socket, hub, cursor, types, revoked).await;
             drop(guard);
         }))
 }
 
-/// Send events from `cursor` on until the client leaves, stops answering, or berthd
-/// stops.
-async fn serve_socket(socket: WebSocket, hub: Arc<EventHub>, mut cursor: u64, types: TypeFilter) {
+/// Send events from `cursor` on until the client leaves, stops answering, its
+/// credential is `revoked`, or berthd stops.
+async fn serve_socket(
+    socket: WebSocket,
+    hub: Arc<EventHub>,
+    mut cursor: u64,
+    types: TypeFilter,
+    revoked: impl Future<Output = ()>,
+) {
+    let mut revoked = std::pin::pin!(revoked);
     let (mut tx, mut rx) = socket.split();
     let mut last_heard = Instant::now();
     let mut next_ping = Instant::now() + PING_INTERVAL;
@@ -518,6 +550,14 @@ async fn serve_socket(socket: WebSocket, hub: Arc<EventHub>, mut cursor: u64, ty
                     }
                 }
             }
+            () = &mut revoked => {
+                let _ = tokio::time::timeout(
+                    Duration::from_secs(1),
+                    tx.send(close(close_code::POLICY, "this device was revoked")),
+                )
+                .await;
+                return;
+            }
             incoming = rx.next() => match incoming {
                 Some(Ok(Message::Close(_))) | Some(Err(_)) | None => return,
                 // Pongs, pings (answered by the library) and anything else: it is alive.
@@ -555,6 +595,7 @@ pub struct SseQuery {
 )]
 pub async fn notifications_sse(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     headers: HeaderMap,
     query: Result<Query<SseQuery>, QueryRejection>,
 ) -> Result<Response, ApiError> {
@@ -576,7 +617,10 @@ pub async fn notifications_sse(
     let cursor = last_event_id
         .or(query.after)
         .unwrap_or_else(|| hub.latest_id());
-    Ok(Sse::new(sse_stream(hub, cursor, types))
+    // The stream ends the moment its device is revoked.
+    let devices = Arc::clone(&state.devices);
+    let revoked = async move { devices.revoked(&caller.credential).await };
+    Ok(Sse::new(sse_stream(hub, cursor, types).take_until(revoked))
         .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
         .into_response())
 }
