@@ -36,6 +36,8 @@ use crate::tls::ServerIdentity;
 
 /// Run `berthd` as the command line says; the exit code to end the process with.
 pub fn main(cli: Cli) -> ExitCode {
+    // Before anything is created, and while this is the only thread.
+    crate::fsutil::restrict_umask();
     let layout = Layout::new(cli.datadir.clone().unwrap_or_else(Layout::default_root));
     if let Err(e) = layout.check_owner() {
         eprintln!("berthd: {e}");
@@ -127,12 +129,23 @@ impl Daemon {
         let layout = &settings.layout;
         layout.ensure()?;
         let instance = layout.lock()?;
+        // Before anything is read or written: a datadir barkd or `mkdir` made is 0755,
+        // its files 0644, and the database and the log would stay readable to everyone.
+        let tightened = layout.make_private()?;
         let token = layout.load_or_create_token()?;
         crate::telemetry::init(crate::telemetry::LogOptions {
             verbose: settings.log.verbose,
             quiet: settings.log.quiet,
             file: settings.log.file.as_deref(),
         })?;
+        for change in &tightened {
+            tracing::warn!(
+                path = %change.path.display(),
+                was = %format!("{:04o}", change.was),
+                now = %format!("{:04o}", change.now),
+                "tightened the permissions of a datadir entry other local users could reach"
+            );
+        }
         let auth = match settings.auth {
             Auth::Required => AuthPolicy::Token(Arc::new(token)),
             Auth::Disabled => {
@@ -337,7 +350,7 @@ fn start_control_socket(layout: &Layout, state: ControlState) -> Option<ControlS
         }
     };
     let (done, mut stopped) = tokio::sync::watch::channel(false);
-    let task = tokio::spawn(crate::net::listener::serve_unix(
+    let task = tokio::spawn(crate::net::control::serve(
         socket,
         crate::api::control::router(state),
         async move {

@@ -12,7 +12,8 @@
 //! - `berth.redb`: the wallet database (`docs/storage.md`).
 //! - `berth.toml`: Berth's own settings (`config`; `docs/configuration.md`).
 //! - `tls/`: the LAN listener's generated certificates (`tls`).
-//! - `control.sock`: the local control socket (`net::control`).
+//! - `control.sock`: the local control socket (`net::control`; bound in
+//!   `control.sock.tmp/` and moved into place).
 //! - `barkd.lock`: barkd's own instance lock, held (flock, with the holder's pid in it)
 //!   by the running daemon, so a barkd and a berthd refuse each other's datadir and a
 //!   second berthd refuses too. It survives a wallet delete.
@@ -151,6 +152,24 @@ impl Layout {
     /// Create the datadir (0700) if it does not exist yet.
     pub fn ensure(&self) -> Result<(), DataDirError> {
         Ok(fsutil::ensure_private_dir(&self.root)?)
+    }
+
+    /// Take other local users' access off the datadir and what Berth keeps in it: the
+    /// directory itself (0700), every known file ([`Self::known_entries`], 0600 for one
+    /// left 0644 by barkd or an older berthd, or made under a loose umask) and everything
+    /// under `tls/`. Entries Berth does not know are left alone: in a 0700 directory no
+    /// one else reaches them. What changed, for the log.
+    pub fn make_private(&self) -> Result<Vec<fsutil::Tightened>, DataDirError> {
+        let mut changed: Vec<fsutil::Tightened> =
+            fsutil::make_private(&self.root)?.into_iter().collect();
+        for entry in self.known_entries() {
+            if entry == self.tls_dir() {
+                changed.extend(fsutil::make_private_tree(&entry)?);
+            } else {
+                changed.extend(fsutil::make_private(&entry)?);
+            }
+        }
+        Ok(changed)
     }
 
     /// Refuse a datadir another user owns (`fsutil::check_owner`).

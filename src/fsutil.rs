@@ -1,6 +1,7 @@
-//! File-system helpers every part of Berth that writes files shares: atomic writes,
-//! the owner check, private directories, and the datadir's instance lock. It depends on
-//! nothing of Berth's; which files exist, and where, is `datadir::Layout`'s business.
+//! File-system helpers every part of Berth that writes files shares: the process's
+//! umask, atomic writes, the owner check, private directories and files, and the
+//! datadir's instance lock. It depends on nothing of Berth's; which files exist, and
+//! where, is `datadir::Layout`'s business.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -24,6 +25,17 @@ pub enum FsError {
         /// Who this berthd runs as (effective uid).
         uid: u32,
     },
+    #[error(
+        "{} (mode {mode:04o}) is open to other local users and cannot be made private \
+         ({source}): make it this user's (chown) or remove the group's and others' access \
+         (chmod go=)",
+        .path.display()
+    )]
+    NotPrivate {
+        path: PathBuf,
+        mode: u32,
+        source: std::io::Error,
+    },
     /// barkd's words, so scripts that look for them see the same refusal; and which
     /// file is held, since the holder may be a barkd or a berthd.
     #[error(
@@ -44,6 +56,72 @@ pub enum FsError {
         .lock.display()
     )]
     OlderBerthdRunning { dir: PathBuf, lock: PathBuf },
+}
+
+/// Make every file and directory this process creates private to its user, whatever
+/// umask it inherited (022 is the usual one, and would leave the wallet database and the
+/// log readable by every local user). Call it first thing, before any thread starts: the
+/// umask is the process's, and files made by code we do not control (redb's database,
+/// bark's lock file, the control socket at bind time) get their mode only from it.
+pub fn restrict_umask() {
+    rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o077));
+}
+
+/// A permission change [`make_private`] made: the mode before and after (permission
+/// bits only).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tightened {
+    pub path: PathBuf,
+    pub was: u32,
+    pub now: u32,
+}
+
+/// Take the group's and others' permission bits off `path`, if it has any (0644 becomes
+/// 0600, 0755 0700); what changed, if anything. A missing path is fine. A symbolic link
+/// is left alone: its target is not ours to change (and a link's own mode means
+/// nothing).
+pub fn make_private(path: &Path) -> Result<Option<Tightened>, FsError> {
+    let meta = match std::fs::symlink_metadata(path) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io("cannot inspect", path)(e)),
+    };
+    if meta.file_type().is_symlink() {
+        return Ok(None);
+    }
+    let was = meta.permissions().mode() & 0o7777;
+    if was & 0o077 == 0 {
+        return Ok(None);
+    }
+    // Set-id and sticky bits go too: nothing in a datadir needs them.
+    let now = was & 0o700;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(now)).map_err(|source| {
+        FsError::NotPrivate {
+            path: path.to_path_buf(),
+            mode: was,
+            source,
+        }
+    })?;
+    Ok(Some(Tightened {
+        path: path.to_path_buf(),
+        was,
+        now,
+    }))
+}
+
+/// [`make_private`] on `dir` and everything under it (symbolic links are not followed).
+pub fn make_private_tree(dir: &Path) -> Result<Vec<Tightened>, FsError> {
+    let mut changed: Vec<Tightened> = make_private(dir)?.into_iter().collect();
+    let is_dir = std::fs::symlink_metadata(dir).is_ok_and(|meta| meta.is_dir());
+    if !is_dir {
+        return Ok(changed);
+    }
+    let entries = std::fs::read_dir(dir).map_err(io("cannot list", dir))?;
+    for entry in entries {
+        let entry = entry.map_err(io("cannot list", dir))?;
+        changed.extend(make_private_tree(&entry.path())?);
+    }
+    Ok(changed)
 }
 
 /// Turns an I/O error into an [`FsError`] saying what was done to which file.
@@ -86,8 +164,8 @@ pub fn temporary_of(path: &Path) -> PathBuf {
     path.with_file_name(name)
 }
 
-/// Create the directory (0700) if it does not exist. An existing directory keeps its
-/// permissions: the operator may have chosen them.
+/// Create the directory (0700) if it does not exist. An existing one is left as it is
+/// here; the daemon makes it private at start (`datadir::Layout::make_private`).
 pub fn ensure_private_dir(path: &Path) -> Result<(), FsError> {
     if path.is_dir() {
         return Ok(());
@@ -263,5 +341,53 @@ mod tests {
         assert_eq!(std::fs::read(&path).expect("read"), b"second");
         assert!(!temporary_of(&path).exists());
         assert_eq!(temporary_of(&path).file_name(), Some("ca.pem.tmp".as_ref()));
+    }
+
+    /// Group and other bits come off files and directories, recursively; the owner's
+    /// stay; symbolic links and what they point to are left alone; what changed is said.
+    #[test]
+    fn make_private_takes_off_group_and_other_bits_only() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let dir = tmp.path().join("d");
+        let mode = |path: &Path| {
+            std::fs::symlink_metadata(path)
+                .expect("metadata")
+                .permissions()
+                .mode()
+                & 0o7777
+        };
+        let chmod = |path: &Path, mode: u32| {
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).expect("chmod")
+        };
+        std::fs::create_dir_all(dir.join("sub")).expect("mkdir");
+        std::fs::write(dir.join("sub/file"), b"x").expect("write");
+        std::fs::write(dir.join("private"), b"x").expect("write");
+        let outside = tmp.path().join("outside");
+        std::fs::write(&outside, b"x").expect("write");
+        std::os::unix::fs::symlink(&outside, dir.join("link")).expect("symlink");
+        chmod(&dir, 0o755);
+        chmod(&dir.join("sub"), 0o2775);
+        chmod(&dir.join("sub/file"), 0o644);
+        chmod(&dir.join("private"), 0o600);
+        chmod(&outside, 0o644);
+
+        let mut changed = make_private_tree(&dir).expect("tighten");
+        changed.sort_by(|a, b| a.path.cmp(&b.path));
+        let summary: Vec<(PathBuf, u32, u32)> = changed
+            .into_iter()
+            .map(|t| (t.path, t.was, t.now))
+            .collect();
+        assert_eq!(
+            summary,
+            vec![
+                (dir.clone(), 0o755, 0o700),
+                (dir.join("sub"), 0o2775, 0o700),
+                (dir.join("sub/file"), 0o644, 0o600),
+            ]
+        );
+        assert_eq!(mode(&dir.join("private")), 0o600);
+        assert_eq!(mode(&outside), 0o644, "a link's target is not ours");
+        assert_eq!(make_private_tree(&dir).expect("again"), Vec::new());
+        assert_eq!(make_private(&dir.join("missing")).expect("missing"), None);
     }
 }

@@ -6,6 +6,7 @@
 //! journal natively instead, with the event's fields as journal fields (`TARGET`,
 //! `ERROR`, `VTXO`, ...), so `journalctl -u berthd ERROR=...` can filter on them.
 
+use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::Path;
 
 use tracing_subscriber::filter::LevelFilter;
@@ -43,8 +44,10 @@ pub fn init(options: LogOptions<'_>) -> anyhow::Result<()> {
     });
     let file = match options.file {
         Some(path) => {
+            // 0600 whatever the umask: the log tells what the wallet does and holds.
             let file = std::fs::OpenOptions::new()
                 .create(true)
+                .mode(0o600)
                 .append(true)
                 .open(path)
                 .map_err(|e| anyhow::anyhow!("cannot open log file {}: {e}", path.display()))?;

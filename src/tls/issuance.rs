@@ -87,7 +87,7 @@ pub(super) fn load_or_create_ca(
                 time::OffsetDateTime::from(now) + time::Duration::days(CA_VALIDITY_DAYS);
             params.serial_number = Some(random_serial());
             let cert = params.self_signed(&key)?.der().clone();
-            fsutil::write_atomically(&cert_path, pem_of(&cert).as_bytes(), 0o644)?;
+            fsutil::write_atomically(&cert_path, pem_of(&cert).as_bytes(), 0o600)?;
             let ca = local_ca(&cert_path, &key_path, cert, key)?;
             tracing::info!(target: "berth::tls", path = %cert_path.display(), pin = %ca.pin,
                 "created the local CA");
@@ -225,7 +225,7 @@ pub(super) fn issue_and_save(
     )?;
     let chain = vec![leaf.clone(), ca.cert.clone()];
     let chain_pem: String = chain.iter().map(pem_of).collect();
-    fsutil::write_atomically(&dir.join(LEAF_CERT_FILE), chain_pem.as_bytes(), 0o644)?;
+    fsutil::write_atomically(&dir.join(LEAF_CERT_FILE), chain_pem.as_bytes(), 0o600)?;
     let key_der = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der()));
     let config = server_config(provider, chain, key_der)?;
     let names: Vec<String> = host.names().iter().map(ToString::to_string).collect();
