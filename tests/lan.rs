@@ -20,6 +20,19 @@ fn log_of(datadir: &Path) -> String {
     std::fs::read_to_string(datadir.join("debug.log")).unwrap_or_default()
 }
 
+/// Whether the local CA may sign for `ip` (its name constraints, `docs/lan.md`): the
+/// private, loopback and link-local ranges.
+fn in_private_ranges(ip: &IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => v4.is_private() || v4.is_loopback() || v4.is_link_local(),
+        IpAddr::V6(v6) => {
+            (v6.segments()[0] & 0xfe00) == 0xfc00
+                || (v6.segments()[0] & 0xffc0) == 0xfe80
+                || v6.is_loopback()
+        }
+    }
+}
+
 #[test]
 fn plain_http_off_loopback_needs_a_flag_that_says_so() {
     let (_tmp, datadir) = new_datadir();
@@ -92,19 +105,30 @@ fn tls_on_the_lan_with_a_pinned_ca_by_ip_and_by_name() {
         .filter(|ip| !matches!(ip, IpAddr::V6(v6) if (v6.segments()[0] & 0xffc0) == 0xfe80))
         .collect();
     println!("LAN addresses checked: {lan:?}");
+    let pin_only = harness::tls::pinned_client_config(&ca, false);
     for ip in &lan {
         // Connected over loopback, checking the certificate for the LAN address (the
-        // daemon listens on IPv4 only here, and IPv6 may not be routed).
-        tls_connect(localhost, daemon.port, Arc::clone(&config), &ip.to_string())
-            .unwrap_or_else(|e| panic!("the certificate is not valid for {ip}: {e}"));
+        // daemon listens on IPv4 only here, and IPv6 may not be routed). An address
+        // outside the local CA's name constraints (a public one) is not in the leaf:
+        // such a client reaches the box by pin, or by name.
+        let by_name = tls_connect(localhost, daemon.port, Arc::clone(&config), &ip.to_string());
+        if in_private_ranges(ip) {
+            by_name.unwrap_or_else(|e| panic!("the certificate is not valid for {ip}: {e}"));
+        } else {
+            assert!(by_name.is_err(), "{ip} is public and not in the leaf");
+        }
         if ip.is_ipv4() {
-            tls_connect(*ip, daemon.port, Arc::clone(&config), &ip.to_string())
+            let checking = if in_private_ranges(ip) {
+                Arc::clone(&config)
+            } else {
+                Arc::clone(&pin_only)
+            };
+            tls_connect(*ip, daemon.port, checking, &ip.to_string())
                 .unwrap_or_else(|e| panic!("cannot connect by {ip}: {e}"));
         }
     }
     // A name the certificate does not hold fails with name checks, passes on the pin.
     assert!(tls_connect(localhost, daemon.port, Arc::clone(&config), "example.com").is_err());
-    let pin_only = harness::tls::pinned_client_config(&ca, false);
     tls_connect(localhost, daemon.port, pin_only, "example.com").expect("pin only");
 
     // Another CA is refused.
@@ -754,4 +778,208 @@ fn a_user_supplied_certificate_is_served() {
         !datadir.join("tls").exists(),
         "no local CA is made when the operator supplies a certificate"
     );
+}
+
+/// The pin `berthd tls show` prints.
+fn shown_pin(datadir: &Path) -> String {
+    let out = berthd(datadir, &["tls", "show"]);
+    let shown = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{shown}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    shown
+        .lines()
+        .find_map(|l| l.strip_prefix("pin: "))
+        .unwrap_or_else(|| panic!("no pin in {shown}"))
+        .to_string()
+}
+
+/// A leaf for `name` signed with the datadir's own CA key (what someone who copied
+/// `tls/ca.key` off the card could make), and whether webpki, the verifier rustls and
+/// the test client use, accepts it under that CA.
+fn forged_leaf_verifies(datadir: &Path, name: &str) -> Result<(), webpki::Error> {
+    use rustls::pki_types::pem::PemObject as _;
+    let ca_key = std::fs::read_to_string(datadir.join("tls/ca.key")).expect("ca.key");
+    let ca_key = rcgen::KeyPair::from_pem(&ca_key).expect("CA key");
+    let mut issuer_params = rcgen::CertificateParams::default();
+    issuer_params.distinguished_name = rcgen::DistinguishedName::new();
+    issuer_params.distinguished_name.push(
+        rcgen::DnType::CommonName,
+        format!("Berth local CA {}", berth::tls::hostname()),
+    );
+    let issuer = rcgen::Issuer::new(issuer_params, ca_key);
+    let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).expect("key");
+    let mut params = rcgen::CertificateParams::new(vec![name.to_string()]).expect("params");
+    params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
+    let leaf = params.signed_by(&key, &issuer).expect("sign");
+
+    let ca = rustls::pki_types::CertificateDer::from_pem_slice(ca_pem(datadir).as_bytes())
+        .expect("ca.pem");
+    let anchors = [webpki::anchor_from_trusted_cert(&ca).expect("anchor")];
+    webpki::EndEntityCert::try_from(leaf.der())
+        .expect("leaf")
+        .verify_for_usage(
+            webpki::ALL_VERIFICATION_ALGS,
+            &anchors,
+            &[],
+            rustls::pki_types::UnixTime::now(),
+            webpki::KeyUsage::server_auth(),
+            None,
+            None,
+        )
+        .map(|_| ())
+}
+
+/// The CA a fresh berthd makes carries critical name constraints: its host name,
+/// `local`, `localhost` and the private, loopback and link-local ranges (read back with
+/// x509-parser), which `berthd tls show` prints. A leaf for example.com (or a public
+/// address) signed with its key is refused by webpki; one for the box is accepted; and
+/// a real TLS client still reaches berthd by its names.
+#[test]
+fn the_local_ca_can_sign_only_for_the_box_and_the_lan() {
+    use x509_parser::prelude::{FromDer as _, GeneralName, X509Certificate};
+    let (_tmp, datadir) = new_datadir();
+    let (daemon, config, ca) = start_tls(&datadir, &["--tls"]);
+    let hostname = berth::tls::hostname();
+
+    let der = rustls::pki_types::pem::PemObject::from_pem_slice(ca.as_bytes())
+        .map(|der: rustls::pki_types::CertificateDer<'static>| der)
+        .expect("ca.pem");
+    let (_, x509) = X509Certificate::from_der(&der).expect("a certificate");
+    let constraints = x509
+        .name_constraints()
+        .expect("readable")
+        .expect("name constraints");
+    assert!(constraints.critical, "the name constraints are critical");
+    assert!(constraints.value.excluded_subtrees.is_none());
+    let permitted: Vec<String> = constraints
+        .value
+        .permitted_subtrees
+        .as_ref()
+        .expect("permitted subtrees")
+        .iter()
+        .map(|subtree| match &subtree.base {
+            GeneralName::DNSName(name) => name.to_string(),
+            GeneralName::IPAddress(bytes) => format!("{bytes:02x?}"),
+            other => panic!("unexpected subtree {other:?}"),
+        })
+        .collect();
+    let range = |addr: &[u8], mask: &[u8]| format!("{:02x?}", [addr, mask].concat());
+    assert_eq!(
+        permitted,
+        [
+            hostname.clone(),
+            "local".into(),
+            "localhost".into(),
+            range(&[10, 0, 0, 0], &[255, 0, 0, 0]),
+            range(&[172, 16, 0, 0], &[255, 240, 0, 0]),
+            range(&[192, 168, 0, 0], &[255, 255, 0, 0]),
+            range(&[127, 0, 0, 0], &[255, 0, 0, 0]),
+            range(&[169, 254, 0, 0], &[255, 255, 0, 0]),
+            range(
+                &"fc00::".parse::<std::net::Ipv6Addr>().expect("ip").octets(),
+                &"fe00::".parse::<std::net::Ipv6Addr>().expect("ip").octets()
+            ),
+            range(
+                &"fe80::".parse::<std::net::Ipv6Addr>().expect("ip").octets(),
+                &"ffc0::".parse::<std::net::Ipv6Addr>().expect("ip").octets()
+            ),
+            range(&std::net::Ipv6Addr::LOCALHOST.octets(), &[0xff; 16]),
+        ]
+    );
+    let out = berthd(&datadir, &["tls", "show"]);
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        shown.contains(&format!(
+            "CA may sign for: {hostname}, local, localhost, 10.0.0.0/8, 172.16.0.0/12, \
+             192.168.0.0/16, 127.0.0.0/8, 169.254.0.0/16, fc00::/7, fe80::/10, ::1/128"
+        )),
+        "{shown}"
+    );
+
+    assert_eq!(
+        forged_leaf_verifies(&datadir, "example.com"),
+        Err(webpki::Error::NameConstraintViolation)
+    );
+    assert_eq!(
+        forged_leaf_verifies(&datadir, "8.8.8.8"),
+        Err(webpki::Error::NameConstraintViolation)
+    );
+    assert_eq!(forged_leaf_verifies(&datadir, "other-box.local"), Ok(()));
+
+    let localhost: IpAddr = "127.0.0.1".parse().expect("ip");
+    for name in [
+        "localhost".to_string(),
+        "127.0.0.1".to_string(),
+        hostname.clone(),
+        format!("{hostname}.local"),
+    ] {
+        tls_connect(localhost, daemon.port, Arc::clone(&config), &name)
+            .unwrap_or_else(|e| panic!("connect as {name}: {e}"));
+    }
+}
+
+/// A datadir with a CA from before name constraints (made here with rcgen, the way
+/// older berthds made theirs): the first start replaces it, once, with a new key, says
+/// so in the log with both pins, and serves a leaf of the new CA; `berthd tls show`
+/// prints the new pin; a client pinning the old CA is refused; a second start keeps the
+/// new CA.
+#[test]
+fn a_ca_without_name_constraints_is_replaced_once() {
+    let (_tmp, datadir) = new_datadir();
+    let tls = datadir.join("tls");
+    std::fs::create_dir_all(&tls).expect("mkdir");
+    let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).expect("key");
+    let mut params = rcgen::CertificateParams::default();
+    params.distinguished_name = rcgen::DistinguishedName::new();
+    params.distinguished_name.push(
+        rcgen::DnType::CommonName,
+        format!("Berth local CA {}", berth::tls::hostname()),
+    );
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Constrained(0));
+    params.key_usages = vec![
+        rcgen::KeyUsagePurpose::KeyCertSign,
+        rcgen::KeyUsagePurpose::CrlSign,
+    ];
+    let old = params.self_signed(&key).expect("old CA");
+    std::fs::write(tls.join("ca.pem"), old.pem()).expect("ca.pem");
+    std::fs::write(tls.join("ca.key"), key.serialize_pem()).expect("ca.key");
+    let old_pin = berth::tls::spki_pin(old.der()).expect("pin");
+
+    let daemon = Daemon::spawn(&datadir, &["--tls"]);
+    let port = daemon.port;
+    wait_until("a new CA", 20, || {
+        std::fs::read_to_string(tls.join("ca.pem")).is_ok_and(|pem| pem != old.pem())
+    });
+    let new_ca = ca_pem(&datadir);
+    let config = harness::tls::pinned_client_config(&new_ca, true);
+    wait_until("/ping over TLS", 20, || {
+        matches!(
+            tls_request(port, Arc::clone(&config), "GET", "/ping", &[], None),
+            Ok((200, _))
+        )
+    });
+    let pin = shown_pin(&datadir);
+    assert_ne!(pin, old_pin);
+    let log = log_of(&datadir);
+    assert!(
+        log.lines().any(|l| l.contains("replaced the local CA")
+            && l.contains("paired phones must pair again")
+            && l.contains(&format!("old_pin={old_pin}"))
+            && l.contains(&format!("pin={pin}"))),
+        "{log}"
+    );
+    let localhost: IpAddr = "127.0.0.1".parse().expect("ip");
+    let stale = harness::tls::pinned_client_config(&old.pem(), false);
+    assert!(tls_connect(localhost, port, stale, "localhost").is_err());
+    daemon.terminate();
+
+    let before = log_of(&datadir).len();
+    let (daemon, _config, ca) = start_tls(&datadir, &["--tls"]);
+    assert_eq!(ca, new_ca, "kept");
+    assert_eq!(shown_pin(&datadir), pin);
+    assert!(!log_of(&datadir)[before..].contains("replaced the local CA"));
+    daemon.terminate();
 }

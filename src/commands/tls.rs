@@ -12,6 +12,11 @@ pub fn show(layout: &Layout) -> anyhow::Result<()> {
     println!("pin: {}", identity.ca_pin());
     let summary = crate::tls::describe(&source)?;
     println!("CA valid until: {}", summary.ca_not_after.to_rfc3339());
+    if summary.ca_permits.is_empty() {
+        println!("CA may sign for: any name (no name constraints)");
+    } else {
+        println!("CA may sign for: {}", summary.ca_permits.join(", "));
+    }
     if let Some(leaf) = summary.leaf {
         println!(
             "leaf valid from {} until {}",

@@ -1,6 +1,6 @@
 //! Reading a certificate back (x509-parser): its SubjectPublicKeyInfo, for the pin; its
 //! validity; its subject alternative names, for `berthd tls show`; and, for the local
-//! CA, its common name. Only fields are read here: chain, expiry and name checks are
+//! CA, its common name and its name constraints. Only fields are read here: chain, expiry and name checks are
 //! rustls-webpki's ([`renewal_reason`](super::renewal_reason)).
 //!
 //! x509-parser is used without features, so it brings no crypto of its own (ring stays
@@ -23,6 +23,31 @@ use x509_parser::prelude::FromDer as _;
 use x509_parser::time::ASN1Time;
 
 use super::CertError;
+use super::constraints::{Permitted, Subtree};
+
+/// An iPAddress subtree: the address then the mask, 4 + 4 or 16 + 16 bytes, the mask
+/// a run of ones.
+fn ip_subtree(bytes: &[u8]) -> Result<Subtree, Malformed> {
+    let bad = Malformed("bad address range in name constraints");
+    let (network, mask_ones, mask_bits) = if let Ok(raw) = <[u8; 8]>::try_from(bytes) {
+        let (addr, mask) = raw.split_at(4);
+        let addr: [u8; 4] = addr.try_into().map_err(|_| bad)?;
+        let mask = u32::from_be_bytes(mask.try_into().map_err(|_| bad)?);
+        (IpAddr::from(addr), mask.leading_ones(), mask.count_ones())
+    } else if let Ok(raw) = <[u8; 32]>::try_from(bytes) {
+        let (addr, mask) = raw.split_at(16);
+        let addr: [u8; 16] = addr.try_into().map_err(|_| bad)?;
+        let mask = u128::from_be_bytes(mask.try_into().map_err(|_| bad)?);
+        (IpAddr::from(addr), mask.leading_ones(), mask.count_ones())
+    } else {
+        return Err(bad);
+    };
+    if mask_ones != mask_bits {
+        return Err(bad);
+    }
+    let prefix = u8::try_from(mask_ones).map_err(|_| bad)?;
+    Ok(Subtree::Ip { network, prefix })
+}
 
 /// Why a certificate's DER could not be read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,6 +126,37 @@ impl<'a> CertificateFields<'a> {
             }
         }
         Ok(names)
+    }
+
+    /// The name constraints' permitted subtrees (DNS names and address ranges), and
+    /// whether the extension is critical; `None` without the extension, or without
+    /// permitted subtrees. Other kinds of subtree are left out: berthd writes none.
+    pub(super) fn permitted_subtrees(&self) -> Result<Option<(bool, Permitted)>, Malformed> {
+        let Some(extension) = self
+            .x509
+            .name_constraints()
+            .map_err(|_| Malformed("bad name constraints extension"))?
+        else {
+            return Ok(None);
+        };
+        let Some(permitted) = &extension.value.permitted_subtrees else {
+            return Ok(None);
+        };
+        let mut subtrees = Vec::new();
+        for subtree in permitted {
+            match &subtree.base {
+                GeneralName::DNSName(name) => subtrees.push(Subtree::Dns((*name).to_string())),
+                GeneralName::IPAddress(bytes) => subtrees.push(ip_subtree(bytes)?),
+                _ => {}
+            }
+        }
+        if subtrees.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some((
+            extension.critical,
+            Permitted::from_subtrees(subtrees),
+        )))
     }
 
     /// The common name of a subject that is exactly one UTF-8 commonName, the way

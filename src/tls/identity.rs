@@ -255,7 +255,7 @@ mod tests {
         let before = identity.config();
         let client = test_client::pinned_client_config(&ca_pem(tmp.path()), true);
         assert!(
-            handshake(identity.config(), client.clone(), "192.0.2.8")
+            handshake(identity.config(), client.clone(), "192.168.2.8")
                 .await
                 .is_err()
         );
@@ -274,19 +274,19 @@ mod tests {
         let renewal = identity
             .refresh_at(&host(&[LAN, LAN2]), SystemTime::now())
             .expect("refresh");
-        assert_eq!(renewal, Some(Renewal::NewNames(vec!["192.0.2.8".into()])));
+        assert_eq!(renewal, Some(Renewal::NewNames(vec!["192.168.2.8".into()])));
         assert!(!Arc::ptr_eq(&before, &identity.config()));
         assert_eq!(identity.ca_pin(), pin);
-        handshake(identity.config(), client.clone(), "192.0.2.8")
+        handshake(identity.config(), client.clone(), "192.168.2.8")
             .await
             .expect("new address");
-        handshake(identity.config(), client, "192.0.2.7")
+        handshake(identity.config(), client, "192.168.2.7")
             .await
             .expect("old address");
 
         // The new leaf is on disk and chains to the same CA.
         let chain = certs_in(&tmp.path().join(LEAF_CERT_FILE));
-        assert!(valid_for(&chain[0], "192.0.2.8"));
+        assert!(valid_for(&chain[0], "192.168.2.8"));
         assert_eq!(spki_pin(&chain[1]).expect("pin"), pin);
         assert_eq!(open(tmp.path(), &[LAN, LAN2]).ca_pin(), pin);
     }
@@ -313,7 +313,13 @@ mod tests {
         let tmp = TempDir::new().expect("tempdir");
         let identity = open(tmp.path(), &[LAN]);
         let checking = test_client::pinned_client_config(&ca_pem(tmp.path()), true);
-        for name in ["192.0.2.7", "testbox.local", "testbox", "localhost", "::1"] {
+        for name in [
+            "192.168.2.7",
+            "testbox.local",
+            "testbox",
+            "localhost",
+            "::1",
+        ] {
             handshake(identity.config(), checking.clone(), name)
                 .await
                 .unwrap_or_else(|e| panic!("{name}: {e}"));
@@ -355,7 +361,7 @@ mod tests {
         new_ca(other.path());
         for check_name in [true, false] {
             let stranger = test_client::pinned_client_config(&ca_pem(other.path()), check_name);
-            let err = handshake(identity.config(), stranger, "192.0.2.7")
+            let err = handshake(identity.config(), stranger, "192.168.2.7")
                 .await
                 .expect_err("other CA");
             assert!(err.contains("invalid peer certificate"), "{err}");

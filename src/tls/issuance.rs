@@ -15,6 +15,7 @@ use rustls::crypto::CryptoProvider;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, UnixTime};
 
 use super::certificate::{CertificateFields, pin_of_spki};
+use super::constraints::Permitted;
 use super::files::{first_cert, parse_key, parse_key_pair, pem_of, read_optional};
 use super::names::{HostNames, SubjectName};
 use super::{
@@ -34,6 +35,8 @@ pub(super) struct LocalCa {
     issuer: Issuer<'static, KeyPair>,
     pin: String,
     not_after: DateTime<Utc>,
+    /// What it may sign for (its name constraints).
+    permitted: Permitted,
 }
 
 // Never print a key by accident (rcgen's Debug elides it too, but say so here).
@@ -46,6 +49,9 @@ impl std::fmt::Debug for LocalCa {
     }
 }
 
+/// The subject of every CA berthd makes starts so; the rest is the host name.
+const CA_NAME_PREFIX: &str = "Berth local CA ";
+
 pub(super) fn load_or_create_ca(
     dir: &Path,
     host: &HostNames,
@@ -54,16 +60,32 @@ pub(super) fn load_or_create_ca(
     let cert_path = dir.join(CA_CERT_FILE);
     let key_path = dir.join(CA_KEY_FILE);
     let ca = match (read_optional(&cert_path)?, read_optional(&key_path)?) {
-        (Some(cert_pem), Some(key_pem)) => {
+        (Some(cert_pem), key_pem) => {
             let cert = first_cert(&cert_path, &cert_pem)?;
-            let key = parse_key_pair(&key_path, &key_pem)?;
-            local_ca(&cert_path, &key_path, cert, key)?
-        }
-        (Some(_), None) => {
-            return Err(CertError::CaKeyMissing {
-                cert: cert_path,
-                key: key_path,
-            });
+            match ca_constraints(&cert_path, &cert)? {
+                Constraints::Permitted(permitted) => {
+                    let Some(key_pem) = key_pem else {
+                        return Err(CertError::CaKeyMissing {
+                            cert: cert_path,
+                            key: key_path,
+                        });
+                    };
+                    let key = parse_key_pair(&key_path, &key_pem)?;
+                    local_ca(&cert_path, &key_path, cert, key, permitted)?
+                }
+                // Whatever key lies beside it (its own, none, or a new one a replacement
+                // interrupted by a power cut wrote before the certificate) is not kept:
+                // only a new key gives phones a CA a copied key cannot stand in for.
+                Constraints::None { old_pin } => {
+                    let ca = create_ca(dir, new_ca_key(&key_path)?, host, now)?;
+                    tracing::warn!(target: "berth::tls", path = %cert_path.display(),
+                        old_pin = %old_pin, pin = %ca.pin,
+                        "replaced the local CA: it had no name constraints, so its key could \
+                         sign for any web site; paired phones must pair again with the new pin \
+                         (and install the new ca.pem in place of the old one)");
+                    ca
+                }
+            }
         }
         (None, key_pem) => {
             let key = match key_pem {
@@ -73,22 +95,9 @@ pub(super) fn load_or_create_ca(
                         "the local CA's certificate is missing; re-making it from its key");
                     parse_key_pair(&key_path, &key_pem)?
                 }
-                None => {
-                    let key = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256)?;
-                    fsutil::write_atomically(&key_path, key.serialize_pem().as_bytes(), 0o600)?;
-                    key
-                }
+                None => new_ca_key(&key_path)?,
             };
-            let common_name = format!("Berth local CA {}", host.hostname());
-            let mut params = ca_params(&common_name);
-            params.not_before =
-                time::OffsetDateTime::from(now) - time::Duration::days(BACKDATE_DAYS);
-            params.not_after =
-                time::OffsetDateTime::from(now) + time::Duration::days(CA_VALIDITY_DAYS);
-            params.serial_number = Some(random_serial());
-            let cert = params.self_signed(&key)?.der().clone();
-            fsutil::write_atomically(&cert_path, pem_of(&cert).as_bytes(), 0o600)?;
-            let ca = local_ca(&cert_path, &key_path, cert, key)?;
+            let ca = create_ca(dir, key, host, now)?;
             tracing::info!(target: "berth::tls", path = %cert_path.display(), pin = %ca.pin,
                 "created the local CA");
             ca
@@ -98,6 +107,65 @@ pub(super) fn load_or_create_ca(
     Ok(ca)
 }
 
+/// A new CA key, written (0600) before any certificate of it.
+fn new_ca_key(key_path: &Path) -> Result<KeyPair, CertError> {
+    let key = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256)?;
+    fsutil::write_atomically(key_path, key.serialize_pem().as_bytes(), 0o600)?;
+    Ok(key)
+}
+
+/// Make, write and load the CA certificate of `key` for `host` (ten years, back-dated
+/// a day, name-constrained to [`Permitted::for_host`]).
+fn create_ca(
+    dir: &Path,
+    key: KeyPair,
+    host: &HostNames,
+    now: SystemTime,
+) -> Result<LocalCa, CertError> {
+    let cert_path = dir.join(CA_CERT_FILE);
+    let common_name = format!("{CA_NAME_PREFIX}{}", host.hostname());
+    let permitted = Permitted::for_host(host.hostname());
+    let mut params = ca_params(&common_name, &permitted);
+    params.not_before = time::OffsetDateTime::from(now) - time::Duration::days(BACKDATE_DAYS);
+    params.not_after = time::OffsetDateTime::from(now) + time::Duration::days(CA_VALIDITY_DAYS);
+    params.serial_number = Some(random_serial());
+    let cert = params.self_signed(&key)?.der().clone();
+    fsutil::write_atomically(&cert_path, pem_of(&cert).as_bytes(), 0o600)?;
+    local_ca(&cert_path, &dir.join(CA_KEY_FILE), cert, key, permitted)
+}
+
+/// What a CA certificate on disk may sign for.
+enum Constraints {
+    /// Critical name constraints: a CA of this version.
+    Permitted(Permitted),
+    /// None, or not critical: berthd's CA from before name constraints, to replace.
+    None { old_pin: String },
+}
+
+/// Read the CA certificate's name constraints. One without them is berthd's older CA
+/// (its subject says so) or not berthd's at all: that one is an error, since replacing
+/// it would throw away someone else's key.
+fn ca_constraints(cert_path: &Path, cert: &CertificateDer<'_>) -> Result<Constraints, CertError> {
+    let fields = CertificateFields::parse(cert).map_err(|e| bad_file(cert_path, e.0))?;
+    let common_name = fields
+        .single_common_name()
+        .ok_or_else(|| CertError::ForeignCa {
+            path: cert_path.to_path_buf(),
+        })?;
+    match fields
+        .permitted_subtrees()
+        .map_err(|e| bad_file(cert_path, e.0))?
+    {
+        Some((true, permitted)) => Ok(Constraints::Permitted(permitted)),
+        _ if common_name.starts_with(CA_NAME_PREFIX) => Ok(Constraints::None {
+            old_pin: pin_of_spki(fields.spki()),
+        }),
+        _ => Err(CertError::UnconstrainedCa {
+            path: cert_path.to_path_buf(),
+        }),
+    }
+}
+
 /// The CA from its certificate and key, checking that they belong together and that the
 /// certificate is one berthd made (so that leaves name it as their issuer exactly).
 fn local_ca(
@@ -105,6 +173,7 @@ fn local_ca(
     key_path: &Path,
     cert: CertificateDer<'static>,
     key: KeyPair,
+    permitted: Permitted,
 ) -> Result<LocalCa, CertError> {
     let fields = CertificateFields::parse(&cert).map_err(|e| bad_file(cert_path, e.0))?;
     if fields.spki() != key.subject_public_key_info().as_slice() {
@@ -121,10 +190,11 @@ fn local_ca(
     let not_after = fields.not_after().map_err(|e| bad_file(cert_path, e.0))?;
     let pin = pin_of_spki(fields.spki());
     Ok(LocalCa {
-        issuer: Issuer::new(ca_params(&common_name), key),
+        issuer: Issuer::new(ca_params(&common_name, &permitted), key),
         cert,
         pin,
         not_after,
+        permitted,
     })
 }
 
@@ -148,8 +218,9 @@ pub(super) fn check_ca_lifetime(
 
 /// The CA's subject, constraints and key usages. A re-loaded CA's issuer is built from
 /// these (its subject becomes the leaves' issuer name, its key the authority key id),
-/// so they must stay what [`load_or_create_ca`] makes.
-fn ca_params(common_name: &str) -> CertificateParams {
+/// so they must stay what [`load_or_create_ca`] makes. The name constraints are
+/// critical (`constraints`).
+fn ca_params(common_name: &str, permitted: &Permitted) -> CertificateParams {
     let mut params = CertificateParams::default();
     params.distinguished_name = DistinguishedName::new();
     params
@@ -157,7 +228,20 @@ fn ca_params(common_name: &str) -> CertificateParams {
         .push(DnType::CommonName, common_name);
     params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
     params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+    params.name_constraints = Some(permitted.name_constraints());
     params
+}
+
+/// The names a leaf of `ca` for `host` carries, and those left off because the CA may
+/// not sign for them (`constraints`). A CA without readable constraints limits nothing.
+fn leaf_names(ca: &CertificateDer<'_>, host: &HostNames) -> (Vec<SubjectName>, Vec<SubjectName>) {
+    let permitted = CertificateFields::parse(ca)
+        .ok()
+        .and_then(|fields| fields.permitted_subtrees().ok().flatten());
+    match permitted {
+        Some((_, permitted)) => permitted.split(host.names()),
+        None => (host.names(), Vec::new()),
+    }
 }
 
 fn random_serial() -> SerialNumber {
@@ -228,9 +312,17 @@ pub(super) fn issue_and_save(
     fsutil::write_atomically(&dir.join(LEAF_CERT_FILE), chain_pem.as_bytes(), 0o600)?;
     let key_der = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der()));
     let config = server_config(provider, chain, key_der)?;
-    let names: Vec<String> = host.names().iter().map(ToString::to_string).collect();
+    let (names, left_off) = ca.permitted.split(host.names());
+    let names: Vec<String> = names.iter().map(ToString::to_string).collect();
     tracing::info!(target: "berth::tls", %reason, names = %names.join(","),
         "issued a new leaf certificate");
+    if !left_off.is_empty() {
+        let left_off: Vec<String> = left_off.iter().map(ToString::to_string).collect();
+        tracing::warn!(target: "berth::tls", left_off = %left_off.join(","),
+            "names outside the local CA's name constraints are left off the leaf (public \
+             addresses; a host name the CA was not made for): reach the box by its \
+             <hostname>.local name or a private address");
+    }
     Ok(Served {
         config,
         pin: ca.pin.clone(),
@@ -245,14 +337,24 @@ fn issue_leaf(
     now: SystemTime,
 ) -> Result<(CertificateDer<'static>, KeyPair), CertError> {
     let key = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256)?;
-    let names = host.names();
+    let (names, _) = ca.permitted.split(host.names());
     let now = time::OffsetDateTime::from(now);
     let ca_not_after = time::OffsetDateTime::from(SystemTime::from(ca.not_after));
     let mut params = CertificateParams::default();
     params.distinguished_name = DistinguishedName::new();
+    // The first DNS name the CA permits: the host name, or `<host>.local` after a
+    // rename. Some verifiers (OpenSSL) check a host-name-like common name against the
+    // name constraints too.
+    let common_name = names
+        .iter()
+        .find_map(|name| match name {
+            SubjectName::Dns(name) => Some(name.as_str()),
+            SubjectName::Ip(_) => None,
+        })
+        .unwrap_or("localhost");
     params
         .distinguished_name
-        .push(DnType::CommonName, host.hostname());
+        .push(DnType::CommonName, common_name);
     params.subject_alt_names = names
         .iter()
         .map(SubjectName::san)
@@ -271,8 +373,9 @@ fn issue_leaf(
 }
 
 /// Whether the served leaf must be re-issued, and why: when it does not chain to `ca` (the
-/// only trust anchor) or is not valid now, when it expires within [`RENEW_BEFORE_DAYS`] of
-/// `now`, or when one of `host`'s names is not valid for it. Names the leaf has and the
+/// only trust anchor, its name constraints enforced) or is not valid now, when it expires
+/// within [`RENEW_BEFORE_DAYS`] of `now`, or when one of `host`'s names that `ca` may sign
+/// for is not valid for it. Names the leaf has and the
 /// host no longer has (an address that went away) do not matter.
 pub fn renewal_reason(
     leaf: &CertificateDer<'_>,
@@ -308,8 +411,9 @@ pub fn renewal_reason(
         Err(webpki::Error::CertNotValidYet { .. }) => return Some(Renewal::NotYetValid),
         Err(_) => return Some(Renewal::OtherCa),
     }
-    let missing: Vec<String> = host
-        .names()
+    // Only names the CA may sign for: a leaf cannot carry the others.
+    let (wanted, _) = leaf_names(ca, host);
+    let missing: Vec<String> = wanted
         .iter()
         .filter(|name| {
             name.server_name().is_none_or(|server_name| {
@@ -408,12 +512,12 @@ mod tests {
             "localhost",
             "127.0.0.1",
             "::1",
-            "192.0.2.7",
+            "192.168.2.7",
             "fd00::7",
         ] {
             assert!(valid_for(&leaf, name), "{name}");
         }
-        for name in ["192.0.2.8", "other.local", "testbox.example"] {
+        for name in ["192.168.2.8", "other.local", "testbox.example"] {
             assert!(!valid_for(&leaf, name), "{name}");
         }
         let summary = describe(&generated(tmp.path())).expect("describe");
@@ -425,7 +529,7 @@ mod tests {
                 "localhost",
                 "127.0.0.1",
                 "::1",
-                "192.0.2.7",
+                "192.168.2.7",
                 "fd00::7"
             ]
         );
@@ -443,14 +547,13 @@ mod tests {
         assert_eq!(decide(&host(&[]), now), None, "an address that went away");
         assert_eq!(
             decide(&host(&[LAN, LAN2]), now),
-            Some(Renewal::NewNames(vec!["192.0.2.8".into()]))
+            Some(Renewal::NewNames(vec!["192.168.2.8".into()]))
         );
+        // The bare new name is outside the CA's constraints (made for `testbox`), so
+        // only `renamed.local` is wanted.
         assert_eq!(
             decide(&HostNames::new("renamed", [LAN]), now),
-            Some(Renewal::NewNames(vec![
-                "renamed".into(),
-                "renamed.local".into()
-            ]))
+            Some(Renewal::NewNames(vec!["renamed.local".into()]))
         );
         assert_eq!(decide(&host(&[LAN]), now + DAY * 366), None, "31 days left");
         assert_eq!(
@@ -532,5 +635,183 @@ mod tests {
         // The old leaf still chains: same issuer name and key.
         let chain = certs_in(&tmp.path().join(LEAF_CERT_FILE));
         assert_eq!(spki_pin(&chain[1]).expect("pin"), pin);
+    }
+
+    /// The CA's name constraints, as x509-parser reads them back: critical, the host
+    /// name, `local`, `localhost` and the private, loopback and link-local ranges.
+    #[test]
+    fn the_ca_is_name_constrained_to_the_box_and_the_lan() {
+        let tmp = TempDir::new().expect("tempdir");
+        open(tmp.path(), &[LAN]);
+        let ca = certs_in(&tmp.path().join(CA_CERT_FILE)).remove(0);
+        let (critical, permitted) = CertificateFields::parse(&ca)
+            .expect("parse")
+            .permitted_subtrees()
+            .expect("extension")
+            .expect("name constraints");
+        assert!(critical);
+        assert_eq!(
+            permitted.describe(),
+            [
+                "testbox",
+                "local",
+                "localhost",
+                "10.0.0.0/8",
+                "172.16.0.0/12",
+                "192.168.0.0/16",
+                "127.0.0.0/8",
+                "169.254.0.0/16",
+                "fc00::/7",
+                "fe80::/10",
+                "::1/128"
+            ]
+        );
+        let summary = describe(&generated(tmp.path())).expect("describe");
+        assert_eq!(summary.ca_permits, permitted.describe());
+    }
+
+    /// The point of the constraints: a leaf for another site, signed by the CA's own
+    /// key, is refused by webpki (which rustls, and the test client, use), even by a
+    /// client that pins the CA and checks no name; one for the box is accepted.
+    #[tokio::test]
+    async fn a_leaf_for_another_site_signed_by_the_ca_is_refused() {
+        let tmp = TempDir::new().expect("tempdir");
+        let ca = new_ca(tmp.path());
+        let forge = |name: &str| {
+            let key = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).expect("key");
+            let mut params = CertificateParams::new(vec![name.to_string()]).expect("params");
+            params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+            let cert = params.signed_by(&key, &ca.issuer).expect("sign");
+            let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der()));
+            (cert.der().clone(), key)
+        };
+        let anchors = [webpki::anchor_from_trusted_cert(&ca.cert).expect("anchor")];
+        let verify = |leaf: &CertificateDer<'_>| {
+            webpki::EndEntityCert::try_from(leaf)
+                .expect("leaf")
+                .verify_for_usage(
+                    webpki::ALL_VERIFICATION_ALGS,
+                    &anchors,
+                    &[],
+                    UnixTime::now(),
+                    webpki::KeyUsage::server_auth(),
+                    None,
+                    None,
+                )
+                .map(|_| ())
+        };
+        let (evil, evil_key) = forge("example.com");
+        assert_eq!(verify(&evil), Err(webpki::Error::NameConstraintViolation));
+        let (public_ip, _) = forge("8.8.8.8");
+        assert_eq!(
+            verify(&public_ip),
+            Err(webpki::Error::NameConstraintViolation)
+        );
+        let (mine, _) = forge("testbox.local");
+        assert_eq!(verify(&mine), Ok(()));
+
+        // Served, to a client that pins the CA without checking names.
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let server =
+            server_config(&provider, vec![evil, ca.cert.clone()], evil_key).expect("config");
+        let pin_only = test_client::pinned_client_config(&ca_pem(tmp.path()), false);
+        let err = handshake(server, pin_only, "example.com")
+            .await
+            .expect_err("refused");
+        assert!(err.contains("invalid peer certificate"), "{err}");
+    }
+
+    /// A public address of the box cannot be in a leaf of the constrained CA: it is
+    /// left off (and does not make the leaf due for renewal at every check); a renamed
+    /// host keeps `<new name>.local` but not the bare new name, which the CA was not
+    /// made for, and its common name is one the CA permits.
+    #[test]
+    fn names_outside_the_constraints_are_left_off_the_leaf() {
+        let tmp = TempDir::new().expect("tempdir");
+        let identity = open(tmp.path(), &[LAN, PUBLIC, PUBLIC6, LAN6]);
+        let leaf = certs_in(&tmp.path().join(LEAF_CERT_FILE)).remove(0);
+        let names = describe(&generated(tmp.path()))
+            .expect("describe")
+            .leaf
+            .expect("leaf")
+            .names;
+        assert_eq!(
+            names,
+            [
+                "testbox",
+                "testbox.local",
+                "localhost",
+                "127.0.0.1",
+                "::1",
+                "192.168.2.7",
+                "fd00::7"
+            ]
+        );
+        let ca = certs_in(&tmp.path().join(CA_CERT_FILE)).remove(0);
+        let now = SystemTime::now();
+        assert_eq!(
+            renewal_reason(&leaf, &ca, &host(&[LAN, PUBLIC, PUBLIC6, LAN6]), now),
+            None
+        );
+        assert!(!valid_for(&leaf, "192.0.2.9"));
+
+        let renamed = HostNames::new("renamed", [LAN]);
+        assert_eq!(
+            identity.refresh_at(&renamed, now).expect("refresh"),
+            Some(Renewal::NewNames(vec!["renamed.local".into()]))
+        );
+        let leaf = certs_in(&tmp.path().join(LEAF_CERT_FILE)).remove(0);
+        assert!(valid_for(&leaf, "renamed.local") && !valid_for(&leaf, "renamed"));
+        assert_eq!(renewal_reason(&leaf, &ca, &renamed, now), None);
+        let fields = CertificateFields::parse(&leaf).expect("leaf");
+        assert_eq!(
+            fields.single_common_name().as_deref(),
+            Some("renamed.local")
+        );
+        assert_eq!(identity.refresh_at(&renamed, now).expect("refresh"), None);
+    }
+
+    /// A CA from before name constraints is replaced once, by a new key: a new pin, a
+    /// new leaf chained to it, and a second open keeps it. A replacement cut short after
+    /// the new key was written (the old certificate beside a key not its own) ends the
+    /// same way. An unconstrained CA berthd did not make is refused, not replaced.
+    #[test]
+    fn an_unconstrained_ca_is_replaced_once() {
+        let tmp = TempDir::new().expect("tempdir");
+        let old_pin = old_style_ca(tmp.path(), "Berth local CA testbox");
+        let old_key = read(&tmp.path().join(CA_KEY_FILE));
+
+        let identity = open(tmp.path(), &[LAN]);
+        let pin = identity.ca_pin();
+        assert_ne!(pin, old_pin);
+        assert_ne!(read(&tmp.path().join(CA_KEY_FILE)), old_key, "a new key");
+        let summary = describe(&generated(tmp.path())).expect("describe");
+        assert_eq!(summary.ca_pin, pin);
+        assert!(summary.ca_permits.contains(&"local".to_string()));
+        let chain = certs_in(&tmp.path().join(LEAF_CERT_FILE));
+        assert_eq!(spki_pin(&chain[1]).expect("pin"), pin);
+        assert_eq!(
+            renewal_reason(&chain[0], &chain[1], &host(&[LAN]), SystemTime::now()),
+            None
+        );
+        assert_eq!(open(tmp.path(), &[LAN]).ca_pin(), pin, "replaced once");
+
+        // Cut short: the old certificate, and a key that is not its own.
+        let cut = TempDir::new().expect("tempdir");
+        let cut_pin = old_style_ca(cut.path(), "Berth local CA testbox");
+        let stray = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).expect("key");
+        std::fs::write(cut.path().join(CA_KEY_FILE), stray.serialize_pem()).expect("write");
+        let replaced = open(cut.path(), &[LAN]).ca_pin();
+        assert_ne!(replaced, cut_pin);
+        assert_ne!(replaced, pin_of_spki(&stray.subject_public_key_info()));
+
+        let foreign = TempDir::new().expect("tempdir");
+        old_style_ca(foreign.path(), "Someone's own CA");
+        let before = read(&foreign.path().join(CA_KEY_FILE));
+        let err =
+            ServerIdentity::open_at(generated(foreign.path()), &host(&[LAN]), SystemTime::now())
+                .expect_err("foreign");
+        assert!(matches!(err, CertError::UnconstrainedCa { .. }), "{err}");
+        assert_eq!(read(&foreign.path().join(CA_KEY_FILE)), before, "kept");
     }
 }

@@ -8,15 +8,22 @@
 //! `ServerConfig`) and without pairing again. Leaves are short-lived (≤ 397 days, which
 //! browsers and phones accept); the CA lives ten years and is never replaced silently.
 //!
+//! The CA is name-constrained (critical) to this box's names and the LAN's address
+//! ranges, so its key cannot stand in for other sites (`constraints.rs`). A CA made
+//! before that is replaced once, by a new key, with a warning naming the old and the
+//! new pin; phones must then pair again.
+//!
 //! Leaf NotBefore is back-dated by a day: boards have no RTC and may boot with a clock
 //! somewhat behind the phone's. A leaf whose NotBefore lies ahead of the board's clock,
 //! or that was issued while the clock was wildly wrong, is simply re-issued.
 //!
 //! Files in the generated mode (`<datadir>/tls/`, 0700), each written atomically (tmp
 //! file, fsync, rename, fsync of the directory):
-//! - `ca.key`, `leaf.key`: PKCS#8 PEM private keys, 0600.
+//! - `ca.key`, `leaf.key`: PKCS#8 PEM private keys.
 //! - `ca.pem`: the CA certificate (what a client may install or pin).
 //! - `leaf.pem`: the leaf then the CA — the chain served.
+//!
+//! All 0600, like every file in the datadir (`docs/lan.md`, "Files on the box").
 //!
 //! The key is written before its certificate: after a crash between the two, a leaf
 //! whose key does not match is re-issued, and a `ca.key` without `ca.pem` gets its
@@ -39,6 +46,8 @@
 //!   and [`renewal_reason`], the decision to re-issue.
 //! - `user_files.rs`: the user-supplied mode — the operator's chain and key, reloaded
 //!   when they change.
+//! - `constraints.rs`: what the CA may sign for — its name constraints, and which of
+//!   the host's names fall inside them.
 //! - `names.rs`: what a leaf is issued for — [`hostname`], [`lan_ips`], [`HostNames`].
 //! - `summary.rs`: [`describe`], what `berthd tls show` prints.
 //! - `certificate.rs`: reading a certificate's fields back (x509-parser), and
@@ -49,7 +58,8 @@
 //! listener (`net::listener`), the API's pairing and `app` use it. Inside, every file
 //! may use this one's vocabulary; `identity` uses `issuance` and `user_files`; they and
 //! `summary` read certificates through `certificate` and `files`, and `issuance`
-//! takes the names to issue for from `names`. Nothing points back up.
+//! takes the names to issue for from `names`, filtered by `constraints`. Nothing
+//! points back up.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -61,6 +71,7 @@ use rustls::crypto::CryptoProvider;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
 mod certificate;
+mod constraints;
 mod files;
 mod identity;
 mod issuance;
@@ -130,6 +141,12 @@ pub enum CertError {
         dir: PathBuf,
         not_after: DateTime<Utc>,
     },
+    #[error(
+        "{path} has no name constraints and was not made by berthd, so berthd will not sign \
+         with it (a key that can sign for any web site): move {path} and its key away to \
+         create a new local CA"
+    )]
+    UnconstrainedCa { path: PathBuf },
     #[error("no TLS identity in {0} yet: berthd creates it when it first serves TLS")]
     NotCreated(PathBuf),
     #[error("the leaf validity must be 1 to {MAX_LEAF_VALIDITY_DAYS} days, not {0}")]

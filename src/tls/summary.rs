@@ -12,6 +12,9 @@ pub struct TlsSummary {
     /// The pin clients check (see [`ServerIdentity::ca_pin`]).
     pub ca_pin: String,
     pub ca_not_after: DateTime<Utc>,
+    /// What the CA may sign for (its name constraints' permitted subtrees: DNS names and
+    /// address ranges); empty when it is not constrained.
+    pub ca_permits: Vec<String>,
     /// `None` when no leaf has been issued yet.
     pub leaf: Option<LeafSummary>,
 }
@@ -69,8 +72,16 @@ pub fn describe(source: &TlsSource) -> Result<TlsSummary, CertError> {
         }
         None => None,
     };
+    let ca_permits = match ca_fields
+        .permitted_subtrees()
+        .map_err(|e| bad_file(&ca_path, e.0))?
+    {
+        Some((_, permitted)) => permitted.describe(),
+        None => Vec::new(),
+    };
     Ok(TlsSummary {
         ca_pin: pin_of_spki(ca_fields.spki()),
+        ca_permits,
         ca_not_after: ca_fields.not_after().map_err(|e| bad_file(&ca_path, e.0))?,
         leaf,
     })

@@ -20,8 +20,11 @@ use super::{CA_CERT_FILE, HostNames, MAX_LEAF_VALIDITY_DAYS, ServerIdentity, Tls
 pub(super) mod test_client;
 
 const HOST: &str = "testbox";
-pub(super) const LAN: IpAddr = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 7));
-pub(super) const LAN2: IpAddr = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 8));
+pub(super) const LAN: IpAddr = IpAddr::V4(Ipv4Addr::new(192, 168, 2, 7));
+pub(super) const LAN2: IpAddr = IpAddr::V4(Ipv4Addr::new(192, 168, 2, 8));
+/// Public addresses (documentation ranges), which the local CA may not sign for.
+pub(super) const PUBLIC: IpAddr = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 9));
+pub(super) const PUBLIC6: IpAddr = IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 9));
 pub(super) const LAN6: IpAddr = IpAddr::V6(Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 7));
 
 pub(super) fn host(ips: &[IpAddr]) -> HostNames {
@@ -61,6 +64,25 @@ pub(super) fn ca_pem(dir: &Path) -> String {
 
 pub(super) fn new_ca(dir: &Path) -> LocalCa {
     load_or_create_ca(dir, &host(&[]), SystemTime::now()).expect("ca")
+}
+
+/// A CA as berthd made it before name constraints (or as someone else might), named
+/// `common_name`, written to `dir`'s `ca.pem` and `ca.key`; its pin.
+pub(super) fn old_style_ca(dir: &Path, common_name: &str) -> String {
+    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair, KeyUsagePurpose};
+    let key = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).expect("key");
+    let mut params = CertificateParams::default();
+    params.distinguished_name = rcgen::DistinguishedName::new();
+    params
+        .distinguished_name
+        .push(DnType::CommonName, common_name);
+    params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
+    params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+    let cert = params.self_signed(&key).expect("certificate");
+    std::fs::create_dir_all(dir).expect("mkdir");
+    std::fs::write(dir.join(CA_CERT_FILE), cert.pem()).expect("ca.pem");
+    std::fs::write(dir.join(super::CA_KEY_FILE), key.serialize_pem()).expect("ca.key");
+    super::spki_pin(cert.der()).expect("pin")
 }
 
 pub(super) fn valid_for(leaf: &CertificateDer<'_>, name: &str) -> bool {

@@ -136,7 +136,7 @@ mod tests {
         assert_eq!(renewal, Some(Renewal::Reloaded));
         assert_ne!(identity.ca_pin(), spki_pin(&last).expect("pin"));
         let client = test_client::pinned_client_config(&new_ca, true);
-        handshake(identity.config(), client, "192.0.2.7")
+        handshake(identity.config(), client, "192.168.2.7")
             .await
             .expect("handshake");
 
