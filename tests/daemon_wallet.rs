@@ -447,3 +447,44 @@ fn wallet_operations_say_not_loaded_while_the_chain_source_is_down() {
     );
     assert_eq!(status, 400, "a bad amount: {raw}");
 }
+
+#[test]
+#[ignore = "needs BITCOIND_EXEC: run scripts/e2e"]
+fn receiving_without_the_ark_server_is_a_503_that_names_it() {
+    let bitcoind = Bitcoind::start("receiving_without_the_ark_server");
+    let (_tmp, datadir) = new_datadir();
+    let daemon = Daemon::start(&datadir, &[]);
+    // Loaded, with a chain source, and an Ark server that refuses connections: a new
+    // seed has not yet stored the server's keys an Ark address is built from.
+    create_wallet_without_server(&daemon, &datadir, &bitcoind);
+    let bearer = format!("Bearer {}", token(&datadir));
+    let auth = [("Authorization", bearer.as_str())];
+    let says_ark_server = |what: &str, (status, raw): (u16, String)| {
+        assert_eq!(status, 503, "{what}: {raw}");
+        let body = json_of(&raw);
+        assert_eq!(body["code"], "unavailable", "{what}: {raw}");
+        assert!(
+            body["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("Ark server")),
+            "{what}: {raw}"
+        );
+    };
+    says_ark_server(
+        "a new Ark address",
+        daemon.post("/api/v1/wallet/addresses/next", &auth, "{}"),
+    );
+    // The failed request above derived and stored key 0, so index 0 is a handed-out
+    // address (not a 404) that still needs the server's keys.
+    says_ark_server(
+        "the address at index 0",
+        daemon.get("/api/v1/wallet/addresses/index/0", &auth),
+    );
+    says_ark_server(
+        "a BIP-321 URI",
+        daemon.post("/api/v1/wallet/bip321", &auth, "{}"),
+    );
+    // Still loaded: the server's absence is not the wallet's failure.
+    let (_, raw) = daemon.get("/api/v1/wallet", &auth);
+    assert_eq!(json_of(&raw)["loaded"], true, "{raw}");
+}

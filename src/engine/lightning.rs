@@ -163,12 +163,7 @@ fn classify(context: &'static str) -> impl FnOnce(anyhow::Error) -> EngineError 
         if has("wrong network") || has("bad signature") || has("for 0 sats") {
             return EngineError::InvalidRequest(format!("{context}: {}", e.root_cause()));
         }
-        if has("connected to Ark server") {
-            return EngineError::Unreachable {
-                what: "the Ark server",
-                reason: text,
-            };
-        }
+        // Includes an Ark server bark could not connect to (a 503, by its type).
         EngineError::classify(context)(e)
     }
 }

@@ -85,10 +85,22 @@ pub enum EngineError {
 }
 
 impl EngineError {
+    /// A bark failure with no more specific meaning: ours (500), unless it is the
+    /// store's or bark could not reach the Ark server. Any bark call may need the
+    /// server (deriving an address does until the server's keys are stored), so every
+    /// mapping of a bark error ends here and none can turn an absent server into a 500.
     fn internal(context: &'static str) -> impl FnOnce(anyhow::Error) -> EngineError {
-        move |source| match source.downcast::<StoreError>() {
-            Ok(store) => EngineError::Store(store),
-            Err(source) => EngineError::Internal { context, source },
+        move |source| {
+            if ark_server_unreachable(&source) {
+                return EngineError::Unreachable {
+                    what: "the Ark server",
+                    reason: format!("{context}: {source:#}"),
+                };
+            }
+            match source.downcast::<StoreError>() {
+                Ok(store) => EngineError::Store(store),
+                Err(source) => EngineError::Internal { context, source },
+            }
         }
     }
 
@@ -124,6 +136,25 @@ impl EngineError {
             EngineError::internal(context)(source)
         }
     }
+}
+
+/// Whether bark failed because the Ark server cannot be used: bark could not connect
+/// to it (`ConnectError`, under bark's "You should be connected to Ark server"
+/// context; every variant means the wallet has no working server connection: refused,
+/// a failed handshake, a mismatched version or network), or a call on an established
+/// connection found it gone. Read by type: bark's context text is not an interface.
+fn ark_server_unreachable(error: &anyhow::Error) -> bool {
+    error.chain().any(|cause| {
+        cause
+            .downcast_ref::<server_rpc::client::ConnectError>()
+            .is_some()
+            || cause.downcast_ref::<tonic::Status>().is_some_and(|status| {
+                matches!(
+                    status.code(),
+                    tonic::Code::Unavailable | tonic::Code::DeadlineExceeded
+                )
+            })
+    })
 }
 
 /// Where a new wallet's bark configuration comes from.
