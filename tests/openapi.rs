@@ -236,3 +236,56 @@ fn every_fund_moving_operation_documents_the_idempotency_key() {
         assert!(op["responses"]["409"].is_object(), "{path} documents 409");
     }
 }
+
+#[test]
+fn every_operation_documents_what_the_layers_before_its_handler_answer() {
+    use berth::api::routes::Access;
+    let ours: Value = serde_json::from_str(&generated()).expect("JSON");
+    let table = berth::api::route_table();
+    let mut behind_token = 0;
+    for route in table.iter() {
+        let op = &ours["paths"][&route.path][route.method.as_str().to_lowercase()];
+        assert!(
+            op.is_object(),
+            "{} {} is documented",
+            route.method,
+            route.path
+        );
+        let documents = |status: &str| op["responses"][status].is_object();
+        if let Access::Scoped { moves_funds, .. } = route.access {
+            behind_token += 1;
+            for status in ["401", "403", "429"] {
+                assert!(
+                    documents(status),
+                    "{} {} documents the bearer check's {status}",
+                    route.method,
+                    route.path
+                );
+            }
+            if moves_funds {
+                for status in ["400", "409", "422"] {
+                    assert!(
+                        documents(status),
+                        "{} {} documents the idempotency layer's {status}",
+                        route.method,
+                        route.path
+                    );
+                }
+            }
+        }
+        if op["requestBody"].is_object() {
+            assert!(
+                documents("413"),
+                "{} {} documents 413",
+                route.method,
+                route.path
+            );
+        }
+    }
+    // `/metrics` is behind the token too, outside `/api/`.
+    assert!(ours["paths"]["/metrics"]["get"]["responses"]["403"].is_object());
+    assert!(
+        behind_token > 70,
+        "{behind_token} operations behind the token"
+    );
+}

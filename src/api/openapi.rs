@@ -57,8 +57,68 @@ pub struct ApiDoc;
 /// What is added once every route is in the document (a modifier on `ApiDoc` itself
 /// would run before the routes are merged in, and see no operations).
 pub fn finish(openapi: &mut utoipa::openapi::OpenApi, table: &crate::api::routes::RouteTable) {
-    BearerAuth.modify(openapi);
+    BearerAuth(table).modify(openapi);
     IdempotencyKeys(table).modify(openapi);
+    BodyLimit.modify(openapi);
+}
+
+/// The documented operation of a route in the table, if there is one.
+fn operation_mut<'a>(
+    openapi: &'a mut utoipa::openapi::OpenApi,
+    route: &crate::api::routes::Route,
+) -> Option<&'a mut utoipa::openapi::path::Operation> {
+    use axum::http::Method;
+    let item = openapi.paths.paths.get_mut(&route.path)?;
+    let op = match route.method {
+        Method::GET => &mut item.get,
+        Method::POST => &mut item.post,
+        Method::PUT => &mut item.put,
+        Method::DELETE => &mut item.delete,
+        Method::PATCH => &mut item.patch,
+        _ => return None,
+    };
+    op.as_mut()
+}
+
+/// Every operation of the document.
+fn operations_mut(
+    openapi: &mut utoipa::openapi::OpenApi,
+) -> impl Iterator<Item = &mut utoipa::openapi::path::Operation> {
+    openapi.paths.paths.values_mut().flat_map(|item| {
+        [
+            &mut item.get,
+            &mut item.post,
+            &mut item.put,
+            &mut item.delete,
+            &mut item.patch,
+        ]
+        .into_iter()
+        .flatten()
+    })
+}
+
+/// Document `status` on `op`: a response of its own saying `alone`, or `joined`
+/// added to the description the handler already gives that status.
+fn add_or_join(op: &mut utoipa::openapi::path::Operation, status: &str, alone: &str, joined: &str) {
+    match op.responses.responses.get_mut(status) {
+        Some(RefOr::T(response)) => {
+            response.description = format!("{}, or {joined}", response.description);
+        }
+        // A shared response (none is declared for these statuses) is left as it is.
+        Some(RefOr::Ref(_)) => {}
+        None => {
+            op.responses
+                .responses
+                .insert(status.into(), RefOr::T(error_response(alone)));
+        }
+    }
+}
+
+/// A reference to a response declared under `components/responses`.
+fn response_ref(name: &str) -> RefOr<utoipa::openapi::Response> {
+    RefOr::Ref(utoipa::openapi::Ref::new(format!(
+        "#/components/responses/{name}"
+    )))
 }
 
 /// A documented error answer: `ErrorResponse` as JSON.
@@ -76,13 +136,15 @@ fn error_response(description: &str) -> utoipa::openapi::Response {
         .build()
 }
 
-/// Declares the bearer scheme and adds the 401, 403 and 429 every protected operation
-/// can answer (and the 401 of the ticket- and code-authenticated ones), so handlers do
-/// not each repeat them.
-struct BearerAuth;
+/// Declares the bearer scheme and adds the 401, 403 and 429 that the bearer check
+/// answers to every operation behind it (`Access::Scoped` in the route table, `/metrics`
+/// included), so handlers do not each repeat them. Public operations (`security(())`)
+/// check a credential of their own, or none, and document their own answers.
+struct BearerAuth<'a>(&'a crate::api::routes::RouteTable);
 
-impl Modify for BearerAuth {
+impl Modify for BearerAuth<'_> {
     fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use crate::api::routes::Access;
         openapi
             .components
             .get_or_insert_with(Default::default)
@@ -122,40 +184,42 @@ impl Modify for BearerAuth {
                 .responses
                 .insert(name.to_string(), RefOr::T(error_response(description)));
         }
-        let reference = |name: &str| {
-            RefOr::Ref(utoipa::openapi::Ref::new(format!(
-                "#/components/responses/{name}"
-            )))
-        };
-        for (path, item) in openapi.paths.paths.iter_mut() {
-            if !path.starts_with("/api/") {
+        for route in self.0.iter() {
+            if route.access == Access::Public {
                 continue;
             }
-            for op in [
-                &mut item.get,
-                &mut item.post,
-                &mut item.put,
-                &mut item.delete,
-                &mut item.patch,
-            ]
-            .into_iter()
-            .flatten()
-            {
-                // Operations with their own credential (`security(())`) document their
-                // own 401 and have no scope.
-                let public = op.security.as_ref().is_some_and(|s| {
-                    s.iter()
-                        .all(|r| r == &utoipa::openapi::security::SecurityRequirement::default())
-                });
-                for (status, name, _) in shared {
-                    if public && status != "401" {
-                        continue;
-                    }
-                    op.responses
-                        .responses
-                        .entry(status.to_string())
-                        .or_insert_with(|| reference(name));
-                }
+            let Some(op) = operation_mut(openapi, route) else {
+                continue;
+            };
+            for (status, name, _) in shared {
+                op.responses
+                    .responses
+                    .entry(status.to_string())
+                    .or_insert_with(|| response_ref(name));
+            }
+        }
+    }
+}
+
+/// Adds the 413 of the body size limit (`api::limits`, `[server] max_body_kib`) to
+/// every operation that takes a body.
+struct BodyLimit;
+
+impl Modify for BodyLimit {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.responses.insert(
+            "PayloadTooLarge".into(),
+            RefOr::T(error_response(
+                "The request body is larger than the limit (`[server] max_body_kib`)",
+            )),
+        );
+        for op in operations_mut(openapi) {
+            if op.request_body.is_some() {
+                op.responses
+                    .responses
+                    .entry("413".into())
+                    .or_insert_with(|| response_ref("PayloadTooLarge"));
             }
         }
     }
@@ -183,31 +247,32 @@ impl Modify for IdempotencyKeys<'_> {
             ))
             .build();
         for route in self.0.fund_moving() {
-            let Some(op) = openapi
-                .paths
-                .paths
-                .get_mut(&route.path)
-                .and_then(|item| item.post.as_mut())
-            else {
+            let Some(op) = operation_mut(openapi, route) else {
                 continue;
             };
             op.parameters
                 .get_or_insert_with(Vec::new)
                 .push(parameter.clone());
-            op.responses.responses.insert(
-                "409".into(),
-                RefOr::T(error_response(
+            // What the idempotency layer answers before (or instead of) the handler.
+            for (status, alone, joined) in [
+                (
+                    "400",
+                    "A malformed Idempotency-Key",
+                    "a malformed Idempotency-Key",
+                ),
+                (
+                    "409",
                     "A request with this Idempotency-Key is still running, or was cut short by a restart",
-                )),
-            );
-            op.responses
-                .responses
-                .entry("422".into())
-                .or_insert_with(|| {
-                    RefOr::T(error_response(
-                        "This Idempotency-Key was used for a different request",
-                    ))
-                });
+                    "a request with this Idempotency-Key is still running or was cut short by a restart",
+                ),
+                (
+                    "422",
+                    "This Idempotency-Key was used for a different request",
+                    "this Idempotency-Key was used for a different request",
+                ),
+            ] {
+                add_or_join(op, status, alone, joined);
+            }
         }
     }
 }
