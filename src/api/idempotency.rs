@@ -115,7 +115,7 @@ pub async fn layer(
     };
     let (parts, body) = request.into_parts();
     let Ok(bytes) = axum::body::to_bytes(body, MAX_REQUEST).await else {
-        return ApiError::BadRequest("the request body is too large".into()).into_response();
+        return ApiError::PayloadTooLarge.into_response();
     };
     let key_hash = key_hash(&owner, &key);
     let request_hash = request_hash(parts.method.as_str(), parts.uri.path(), &bytes);

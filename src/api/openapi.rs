@@ -60,6 +60,7 @@ pub fn finish(openapi: &mut utoipa::openapi::OpenApi, table: &crate::api::routes
     BearerAuth(table).modify(openapi);
     IdempotencyKeys(table).modify(openapi);
     BodyLimit.modify(openapi);
+    HostCheck.modify(openapi);
 }
 
 /// The documented operation of a route in the table, if there is one.
@@ -221,6 +222,29 @@ impl Modify for BodyLimit {
                     .entry("413".into())
                     .or_insert_with(|| response_ref("PayloadTooLarge"));
             }
+        }
+    }
+}
+
+/// Adds the 421 of the `Host` check (`api::host`), the outermost layer, to every
+/// operation.
+struct HostCheck;
+
+impl Modify for HostCheck {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.responses.insert(
+            "MisdirectedRequest".into(),
+            RefOr::T(error_response(
+                "`Host` names something other than this machine (its names and addresses, or \
+                 `[server] allowed_hosts`)",
+            )),
+        );
+        for op in operations_mut(openapi) {
+            op.responses
+                .responses
+                .entry("421".into())
+                .or_insert_with(|| response_ref("MisdirectedRequest"));
         }
     }
 }

@@ -212,28 +212,7 @@ pub async fn serve(
     drain.wait().await;
 }
 
-/// Serve `app` on a Unix socket (the local control socket) until `shutdown`
-/// resolves. Only local users with access to the socket file reach it, so a small
-/// connection cap is plenty.
-pub async fn serve_unix(
-    listener: tokio::net::UnixListener,
-    app: Router,
-    shutdown: impl Future<Output = ()>,
-) {
-    let limits = ServerLimits {
-        max_connections: 16,
-        ..ServerLimits::default()
-    };
-    let accept = || listener.accept();
-    let drain = accept_loop(accept, limits, shutdown, move |stream, _peer, closing| {
-        serve_connection(stream, false, None, app.clone(), limits, closing)
-    })
-    .await;
-    drop(listener);
-    drain.wait().await;
-}
-
-/// The accept loop under both listeners: take a connection slot, accept, hand the
+/// The accept loop: take a connection slot, accept, hand the
 /// connection to `handle` on a task of its own holding the slot. When `shutdown`
 /// resolves, stop accepting and tell every connection to close after its current
 /// request; the returned future waits for them, up to the drain timeout.
