@@ -113,16 +113,25 @@ pub struct PairingTarget {
 }
 
 impl PairingTarget {
-    /// The address to put in the URI: the bound one, or else the first LAN IPv4
-    /// address (phones reach IPv4 more reliably), any LAN address, or loopback.
+    /// The address to put in the URI: the bound one, or else a LAN address, private
+    /// ones first (the local CA may only name private, loopback and link-local
+    /// addresses, so only those are on the leaf; `docs/lan.md`), IPv4 before IPv6
+    /// (phones reach IPv4 more reliably); loopback when there is none.
     fn address(&self, lan_ips: &[IpAddr]) -> SocketAddr {
         let ip = self.bind.ip();
         if !ip.is_unspecified() {
             return self.bind;
         }
+        let private = |ip: &&IpAddr| match ip {
+            IpAddr::V4(v4) => v4.is_private() || v4.is_link_local(),
+            IpAddr::V6(v6) => v6.is_unique_local() || v6.is_unicast_link_local(),
+        };
         let chosen = lan_ips
             .iter()
+            .filter(private)
             .find(|ip| ip.is_ipv4())
+            .or_else(|| lan_ips.iter().find(private))
+            .or_else(|| lan_ips.iter().find(|ip| ip.is_ipv4()))
             .or_else(|| lan_ips.first())
             .copied()
             .unwrap_or(IpAddr::V4(std::net::Ipv4Addr::LOCALHOST));
@@ -265,5 +274,28 @@ mod tests {
         );
         let uri = target("0.0.0.0:3000", None).uri(&[], "C", 1);
         assert!(uri.contains("a=127.0.0.1:3000"), "{uri}");
+    }
+
+    #[test]
+    fn a_private_address_the_leaf_carries_is_offered_before_a_public_one() {
+        let ips = |list: &[&str]| -> Vec<IpAddr> {
+            list.iter().map(|ip| ip.parse().expect("ip")).collect()
+        };
+        let offered = |lan: &[&str]| target("0.0.0.0:3000", None).address(&ips(lan)).ip();
+        // lan_ips() sorts; a public IPv4 sorts before 192.168.x.
+        assert_eq!(
+            offered(&["81.2.69.160", "192.168.1.40", "2001:db8::1"]),
+            "192.168.1.40".parse::<IpAddr>().expect("ip")
+        );
+        assert_eq!(
+            offered(&["81.2.69.160", "fd00::5"]),
+            "fd00::5".parse::<IpAddr>().expect("ip"),
+            "a private IPv6 before a public IPv4"
+        );
+        assert_eq!(
+            offered(&["2001:db8::1", "81.2.69.160"]),
+            "81.2.69.160".parse::<IpAddr>().expect("ip"),
+            "without a private one, IPv4 first"
+        );
     }
 }
