@@ -39,6 +39,8 @@ pub enum DataDirError {
     Fs(#[from] FsError),
     #[error("{0} does not hold a valid auth token")]
     BadToken(PathBuf),
+    #[error("cannot make an auth token: the operating system gave no random bytes")]
+    NoRandomness,
 }
 
 /// Where everything lives in a datadir: the one place that names its files.
@@ -198,7 +200,7 @@ impl Layout {
                 Ok(AuthToken(token.to_string()))
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                let token = AuthToken::random();
+                let token = AuthToken::random()?;
                 fsutil::write_secret_file(&path, token.expose().as_bytes())?;
                 Ok(token)
             }
@@ -210,7 +212,7 @@ impl Layout {
     pub fn refresh_token(&self, secret: Option<[u8; 32]>) -> Result<AuthToken, DataDirError> {
         let token = match secret {
             Some(secret) => AuthToken::from_secret(&secret),
-            None => AuthToken::random(),
+            None => AuthToken::random()?,
         };
         fsutil::write_secret_file(&self.auth_token(), token.expose().as_bytes())?;
         Ok(token)
@@ -219,7 +221,8 @@ impl Layout {
 
 /// The API bearer token: base64url (no padding) of a version byte `0x00` followed by a
 /// 32-byte secret — barkd's format, so a barkd datadir's token keeps working.
-#[derive(Clone, PartialEq, Eq)]
+// No `PartialEq`: a bearer token is compared only in constant time (`access::authenticate`).
+#[derive(Clone)]
 pub struct AuthToken(String);
 
 impl AuthToken {
@@ -229,10 +232,12 @@ impl AuthToken {
         AuthToken(URL_SAFE_NO_PAD.encode(raw))
     }
 
-    pub fn random() -> Self {
+    /// A new token from the operating system's random source; an error, not a panic,
+    /// where it has none (a board that cannot seed its RNG is told, not crashed).
+    pub fn random() -> Result<Self, DataDirError> {
         let mut secret = [0u8; 32];
-        getrandom::fill(&mut secret).expect("the OS random source is available");
-        Self::from_secret(&secret)
+        getrandom::fill(&mut secret).map_err(|_| DataDirError::NoRandomness)?;
+        Ok(Self::from_secret(&secret))
     }
 
     /// The token as clients send it.

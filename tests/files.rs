@@ -46,7 +46,7 @@ fn loose_datadir() -> (tempfile::TempDir, PathBuf) {
     let (tmp, datadir) = new_datadir();
     std::fs::create_dir(&datadir).expect("mkdir");
     set_mode(&datadir, 0o755);
-    let token = berth::datadir::AuthToken::random();
+    let token = berth::datadir::AuthToken::random().expect("random bytes");
     for (name, contents) in [
         ("auth_token", token.expose()),
         ("debug.log", "a line an older berthd logged\n"),
