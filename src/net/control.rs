@@ -14,12 +14,10 @@
 use std::future::Future;
 use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt};
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
 use hyper_util::rt::TokioIo;
-use tokio::io::AsyncWriteExt as _;
 
 /// Connections served at once: a person running `berthd pair` needs one.
 const MAX_CONNECTIONS: usize = 16;
@@ -106,70 +104,19 @@ pub async fn serve(
         drain_timeout: DRAIN_TIMEOUT,
         ..crate::net::listener::ServerLimits::default()
     };
-    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
-    let (closing, closing_rx) = tokio::sync::watch::channel(false);
-    let mut connections = tokio::task::JoinSet::new();
-    let mut shutdown = std::pin::pin!(shutdown);
-    loop {
-        let slot = tokio::select! {
-            slot = Arc::clone(&slots).acquire_owned() => match slot {
-                Ok(slot) => slot,
-                Err(_) => break,
-            },
-            _ = &mut shutdown => break,
-        };
-        let accepted = tokio::select! {
-            accepted = listener.accept() => accepted,
-            _ = &mut shutdown => break,
-        };
-        let mut stream = match accepted {
-            Ok((stream, _)) => stream,
-            Err(e) => {
-                // Out of file descriptors and the like: pause instead of spinning.
-                tracing::warn!(error = %e, "cannot accept a control connection");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
-            }
-        };
-        let peer = stream.peer_cred();
-        match peer {
-            Ok(peer) if may_connect(peer.uid(), own_uid) => {
-                let (app, closing) = (app.clone(), closing_rx.clone());
-                connections.spawn(async move {
-                    crate::net::listener::serve_connection(
-                        stream, false, None, app, limits, closing,
-                    )
-                    .await;
-                    drop(slot);
-                });
-            }
-            Ok(peer) => {
-                tracing::warn!(peer_uid = peer.uid(), peer_pid = ?peer.pid(),
-                    "refused a control socket connection from another user");
-                connections.spawn(async move {
-                    let answer = tokio::time::timeout(Duration::from_secs(1), async {
-                        let _ = stream.write_all(&refusal(own_uid)).await;
-                        let _ = stream.shutdown().await;
-                    });
-                    let _ = answer.await;
-                    drop(slot);
-                });
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot tell who connected to the control socket; refused");
-            }
+    let admit = move |stream: &tokio::net::UnixStream| match stream.peer_cred() {
+        Ok(peer) if may_connect(peer.uid(), own_uid) => Ok(()),
+        Ok(peer) => {
+            tracing::warn!(peer_uid = peer.uid(), peer_pid = ?peer.pid(),
+                "refused a control socket connection from another user");
+            Err(refusal(own_uid))
         }
-        // Reap finished connections so the set does not grow.
-        while connections.try_join_next().is_some() {}
-    }
-    drop(listener);
-    closing.send_replace(true);
-    let drained = tokio::time::timeout(DRAIN_TIMEOUT, async {
-        while connections.join_next().await.is_some() {}
-    });
-    if drained.await.is_err() {
-        connections.abort_all();
-    }
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot tell who connected to the control socket; refused");
+            Err(Vec::new())
+        }
+    };
+    crate::net::listener::serve_unix(listener, app, limits, shutdown, admit).await;
 }
 
 /// POST `body` (JSON) to `path` of the running daemon's control socket, `socket`: the

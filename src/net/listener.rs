@@ -212,7 +212,45 @@ pub async fn serve(
     drain.wait().await;
 }
 
-/// The accept loop: take a connection slot, accept, hand the
+/// Serve `app` on a Unix socket (the local control socket) until `shutdown` resolves.
+/// `admit` looks at each connection before anything of it is read (the control socket
+/// checks its peer's credentials): `Err(answer)` writes `answer` and closes it unserved.
+pub async fn serve_unix(
+    listener: tokio::net::UnixListener,
+    app: Router,
+    limits: ServerLimits,
+    shutdown: impl Future<Output = ()>,
+    admit: impl Fn(&tokio::net::UnixStream) -> Result<(), Vec<u8>>,
+) {
+    let accept = || listener.accept();
+    let drain = accept_loop(
+        accept,
+        limits,
+        shutdown,
+        move |mut stream, _peer, closing| {
+            let verdict = admit(&stream);
+            let app = app.clone();
+            async move {
+                match verdict {
+                    Ok(()) => serve_connection(stream, false, None, app, limits, closing).await,
+                    Err(answer) => {
+                        use tokio::io::AsyncWriteExt as _;
+                        let _ = tokio::time::timeout(Duration::from_secs(1), async {
+                            let _ = stream.write_all(&answer).await;
+                            let _ = stream.shutdown().await;
+                        })
+                        .await;
+                    }
+                }
+            }
+        },
+    )
+    .await;
+    drop(listener);
+    drain.wait().await;
+}
+
+/// The accept loop under both listeners: take a connection slot, accept, hand the
 /// connection to `handle` on a task of its own holding the slot. When `shutdown`
 /// resolves, stop accepting and tell every connection to close after its current
 /// request; the returned future waits for them, up to the drain timeout.
