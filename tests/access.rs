@@ -172,18 +172,29 @@ fn open_sse(port: u16, auth: &str) -> BufReader<TcpStream> {
 
 /// Whether the stream ends within `limit` (keep-alive comments do not count).
 fn ends_within(reader: &mut BufReader<TcpStream>, limit: Duration) -> bool {
-    let started = Instant::now();
+    let deadline = Instant::now() + limit;
     let mut buf = [0u8; 256];
-    while started.elapsed() < limit {
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return false;
+        }
+        // Each read waits at most until the deadline, not the connection's timeout.
+        reader
+            .get_ref()
+            .set_read_timeout(Some(left))
+            .expect("timeout");
         match reader.read(&mut buf) {
             Ok(0) => return true,
             Ok(_) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
             Err(_) => return true,
         }
     }
-    false
 }
 
 #[test]
