@@ -14,8 +14,11 @@ use std::time::{Duration, Instant};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_berthd");
 
+/// A port no socket holds on any address: asked of the wildcard address, because a
+/// daemon bound to 0.0.0.0 collides with a port used on any address (the tests' own
+/// clients from 127.0.0.2 hold ephemeral ports that 127.0.0.1 alone would not show).
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
+    std::net::TcpListener::bind("0.0.0.0:0")
         .expect("bind")
         .local_addr()
         .expect("addr")
