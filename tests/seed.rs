@@ -166,7 +166,18 @@ fn a_passphrase_from_the_environment_seals_the_seed_and_unlocks_it_after_restart
 
 #[test]
 fn a_systemd_credential_seals_the_seed_and_is_needed_to_start() {
-    let (tmp, datadir) = datadir_with_berth_toml("[seed]\nsources = [\"credential\"]\n");
+    // The appliance's settings (board/common's 40-appliance.toml), on a box whose
+    // secure element is configured but not fitted: the credential alone seals.
+    let (tmp, datadir) = datadir_with_berth_toml(
+        "[seed]\nsources = [\"credential\"]\noptional_sources = [\"secure-element\"]\n\
+         secure_element_slot = 9\ni2c_bus = \"/dev/berth-test-no-such-i2c\"\n",
+    );
+    let before = berthd_with_env(&datadir, &["seed", "status"], &[]);
+    let shown = String::from_utf8_lossy(&before.stdout);
+    assert!(
+        shown.contains("a new seed: sealed with credential (+ secure-element if it answers then)"),
+        "{shown}"
+    );
     let credentials = tmp.path().join("credentials");
     std::fs::create_dir_all(&credentials).expect("dir");
     let mut secret = [0u8; 32];
@@ -185,6 +196,13 @@ fn a_systemd_credential_seals_the_seed_and_is_needed_to_start() {
         Daemon::try_start_with_env(&datadir, &["--expose-mnemonic"], &env).expect("restarts");
     assert_unlocks(&daemon, &datadir);
     assert_eq!(daemon.terminate().0.code(), Some(0));
+
+    let status = berthd_with_env(&datadir, &["seed", "status"], &[]);
+    let shown = String::from_utf8_lossy(&status.stdout);
+    assert!(
+        shown.lines().any(|l| l == "key sources: credential") && !shown.contains("bound to"),
+        "{shown}"
+    );
 
     // Without the credential (another machine, a copied card): a clear refusal.
     let missing = start_fails(&datadir, &[]);

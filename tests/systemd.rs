@@ -321,5 +321,66 @@ fn board_overlays_hold_valid_configuration() {
         if board.starts_with("rpi") {
             assert_eq!(settings.seed.i2c_bus, Path::new("/dev/i2c-1"), "{board}");
         }
+        // A wallet made on the box is sealed with the machine's credential, and with
+        // the secure element where one answers: never the plaintext file.
+        use berth::config::SeedSource;
+        assert_eq!(settings.seed.sources, [SeedSource::Credential], "{board}");
+        assert_eq!(
+            settings.seed.optional_sources,
+            [SeedSource::SecureElement],
+            "{board}"
+        );
     }
+}
+
+/// The first-boot unit that makes the seed's credential verifies, runs before berthd
+/// and never replaces a credential (or makes one while a sealed seed waits for the old).
+#[test]
+fn the_seed_credential_unit_verifies_and_never_replaces_a_key() {
+    let Some(analyze) = tool(
+        "the_seed_credential_unit_verifies_and_never_replaces_a_key",
+        "systemd-analyze",
+    ) else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let name = "berth-seed-credential.service";
+    let unit =
+        std::fs::read_to_string(repo(&format!("board/common/usr/lib/systemd/system/{name}")))
+            .expect("unit");
+    for condition in [
+        "ConditionPathExists=!/etc/credstore.encrypted/berth-seed",
+        "ConditionPathExists=!/var/lib/berth/seed.sealed",
+        "Before=berthd.service",
+        "WantedBy=berthd.service",
+    ] {
+        assert!(unit.lines().any(|l| l == condition), "{name}: {condition}");
+    }
+    let script = repo("board/common/usr/lib/berth/make-seed-credential");
+    std::fs::write(
+        dir.path().join(name),
+        unit.replace(
+            "/usr/lib/berth/make-seed-credential",
+            &script.to_string_lossy(),
+        ),
+    )
+    .expect("write");
+    let verify = Command::new(&analyze)
+        .arg("verify")
+        .arg(dir.path().join(name))
+        .output()
+        .expect("systemd-analyze verify");
+    let stderr = String::from_utf8_lossy(&verify.stderr);
+    // berthd.service itself is not installed on this machine: only that may be said.
+    let complaints: Vec<&str> = stderr
+        .lines()
+        .filter(|l| !l.contains("berthd.service"))
+        .collect();
+    assert!(verify.status.success() && complaints.is_empty(), "{stderr}");
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&script)
+        .expect("script")
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o111, 0o111, "the script is executable");
 }

@@ -14,10 +14,26 @@ pub fn run(layout: &Layout, command: &crate::cli::SeedCommand) -> anyhow::Result
     );
     match command {
         crate::cli::SeedCommand::Status => match seeds.status()? {
-            SeedStatus::None => println!(
-                "seed: none (no wallet has been created in {})",
-                layout.root().display()
-            ),
+            SeedStatus::None => {
+                println!(
+                    "seed: none (no wallet has been created in {})",
+                    layout.root().display()
+                );
+                // What create will do, so an owner can check before the phrase exists.
+                match (seeds.seals_with(), seeds.seals_when_present()) {
+                    (None, None) => println!(
+                        "a new seed: plaintext mnemonic file (no key source is configured)"
+                    ),
+                    (with, optional) => println!(
+                        "a new seed: sealed with {}{}",
+                        with.map_or("nothing else".into(), |s| s.names().join(" + ")),
+                        optional.map_or(String::new(), |s| format!(
+                            " (+ {} if it answers then)",
+                            s.names().join(" + ")
+                        ))
+                    ),
+                }
+            }
             SeedStatus::Plaintext => println!(
                 "seed: plaintext mnemonic file (barkd's format; `berthd seed seal` seals it)"
             ),

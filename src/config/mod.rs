@@ -47,6 +47,9 @@ pub enum SeedSource {
 pub struct SeedSection {
     /// The key sources that seal a new seed, combined when several.
     pub sources: Vec<SeedSource>,
+    /// Sources added to `sources` when a new seed is sealed, if they answer then (the
+    /// appliance: the secure element, where one is provisioned and fitted).
+    pub optional_sources: Vec<SeedSource>,
     /// A file holding the passphrase (instead of `BERTH_SEED_PASSPHRASE`).
     pub passphrase_file: Option<std::path::PathBuf>,
     /// The credential: a name under `$CREDENTIALS_DIRECTORY`, or an absolute path.
@@ -63,6 +66,7 @@ impl Default for SeedSection {
     fn default() -> Self {
         SeedSection {
             sources: Vec::new(),
+            optional_sources: Vec::new(),
             passphrase_file: None,
             credential: "berth-seed".into(),
             i2c_bus: "/dev/i2c-1".into(),
@@ -85,15 +89,19 @@ impl SeedSection {
         credentials_directory: Option<std::path::PathBuf>,
     ) -> crate::keys::SeedSettings {
         use crate::keys::Sources;
-        let listed = self.sources.iter().fold(None, |all: Option<Sources>, s| {
-            let kind = match s {
-                SeedSource::Passphrase => Sources::PASSPHRASE,
-                SeedSource::Credential => Sources::CREDENTIAL,
-                SeedSource::SecureElement => Sources::SECURE_ELEMENT,
-            };
-            Some(all.map_or(kind, |all| all.union(kind)))
-        });
-        let seal_with = listed.or(env_passphrase.as_ref().map(|_| Sources::PASSPHRASE));
+        let union = |listed: &[SeedSource]| {
+            listed.iter().fold(None, |all: Option<Sources>, s| {
+                let kind = match s {
+                    SeedSource::Passphrase => Sources::PASSPHRASE,
+                    SeedSource::Credential => Sources::CREDENTIAL,
+                    SeedSource::SecureElement => Sources::SECURE_ELEMENT,
+                };
+                Some(all.map_or(kind, |all| all.union(kind)))
+            })
+        };
+        let seal_with =
+            union(&self.sources).or(env_passphrase.as_ref().map(|_| Sources::PASSPHRASE));
+        let seal_when_present = union(&self.optional_sources);
         let credential = std::path::Path::new(&self.credential);
         let credential = if credential.is_absolute() {
             Some(credential.to_path_buf())
@@ -102,6 +110,7 @@ impl SeedSection {
         };
         crate::keys::SeedSettings {
             seal_with,
+            seal_when_present,
             passphrase: env_passphrase,
             passphrase_file: self.passphrase_file.clone(),
             credential,

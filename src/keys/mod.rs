@@ -92,6 +92,9 @@ pub struct SecureElementSettings {
 pub struct SeedSettings {
     /// The sources that seal a new seed; empty: barkd's plaintext file.
     pub seal_with: Option<Sources>,
+    /// Sources added to `seal_with` for a new seed if they answer at that moment (on
+    /// the appliance, the secure element: fitted on some boxes, not on others).
+    pub seal_when_present: Option<Sources>,
     pub passphrase: Option<Zeroizing<String>>,
     pub passphrase_file: Option<PathBuf>,
     /// The credential's file: `$CREDENTIALS_DIRECTORY/<name>` or a path.
@@ -104,6 +107,10 @@ impl std::fmt::Debug for SeedSettings {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SeedSettings")
             .field("seal_with", &self.seal_with.map(Sources::names))
+            .field(
+                "seal_when_present",
+                &self.seal_when_present.map(Sources::names),
+            )
             .field(
                 "passphrase",
                 &self.passphrase.as_ref().map(|_| "<redacted>"),
@@ -147,18 +154,44 @@ pub struct SeedFiles {
     pub plaintext: PathBuf,
 }
 
+/// Opens the secure element named by the settings: the real I²C bus, or (tests) a fake
+/// chip behind the same driver.
+pub type SecureElementOpener = std::sync::Arc<
+    dyn Fn(&SecureElementSettings) -> Result<Box<dyn KeySource>, KeyError> + Send + Sync,
+>;
+
 /// The datadir's seed: sealed when key sources are configured, else barkd's plaintext
 /// `mnemonic` file. All calls block (file I/O, Argon2id, I²C): run them on a blocking
 /// thread.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Seeds {
     files: SeedFiles,
     settings: SeedSettings,
+    open_secure_element: SecureElementOpener,
+}
+
+impl std::fmt::Debug for Seeds {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Seeds")
+            .field("files", &self.files)
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Seeds {
     pub fn new(files: SeedFiles, settings: SeedSettings) -> Seeds {
-        Seeds { files, settings }
+        Seeds {
+            files,
+            settings,
+            open_secure_element: std::sync::Arc::new(open_i2c_secure_element),
+        }
+    }
+
+    /// The same seeds, with the secure element opened by `open` (tests: a fake chip).
+    pub fn with_secure_element(mut self, open: SecureElementOpener) -> Seeds {
+        self.open_secure_element = open;
+        self
     }
 
     pub fn vault(&self) -> SeedVault {
@@ -189,9 +222,60 @@ impl Seeds {
         }
     }
 
-    /// The sources a new seed is sealed with, if any.
+    /// The sources a new seed is sealed with, if any, not counting the optional ones.
     pub fn seals_with(&self) -> Option<Sources> {
         self.settings.seal_with
+    }
+
+    /// The sources added to those for a new seed if they answer when it is sealed.
+    pub fn seals_when_present(&self) -> Option<Sources> {
+        self.settings.seal_when_present
+    }
+
+    /// The sources a seed sealed now gets: the configured ones, plus each optional one
+    /// that answers (logged either way, so the owner can see why a chip was left out).
+    fn sources_for_new_seed(&self) -> Option<Sources> {
+        let mut sources = self.settings.seal_with;
+        let Some(optional) = self.settings.seal_when_present else {
+            return sources;
+        };
+        for kind in [
+            Sources::PASSPHRASE,
+            Sources::CREDENTIAL,
+            Sources::SECURE_ELEMENT,
+        ] {
+            if !optional.contains(kind) || sources.is_some_and(|s| s.contains(kind)) {
+                continue;
+            }
+            match self.probe(kind) {
+                Ok(()) => {
+                    tracing::info!(target: "berth::keys", source = %kind.names().join("+"),
+                        "an optional seed key source answers: the new seed is sealed with it too");
+                    sources = Some(sources.map_or(kind, |s| s.union(kind)));
+                }
+                Err(e) => {
+                    tracing::info!(target: "berth::keys", source = %kind.names().join("+"),
+                        reason = %e, "an optional seed key source does not answer: not used");
+                }
+            }
+        }
+        sources
+    }
+
+    /// Whether `kind` can give a key now, without using it (a secure element's key
+    /// may have a limited number of uses): a passphrase is configured, the credential
+    /// file is there, the chip answers with its serial number.
+    fn probe(&self, kind: Sources) -> Result<(), KeyError> {
+        if kind == Sources::PASSPHRASE {
+            self.passphrase().map(drop)
+        } else if kind == Sources::CREDENTIAL {
+            let path = self.credential_path()?;
+            std::fs::metadata(&path)
+                .map(drop)
+                .map_err(|e| KeyError::Source(format!("{}: {e}", path.display())))
+        } else {
+            self.secure_element()?.binding().map(drop)
+        }
     }
 
     /// The phrase, unsealed (or read from the plaintext file).
@@ -221,7 +305,7 @@ impl Seeds {
         if self.location().is_some() {
             return Err(KeyError::Source("the datadir already holds a seed".into()));
         }
-        match self.settings.seal_with {
+        match self.sources_for_new_seed() {
             Some(sources) => {
                 let mut source = self.source(sources)?;
                 self.vault()
@@ -243,7 +327,7 @@ impl Seeds {
     /// `berthd seed seal`: seal barkd's plaintext file with the configured sources and
     /// remove the plaintext only once the envelope has read back.
     pub fn seal_plaintext(&self) -> Result<Sources, KeyError> {
-        let Some(sources) = self.settings.seal_with else {
+        let Some(sources) = self.sources_for_new_seed() else {
             return Err(KeyError::Source(format!(
                 "no key source is configured: set {PASSPHRASE_ENV}, or berth.toml [seed] sources"
             )));
@@ -331,14 +415,9 @@ impl Seeds {
             parts.push(Box::new(sources::Passphrase::new(self.passphrase()?)?));
         }
         if sources.contains(Sources::CREDENTIAL) {
-            let path = self.settings.credential.clone().ok_or_else(|| {
-                KeyError::Source(
-                    "the seed needs its credential, but $CREDENTIALS_DIRECTORY is not set and \
-                     berth.toml [seed] credential is not a path"
-                        .into(),
-                )
-            })?;
-            parts.push(Box::new(sources::CredentialFile::new(path)));
+            parts.push(Box::new(sources::CredentialFile::new(
+                self.credential_path()?,
+            )));
         }
         if sources.contains(Sources::SECURE_ELEMENT) {
             parts.push(self.secure_element()?);
@@ -347,6 +426,17 @@ impl Seeds {
             1 => Ok(parts.remove(0)),
             _ => Ok(Box::new(sources::Combined::new(parts)?)),
         }
+    }
+
+    fn credential_path(&self) -> Result<PathBuf, KeyError> {
+        self.settings.credential.clone().ok_or_else(|| {
+            KeyError::Source(
+                "the seed needs its credential, but $CREDENTIALS_DIRECTORY is not set and \
+                 berth.toml [seed] credential is not a path (on the appliance, systemd \
+                 decrypts /etc/credstore.encrypted/berth-seed for berthd.service)"
+                    .into(),
+            )
+        })
     }
 
     fn passphrase(&self) -> Result<Zeroizing<String>, KeyError> {
@@ -371,22 +461,29 @@ impl Seeds {
         let Some(settings) = &self.settings.secure_element else {
             return Err(KeyError::Source("no secure element is configured".into()));
         };
-        let slot = settings.slot.ok_or_else(|| {
-            KeyError::Source(
-                "set berth.toml [seed] secure_element_slot to the slot provisioned with the \
-                 seed key"
-                    .into(),
-            )
-        })?;
-        let bus = linux_embedded_hal::I2cdev::new(&settings.bus).map_err(|e| {
-            KeyError::Source(format!(
-                "cannot open the secure element's bus {}: {e}",
-                settings.bus.display()
-            ))
-        })?;
-        let chip = atecc608::Atecc608::new(bus, linux_embedded_hal::Delay, settings.address);
-        Ok(Box::new(sources::SecureElement::new(chip, slot)))
+        (self.open_secure_element)(settings)
     }
+}
+
+/// The secure element on its I²C bus (`/dev/i2c-N`).
+fn open_i2c_secure_element(
+    settings: &SecureElementSettings,
+) -> Result<Box<dyn KeySource>, KeyError> {
+    let slot = settings.slot.ok_or_else(|| {
+        KeyError::Source(
+            "set berth.toml [seed] secure_element_slot to the slot provisioned with the \
+             seed key"
+                .into(),
+        )
+    })?;
+    let bus = linux_embedded_hal::I2cdev::new(&settings.bus).map_err(|e| {
+        KeyError::Source(format!(
+            "cannot open the secure element's bus {}: {e}",
+            settings.bus.display()
+        ))
+    })?;
+    let chip = atecc608::Atecc608::new(bus, linux_embedded_hal::Delay, settings.address);
+    Ok(Box::new(sources::SecureElement::new(chip, slot)))
 }
 
 #[cfg(test)]

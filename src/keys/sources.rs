@@ -99,7 +99,10 @@ impl KeySource for CredentialFile {
     fn key(&mut self, salt: &[u8; SALT_LEN], _kdf: &Kdf) -> Result<Key, KeyError> {
         let secret = Zeroizing::new(std::fs::read(&self.path).map_err(|e| {
             KeyError::Source(format!(
-                "cannot read the seed credential {}: {e}",
+                "cannot read the seed credential {}: {e} (on the appliance systemd decrypts \
+                 it from /etc/credstore.encrypted/berth-seed with the machine's key; if the \
+                 system partition was re-flashed both are gone: docs/seed.md, \"When the key \
+                 is gone\")",
                 self.path.display()
             ))
         })?);

@@ -344,6 +344,68 @@ fn seeds_seal_with_the_configured_sources_or_write_plaintext_with_none() {
     assert_eq!(sealed.location(), None);
 }
 
+/// The appliance's settings: the credential always, the secure element where one is
+/// fitted and answers. Without a chip the seed is sealed with the credential alone
+/// (and opens without one); with one, it is bound to it too.
+#[test]
+fn an_optional_secure_element_joins_the_seal_only_when_it_answers() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let credential = dir.path().join("berth-seed");
+    std::fs::write(&credential, [7u8; 32]).expect("credential");
+    let settings = SeedSettings {
+        seal_with: Some(Sources::CREDENTIAL),
+        seal_when_present: Some(Sources::SECURE_ELEMENT),
+        credential: Some(credential),
+        secure_element: Some(SecureElementSettings {
+            bus: dir.path().join("no-such-i2c-bus"),
+            address: atecc608::DEFAULT_ADDRESS,
+            slot: Some(SLOT),
+        }),
+        ..SeedSettings::default()
+    };
+
+    // No chip: the real I²C opener finds no bus.
+    let absent = dir.path().join("absent");
+    std::fs::create_dir(&absent).expect("dir");
+    let seeds = Seeds::new(files(&absent), settings.clone());
+    assert_eq!(seeds.create(PHRASE).expect("create"), SeedLocation::Sealed);
+    match seeds.status().expect("status") {
+        SeedStatus::Sealed {
+            sources, binding, ..
+        } => {
+            assert_eq!(sources, vec!["credential"]);
+            assert!(binding.is_empty());
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(seeds.read().expect("read").as_str(), PHRASE);
+    assert!(!absent.join("mnemonic").exists());
+
+    // A chip that answers (the fake behind the same driver): bound to it as well, and
+    // the credential alone no longer opens the seed.
+    let present = dir.path().join("present");
+    std::fs::create_dir(&present).expect("dir");
+    let with_chip = |seeds: Seeds| {
+        seeds.with_secure_element(std::sync::Arc::new(|_: &SecureElementSettings| {
+            Ok(secure_element(chip(SERIAL, slot_key())))
+        }))
+    };
+    let seeds = with_chip(Seeds::new(files(&present), settings.clone()));
+    seeds.create(PHRASE).expect("create");
+    match seeds.status().expect("status") {
+        SeedStatus::Sealed {
+            sources, binding, ..
+        } => {
+            assert_eq!(sources, vec!["credential", "secure-element"]);
+            assert_eq!(binding, vault::hex(&SERIAL));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(seeds.read().expect("read").as_str(), PHRASE);
+    let chip_gone = Seeds::new(files(&present), settings);
+    assert!(chip_gone.read().is_err(), "the chip is needed now");
+}
+
 #[test]
 fn secret_holding_types_do_not_print_their_secrets() {
     let shown = format!(
