@@ -11,63 +11,12 @@
 //! server is a dead port, which none of these endpoints needs), and `OHA` (or `oha` on
 //! the PATH). Run: `scripts/bench-api`.
 
+#[path = "../tests/common/big_wallet.rs"]
+mod big_wallet;
 #[path = "../tests/harness/mod.rs"]
 mod harness;
 #[path = "../tests/common/vtxos.rs"]
 mod vtxos;
-
-use std::time::Instant;
-
-use bark::movement::{
-    Movement, MovementDestination, MovementStatus, MovementSubsystem, PaymentMethod,
-};
-use bark::persist::BarkPersister;
-use bark::vtxo::VtxoState;
-use berth::store::Store;
-use bitcoin::Amount;
-
-const MOVEMENTS: usize = 10_000;
-const VTXOS: usize = 2_000;
-
-async fn fill(store: &Store) {
-    let subsystem = MovementSubsystem {
-        name: "bark.arkoor".into(),
-        kind: "receive".into(),
-    };
-    let started = Instant::now();
-    for i in 0..MOVEMENTS {
-        let created = chrono::Local::now();
-        let id = store
-            .create_new_movement(MovementStatus::Pending, &subsystem, created, None)
-            .await
-            .expect("movement");
-        let mut movement = Movement::new(id, MovementStatus::Successful, &subsystem, created);
-        movement.time.updated_at = created;
-        movement.time.completed_at = Some(created);
-        movement.received_on.push(MovementDestination::new(
-            PaymentMethod::Custom(format!("bench-{i}")),
-            Amount::from_sat(21_000 + i as u64),
-        ));
-        movement.effective_balance = bitcoin::SignedAmount::from_sat(21_000 + i as i64);
-        movement.intended_balance = movement.effective_balance;
-        store.update_movement(&movement).await.expect("update");
-    }
-    println!(
-        "stored {MOVEMENTS} movements in {:.1} s",
-        started.elapsed().as_secs_f64()
-    );
-    let started = Instant::now();
-    let pool = vtxos::vtxo_pool(VTXOS);
-    let spendable = VtxoState::Spendable;
-    for chunk in pool.chunks(100) {
-        let batch: Vec<_> = chunk.iter().map(|v| (v, &spendable)).collect();
-        store.store_vtxos(&batch).await.expect("vtxos");
-    }
-    println!(
-        "built and stored {VTXOS} VTXOs in {:.1} s",
-        started.elapsed().as_secs_f64()
-    );
-}
 
 fn main() {
     if !std::env::args().any(|a| a == "--bench") {
@@ -80,7 +29,7 @@ fn main() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(100_000);
     let (_tmp, datadir) = harness::datadir_with_wallet(&bitcoind);
-    harness::with_store(&datadir, async |store| fill(store).await);
+    harness::with_store(&datadir, async |store| big_wallet::fill(store).await);
     let daemon = harness::Daemon::start(&datadir, &["-q"]);
     harness::wait_loaded(&daemon, &datadir);
     let pid = daemon.child.id();

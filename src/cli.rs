@@ -98,6 +98,21 @@ pub enum Command {
         #[command(subcommand)]
         command: SeedCommand,
     },
+    /// Encrypted backups of the whole wallet state (`docs/operations.md`, "Back up").
+    Backup {
+        #[command(subcommand)]
+        command: BackupCommand,
+    },
+    /// Restore a backup into a datadir without a wallet database, and store the seed
+    /// with the configured key sources. berthd then starts where the backup left off.
+    Restore {
+        /// The backup file.
+        file: PathBuf,
+        /// A file holding the wallet's recovery phrase (`-`: standard input). Needed
+        /// unless the datadir already holds the wallet's seed.
+        #[arg(long)]
+        mnemonic_file: Option<PathBuf>,
+    },
     /// Pair a phone: open a pairing window on the running daemon (through its local
     /// control socket) and show the QR code to scan.
     Pair {
@@ -119,6 +134,26 @@ pub enum SeedCommand {
     /// (`BERTH_SEED_PASSPHRASE`, berth.toml [seed]); the plaintext is removed only once
     /// the envelope has been read back.
     Seal,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum BackupCommand {
+    /// Back up the datadir's wallet (berthd must not be running on it): written beside
+    /// FILE, read back and verified, then renamed to FILE.
+    Create {
+        /// Where to write the backup.
+        file: PathBuf,
+    },
+    /// Decrypt a backup, restore it into a scratch database and check it: integrity,
+    /// invariants, counts, the wallet's fingerprint. Changes nothing.
+    Verify {
+        /// The backup file.
+        file: PathBuf,
+        /// A file holding the wallet's recovery phrase (`-`: standard input); by
+        /// default the datadir's seed, opened with the configured key sources.
+        #[arg(long)]
+        mnemonic_file: Option<PathBuf>,
+    },
 }
 
 #[derive(Debug, Subcommand)]

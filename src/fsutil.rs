@@ -156,6 +156,13 @@ pub fn write_atomically(path: &Path, contents: &[u8], mode: u32) -> Result<(), F
         .map_err(io("cannot sync directory", dir))
 }
 
+/// fsync a directory, so a rename or a new file in it survives a power cut.
+pub fn sync_dir(dir: &Path) -> Result<(), FsError> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(io("cannot sync directory", dir))
+}
+
 /// The temporary [`write_atomically`] uses for `path`: the name with `.tmp` appended
 /// (not replacing an extension: `ca.pem` and `ca.key` must not share one).
 pub fn temporary_of(path: &Path) -> PathBuf {

@@ -26,6 +26,7 @@
 pub mod access;
 pub mod api;
 pub mod app;
+pub mod backup;
 pub mod cli;
 pub mod commands;
 pub mod config;

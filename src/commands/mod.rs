@@ -1,8 +1,9 @@
 //! `berthd`'s subcommands, one file each: `secret` (the bearer token), `store check`,
-//! `tls show`, `seed status | seal`, and `pair` (through the running daemon's control
+//! `tls show`, `seed status | seal`, `backup create | verify` and `restore`, and `pair` (through the running daemon's control
 //! socket). Each works on the datadir `datadir::Layout` names; the daemon itself is
 //! `app`.
 
+mod backup;
 mod pair;
 mod secret;
 mod seed;
@@ -26,6 +27,11 @@ pub fn run(command: &Command, layout: &Layout) -> anyhow::Result<()> {
             command: TlsCommand::Show,
         } => tls::show(layout),
         Command::Seed { command } => seed::run(layout, command),
+        Command::Backup { command } => backup::run(layout, command),
+        Command::Restore {
+            file,
+            mnemonic_file,
+        } => backup::restore(layout, file, mnemonic_file.as_deref()),
         Command::Pair { scopes, name } => {
             crate::runtime::build()?.block_on(pair::run(layout, scopes, name.as_deref()))
         }

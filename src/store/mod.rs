@@ -28,6 +28,7 @@ pub mod migrations;
 pub mod records;
 pub mod schema;
 pub mod setup;
+pub mod snapshot;
 pub mod tokens;
 
 use std::path::{Path, PathBuf};
@@ -250,6 +251,19 @@ impl Store {
             context,
             tokio::task::spawn_blocking(move || inner.read_blocking(context, f)).await,
         )
+    }
+
+    /// Copy every table in one read transaction, one entry at a time, to `sink` (a
+    /// backup's payload: `crate::backup`). Blocks: run it on a blocking thread.
+    pub fn snapshot_blocking(
+        &self,
+        sink: &mut dyn FnMut(snapshot::SnapshotItem<'_>) -> std::io::Result<()>,
+    ) -> Result<snapshot::SnapshotSummary, snapshot::SnapshotError> {
+        self.inner.check_alive()?;
+        snapshot::copy_all(&self.inner.db, sink).map_err(|e| match e {
+            snapshot::SnapshotError::Store(e) => self.inner.note(e).into(),
+            other => other,
+        })
     }
 
     /// Check that the tables agree with each other (the promises of `docs/reliability.md`):

@@ -1,6 +1,7 @@
 //! Fixtures shared by the store tests. Each test file uses a subset.
 #![allow(dead_code)]
 
+pub mod big_wallet;
 pub mod ops;
 pub mod vtxos;
 

@@ -1,0 +1,566 @@
+//! Encrypted, verified backups of the whole wallet state, and restoring from them.
+//!
+//! A backup is every table of `berth.redb`, copied in one read transaction (so one
+//! committed state, even while the wallet writes: `store::snapshot`), plus bark's
+//! `config.toml` (the Ark server and chain source the wallet reopens with), encrypted
+//! under a key derived from the wallet's seed ([`BackupKey`]). The phrase plus any
+//! backup file restores everything; a backup file alone reveals nothing; the seed is
+//! never in it. The file format is [`format`]; `docs/storage.md` ("Backups") documents
+//! it for other readers.
+//!
+//! A backup counts only once it has been read back, decrypted, restored into a
+//! scratch database and checked ([`verify`]): integrity, the store's invariants, the
+//! entry counts and the wallet's fingerprint.
+
+pub mod format;
+
+use std::io::{BufReader, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+
+use hkdf::Hkdf;
+use sha2::Sha256;
+use zeroize::Zeroizing;
+
+use crate::store::snapshot::{Restorer, SnapshotError, SnapshotItem, SnapshotSummary};
+use crate::store::{Store, StoreConfig};
+use format::{Header, KEY_CHECK_LEN, SALT_LEN};
+
+/// Why a backup could not be made, read or restored. Messages name the problem, never
+/// the contents.
+#[derive(Debug, thiserror::Error)]
+pub enum BackupError {
+    #[error("not a Berth backup file")]
+    NotABackup,
+    #[error("backup format version {0} is unknown to this berthd (it reads 1 to {v}): upgrade berthd", v = format::FORMAT_VERSION)]
+    UnknownFormat(u8),
+    #[error(
+        "this backup was not made with this wallet's seed (another wallet's backup, or a \
+         modified header)"
+    )]
+    WrongWallet,
+    #[error("the backup file ends early: it is truncated")]
+    Truncated,
+    #[error("the backup is damaged or was modified: {0}")]
+    Damaged(String),
+    #[error("the backup's contents are invalid: {0}")]
+    Invalid(String),
+    #[error("the restored copy fails its checks: {0}")]
+    Check(String),
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+    #[error(transparent)]
+    File(#[from] crate::fsutil::FsError),
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl BackupError {
+    /// A read error, unwrapping the backup errors the decrypting reader carries.
+    fn from_io(error: std::io::Error) -> BackupError {
+        if error.get_ref().is_some_and(|e| e.is::<BackupError>()) {
+            return *error
+                .into_inner()
+                .expect("checked")
+                .downcast::<BackupError>()
+                .expect("checked");
+        }
+        if error.kind() == std::io::ErrorKind::UnexpectedEof {
+            return BackupError::Invalid("the payload ends inside a record".into());
+        }
+        BackupError::Io {
+            context: "reading the backup".into(),
+            source: error,
+        }
+    }
+
+    fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> BackupError {
+        let context = context.into();
+        move |source| BackupError::Io { context, source }
+    }
+}
+
+impl From<SnapshotError> for BackupError {
+    fn from(error: SnapshotError) -> Self {
+        match error {
+            SnapshotError::Store(e) => BackupError::Store(e),
+            SnapshotError::Io(e) => BackupError::from_io(e),
+            SnapshotError::Invalid(reason) => BackupError::Invalid(reason),
+        }
+    }
+}
+
+/// The wallet's backup key: HKDF-SHA256 over the BIP-39 seed, domain-separated from
+/// every other use of it. Each file gets its own key from this and its salt.
+pub struct BackupKey {
+    prk: Zeroizing<[u8; 32]>,
+    /// The seed's BIP-32 fingerprint: a restored wallet must carry the same.
+    fingerprint: String,
+}
+
+impl std::fmt::Debug for BackupKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BackupKey")
+            .field("fingerprint", &self.fingerprint)
+            .finish_non_exhaustive()
+    }
+}
+
+const KDF_SALT: &[u8] = b"berth backup v1";
+
+impl BackupKey {
+    pub fn from_mnemonic(mnemonic: &bip39::Mnemonic) -> BackupKey {
+        let seed = Zeroizing::new(mnemonic.to_seed(""));
+        let (prk, _) = Hkdf::<Sha256>::extract(Some(KDF_SALT), seed.as_ref());
+        let mut bytes = Zeroizing::new([0u8; 32]);
+        bytes.copy_from_slice(&prk);
+        // The fingerprint of the BIP-32 master key does not depend on the network.
+        let fingerprint = bark::WalletSeed::new_from_mnemonic(bitcoin::Network::Bitcoin, mnemonic)
+            .fingerprint()
+            .to_string();
+        BackupKey {
+            prk: bytes,
+            fingerprint,
+        }
+    }
+
+    pub fn from_phrase(phrase: &str) -> Result<BackupKey, BackupError> {
+        let mnemonic = bip39::Mnemonic::parse(phrase.trim()).map_err(|_| {
+            BackupError::Invalid("the recovery phrase is not a valid BIP-39 mnemonic".into())
+        })?;
+        Ok(BackupKey::from_mnemonic(&mnemonic))
+    }
+
+    pub fn fingerprint(&self) -> &str {
+        &self.fingerprint
+    }
+
+    fn expand<const N: usize>(&self, label: &[u8], salt: &[u8; SALT_LEN]) -> Zeroizing<[u8; N]> {
+        let hkdf = Hkdf::<Sha256>::from_prk(self.prk.as_ref()).expect("32-byte PRK");
+        let mut out = Zeroizing::new([0u8; N]);
+        hkdf.expand_multi_info(&[label, salt], out.as_mut())
+            .expect("N is at most 255 * 32");
+        out
+    }
+
+    fn file_key(&self, salt: &[u8; SALT_LEN]) -> Zeroizing<[u8; 32]> {
+        self.expand(b"berth backup v1: file key", salt)
+    }
+
+    fn key_check(&self, salt: &[u8; SALT_LEN]) -> [u8; KEY_CHECK_LEN] {
+        *self.expand::<KEY_CHECK_LEN>(b"berth backup v1: key check", salt)
+    }
+}
+
+/// The closing record of a backup: what was copied and when.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Manifest {
+    /// Microseconds since the epoch.
+    pub created_at_us: u64,
+    pub berthd_version: String,
+    pub snapshot: SnapshotSummary,
+    /// Files copied beside the tables (by name in the datadir).
+    pub files: Vec<String>,
+}
+
+/// What a written or verified backup holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BackupReport {
+    pub manifest: Manifest,
+    /// Bytes of the backup file.
+    pub size: u64,
+}
+
+/// The datadir files a backup carries: bark's wallet configuration.
+const FILES: &[&str] = &["config.toml"];
+
+/// Write a backup of `store` (and the `FILES` found in `datadir`) to `out`, encrypted
+/// under `key`. Streams: memory stays bounded whatever the wallet's size. Blocks.
+pub fn write(
+    store: &Store,
+    datadir: &Path,
+    key: &BackupKey,
+    out: impl Write,
+) -> Result<BackupReport, BackupError> {
+    let mut salt = [0u8; SALT_LEN];
+    let mut nonce_prefix = [0u8; format::NONCE_PREFIX_LEN];
+    getrandom::fill(&mut salt)
+        .and_then(|()| getrandom::fill(&mut nonce_prefix))
+        .map_err(|e| BackupError::Invalid(format!("no randomness for the backup: {e}")))?;
+    let header = Header {
+        version: format::FORMAT_VERSION,
+        chunk_size: format::CHUNK_SIZE,
+        salt,
+        nonce_prefix,
+        key_check: key.key_check(&salt),
+    };
+    let mut writer = format::EncryptingWriter::new(out, &header, &key.file_key(&salt))
+        .map_err(BackupError::io("writing the backup"))?;
+
+    let mut files = Vec::new();
+    for name in FILES {
+        let path = datadir.join(name);
+        match std::fs::read(&path) {
+            Ok(bytes) if bytes.len() <= format::MAX_FILE => {
+                format::write_name(&mut writer, format::TAG_FILE, name)
+                    .and_then(|()| format::write_blob(&mut writer, &bytes))
+                    .map_err(BackupError::io("writing the backup"))?;
+                files.push((*name).to_owned());
+            }
+            Ok(_) => {
+                return Err(BackupError::Invalid(format!(
+                    "{} is larger than {} bytes",
+                    path.display(),
+                    format::MAX_FILE
+                )));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(BackupError::io(format!("reading {}", path.display()))(e)),
+        }
+    }
+
+    let snapshot = store.snapshot_blocking(&mut |item| match item {
+        SnapshotItem::Table(name) => format::write_name(&mut writer, format::TAG_TABLE, name),
+        SnapshotItem::Entry { key, value } => {
+            writer.write_all(&[format::TAG_ENTRY])?;
+            format::write_blob(&mut writer, key)?;
+            format::write_blob(&mut writer, value)
+        }
+        SnapshotItem::EndTable { entries } => {
+            writer.write_all(&[format::TAG_TABLE_END])?;
+            writer.write_all(&entries.to_be_bytes())
+        }
+    })?;
+    let manifest = Manifest {
+        created_at_us: now_us(),
+        berthd_version: env!("CARGO_PKG_VERSION").to_owned(),
+        snapshot,
+        files,
+    };
+    let summary = serde_json::to_vec(&manifest)
+        .map_err(|e| BackupError::Invalid(format!("encoding the manifest: {e}")))?;
+    writer
+        .write_all(&[format::TAG_SUMMARY])
+        .and_then(|()| format::write_blob(&mut writer, &summary))
+        .map_err(BackupError::io("writing the backup"))?;
+    let (_, written) = writer
+        .finish()
+        .map_err(BackupError::io("writing the backup"))?;
+    Ok(BackupReport {
+        manifest,
+        size: (format::HEADER_LEN as u64) + written,
+    })
+}
+
+/// Write a backup to `path` atomically: a temporary file beside it, synced, verified
+/// (restored into a scratch database under `scratch_dir` and checked), then renamed
+/// into place and the directory synced. Nothing is left under `path` unless all of
+/// that succeeded. Blocks.
+pub fn write_file(
+    store: &Store,
+    datadir: &Path,
+    key: &BackupKey,
+    path: &Path,
+    scratch_dir: &Path,
+) -> Result<BackupReport, BackupError> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+    let partial = dir.join(format!(".{}.partial", name.unwrap_or_default()));
+    let result = (|| {
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&partial)
+            .map_err(BackupError::io(format!("creating {}", partial.display())))?;
+        let mut out = BufWriter::new(file);
+        let report = write(store, datadir, key, &mut out)?;
+        let file = out
+            .into_inner()
+            .map_err(|e| BackupError::io("writing the backup")(e.into_error()))?;
+        file.sync_all()
+            .map_err(BackupError::io(format!("syncing {}", partial.display())))?;
+        drop(file);
+        let verified = verify_file(&partial, key, scratch_dir)?;
+        if verified.manifest != report.manifest {
+            return Err(BackupError::Check(
+                "the file read back differs from what was written".into(),
+            ));
+        }
+        std::fs::rename(&partial, path)
+            .map_err(BackupError::io(format!("renaming to {}", path.display())))?;
+        crate::fsutil::sync_dir(dir)?;
+        Ok(report)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&partial);
+    }
+    result
+}
+
+/// Read and authenticate a backup's header against `key`.
+fn open_reader(
+    file: &Path,
+    key: &BackupKey,
+) -> Result<format::DecryptingReader<BufReader<std::fs::File>>, BackupError> {
+    let mut input = BufReader::new(
+        std::fs::File::open(file)
+            .map_err(BackupError::io(format!("opening {}", file.display())))?,
+    );
+    let mut bytes = Vec::with_capacity(format::HEADER_LEN);
+    (&mut input)
+        .take(format::HEADER_LEN as u64)
+        .read_to_end(&mut bytes)
+        .map_err(BackupError::io(format!("reading {}", file.display())))?;
+    if bytes.len() < format::HEADER_LEN {
+        return Err(if bytes.len() >= 8 && &bytes[..8] == format::MAGIC {
+            BackupError::Truncated
+        } else {
+            BackupError::NotABackup
+        });
+    }
+    let header = Header::parse(&bytes)?;
+    if key.key_check(&header.salt) != header.key_check {
+        return Err(BackupError::WrongWallet);
+    }
+    format::DecryptingReader::new(input, &header, &key.file_key(&header.salt))
+        .map_err(BackupError::from_io)
+}
+
+/// Where a restore puts what it reads.
+struct Target<'a> {
+    restorer: Restorer,
+    /// Files carried in the backup, to write into the datadir (or `None`: ignore).
+    files: Option<&'a Path>,
+    written_files: Vec<PathBuf>,
+}
+
+/// Decrypt `file` and rebuild its database at `db_path` (which must not exist). Every
+/// chunk is authenticated before its contents are used; on any error the partial
+/// database is removed. Returns the manifest.
+fn restore_into(
+    file: &Path,
+    key: &BackupKey,
+    db_path: &Path,
+    files_dir: Option<&Path>,
+) -> Result<(Manifest, Vec<PathBuf>), BackupError> {
+    let mut input = open_reader(file, key)?;
+    let mut target = Target {
+        restorer: Restorer::create(db_path)?,
+        files: files_dir,
+        written_files: Vec::new(),
+    };
+    let result = read_records(&mut input, &mut target);
+    let result = result.and_then(|manifest| {
+        let tables = target.restorer.finish()?;
+        // Every table restored is listed with the same count, and every table listed
+        // with entries was restored.
+        for (name, entries) in &manifest.snapshot.tables {
+            let restored = tables.iter().find(|(t, _)| t == name).map(|(_, n)| *n);
+            if restored.unwrap_or(0) != *entries {
+                return Err(BackupError::Check(format!(
+                    "table {name}: {} entries restored, the manifest lists {entries}",
+                    restored.unwrap_or(0)
+                )));
+            }
+        }
+        if let Some((name, _)) = tables
+            .iter()
+            .find(|(t, _)| !manifest.snapshot.tables.iter().any(|(l, _)| l == t))
+        {
+            return Err(BackupError::Check(format!(
+                "table {name} was restored but is not in the manifest"
+            )));
+        }
+        Ok((manifest, std::mem::take(&mut target.written_files)))
+    });
+    if result.is_err() {
+        let _ = std::fs::remove_file(db_path);
+        for path in &target.written_files {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+    result
+}
+
+fn read_records(
+    input: &mut format::DecryptingReader<BufReader<std::fs::File>>,
+    target: &mut Target<'_>,
+) -> Result<Manifest, BackupError> {
+    loop {
+        let tag = format::read_u8(input).map_err(BackupError::from_io)?;
+        match tag {
+            format::TAG_FILE => {
+                let name = format::read_name(input)?;
+                let bytes = format::read_blob(input, format::MAX_FILE, "file")?;
+                if !FILES.contains(&name.as_str()) {
+                    return Err(BackupError::Invalid(format!("an unknown file {name:?}")));
+                }
+                if let Some(dir) = target.files {
+                    let path = dir.join(&name);
+                    // The datadir's own copy (a configured box) wins over the backup's.
+                    if !path.exists() {
+                        crate::fsutil::write_atomically(&path, &bytes, 0o600)?;
+                        target.written_files.push(path);
+                    }
+                }
+            }
+            format::TAG_TABLE => target.restorer.begin_table(&format::read_name(input)?)?,
+            format::TAG_ENTRY => {
+                let key = format::read_blob(input, format::MAX_KEY, "key")?;
+                let value = format::read_blob(input, format::MAX_VALUE, "value")?;
+                target.restorer.entry(&key, &value)?;
+            }
+            format::TAG_TABLE_END => {
+                let entries = format::read_u64(input).map_err(BackupError::from_io)?;
+                target.restorer.end_table(entries)?;
+            }
+            format::TAG_SUMMARY => {
+                let bytes = format::read_blob(input, format::MAX_SUMMARY, "summary")?;
+                let manifest: Manifest = serde_json::from_slice(&bytes)
+                    .map_err(|e| BackupError::Invalid(format!("the manifest: {e}")))?;
+                // The summary is the last record, and the last chunk must end here.
+                let mut rest = [0u8; 1];
+                let more = input.read(&mut rest).map_err(BackupError::from_io)?;
+                if more != 0 || !input.is_done() {
+                    return Err(BackupError::Invalid("data after the summary".into()));
+                }
+                return Ok(manifest);
+            }
+            other => {
+                return Err(BackupError::Invalid(format!(
+                    "an unknown record {other:#04x}"
+                )));
+            }
+        }
+    }
+}
+
+/// Check a backup file as a restore would use it: decrypt it with `key`, rebuild its
+/// database in `scratch_dir`, open that (integrity check, migrations to this version),
+/// check the store's invariants, the entry counts and that the wallet is `key`'s. The
+/// scratch database is removed afterwards. Blocks.
+pub fn verify_file(
+    file: &Path,
+    key: &BackupKey,
+    scratch_dir: &Path,
+) -> Result<BackupReport, BackupError> {
+    let mut suffix = [0u8; 8];
+    getrandom::fill(&mut suffix)
+        .map_err(|e| BackupError::Invalid(format!("no randomness for a scratch name: {e}")))?;
+    let scratch = scratch_dir.join(format!(".backup-verify-{}", hex(&suffix)));
+    std::fs::create_dir(&scratch)
+        .map_err(BackupError::io(format!("creating {}", scratch.display())))?;
+    let db_path = scratch.join("berth.redb");
+    let checked = restore_into(file, key, &db_path, None).and_then(|(manifest, _)| {
+        check_restored(&db_path, &manifest, key)?;
+        Ok(manifest)
+    });
+    let _ = std::fs::remove_dir_all(&scratch);
+    let manifest = checked?;
+    let size = std::fs::metadata(file)
+        .map_err(BackupError::io(format!("reading {}", file.display())))?
+        .len();
+    Ok(BackupReport { manifest, size })
+}
+
+/// Open a restored database as berthd would (integrity, migrations), then check it.
+fn check_restored(db_path: &Path, manifest: &Manifest, key: &BackupKey) -> Result<(), BackupError> {
+    let config = StoreConfig {
+        cache_size: 1 << 20,
+    };
+    let (store, _) = Store::open(db_path, &config)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .map_err(BackupError::io("starting a runtime for the checks"))?;
+    let report = runtime
+        .block_on(store.verify_invariants())
+        .map_err(|e| BackupError::Check(e.to_string()))?;
+    let listed = |name: &str| {
+        manifest
+            .snapshot
+            .tables
+            .iter()
+            .find(|(t, _)| t == name)
+            .map_or(0, |(_, n)| *n)
+    };
+    for (name, seen) in [
+        ("vtxos", report.vtxos),
+        ("movements", report.movements),
+        ("round_states", report.round_states),
+        ("events", report.events),
+        ("devices", report.devices),
+    ] {
+        if listed(name) != seen {
+            return Err(BackupError::Check(format!(
+                "{name}: {seen} in the restored database, {} in the manifest",
+                listed(name)
+            )));
+        }
+    }
+    match &manifest.snapshot.wallet {
+        Some(wallet) if wallet.fingerprint != key.fingerprint() => {
+            Err(BackupError::Check(format!(
+                "the backup's wallet has fingerprint {}, the seed's is {}",
+                wallet.fingerprint,
+                key.fingerprint()
+            )))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// What [`restore`] did.
+#[derive(Debug)]
+pub struct RestoreReport {
+    pub manifest: Manifest,
+    /// Files written beside the database (bark's config).
+    pub files: Vec<PathBuf>,
+}
+
+/// Restore `file` into `datadir`'s wallet database, which must not exist: rebuild it
+/// under a temporary name, check it as [`verify_file`] does, then rename it into place.
+/// The seed is the caller's business (it is not in the backup). Blocks.
+pub fn restore(
+    file: &Path,
+    key: &BackupKey,
+    db_path: &Path,
+    datadir: &Path,
+) -> Result<RestoreReport, BackupError> {
+    if db_path.exists() {
+        return Err(BackupError::Invalid(format!(
+            "{} exists: restore into a datadir without a wallet database",
+            db_path.display()
+        )));
+    }
+    let partial = db_path.with_extension("redb.restoring");
+    let _ = std::fs::remove_file(&partial);
+    let (manifest, files) = restore_into(file, key, &partial, Some(datadir))?;
+    let checked = check_restored(&partial, &manifest, key).and_then(|()| {
+        std::fs::rename(&partial, db_path).map_err(BackupError::io(format!(
+            "renaming to {}",
+            db_path.display()
+        )))
+    });
+    if let Err(e) = checked {
+        let _ = std::fs::remove_file(&partial);
+        for path in &files {
+            let _ = std::fs::remove_file(path);
+        }
+        return Err(e);
+    }
+    crate::fsutil::sync_dir(datadir)?;
+    Ok(RestoreReport { manifest, files })
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn now_us() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64)
+}
