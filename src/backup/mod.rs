@@ -185,6 +185,33 @@ pub fn write(
     key: &BackupKey,
     out: impl Write,
 ) -> Result<BackupReport, BackupError> {
+    write_from(|sink| store.snapshot_blocking(sink), datadir, key, out)
+}
+
+/// [`write`] from a database file opened directly, as it is (no migration): for tools
+/// that keep a backup of an older schema version (`tests/backup.rs`).
+pub fn write_db(
+    db: &redb::Database,
+    datadir: &Path,
+    key: &BackupKey,
+    out: impl Write,
+) -> Result<BackupReport, BackupError> {
+    write_from(
+        |sink| crate::store::snapshot::copy_all(db, sink),
+        datadir,
+        key,
+        out,
+    )
+}
+
+type Sink<'a> = dyn FnMut(SnapshotItem<'_>) -> std::io::Result<()> + 'a;
+
+fn write_from(
+    snapshot: impl FnOnce(&mut Sink<'_>) -> Result<SnapshotSummary, SnapshotError>,
+    datadir: &Path,
+    key: &BackupKey,
+    out: impl Write,
+) -> Result<BackupReport, BackupError> {
     let mut salt = [0u8; SALT_LEN];
     let mut nonce_prefix = [0u8; format::NONCE_PREFIX_LEN];
     getrandom::fill(&mut salt)
@@ -222,7 +249,7 @@ pub fn write(
         }
     }
 
-    let snapshot = store.snapshot_blocking(&mut |item| match item {
+    let snapshot = snapshot(&mut |item| match item {
         SnapshotItem::Table(name) => format::write_name(&mut writer, format::TAG_TABLE, name),
         SnapshotItem::Entry { key, value } => {
             writer.write_all(&[format::TAG_ENTRY])?;

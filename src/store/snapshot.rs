@@ -183,7 +183,8 @@ pub enum SnapshotError {
 }
 
 /// Copy every table of `db` in one read transaction, handing each step to `sink`.
-pub(crate) fn copy_all(
+/// (`Store::snapshot_blocking` is the way for an open store.)
+pub fn copy_all(
     db: &redb::Database,
     sink: &mut dyn FnMut(SnapshotItem<'_>) -> std::io::Result<()>,
 ) -> Result<SnapshotSummary, SnapshotError> {
