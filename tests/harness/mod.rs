@@ -98,6 +98,18 @@ impl Daemon {
         args: &[&str],
         env: &[(&str, &str)],
     ) -> Result<Daemon, String> {
+        // A free port can be taken between `free_port` and berthd's bind (the tests'
+        // own clients get ephemeral ports from the same range): then try another one.
+        for _ in 0..4 {
+            match Self::start_once(datadir, args, env) {
+                Err(out) if out.contains("Address already in use") => continue,
+                other => return other,
+            }
+        }
+        Self::start_once(datadir, args, env)
+    }
+
+    fn start_once(datadir: &Path, args: &[&str], env: &[(&str, &str)]) -> Result<Daemon, String> {
         let mut daemon = Self::spawn_with(datadir, args, Stdio::piped(), env);
         let stderr = drain(daemon.child.stderr.take().expect("stderr"));
         let deadline = Instant::now() + Duration::from_secs(20);
