@@ -2,7 +2,8 @@
 //! `berthd` as a user runs it: `berthd backup create` and `berthd backup verify`, each
 //! timed and its peak RSS read by GNU time. Prints both, the backup's size, and the
 //! peak RSS of the same commands on an empty wallet (the process's own floor), so the
-//! extra memory the backup costs shows. Run: `cargo bench --bench backup`.
+//! extra memory the backup costs shows. Run: `scripts/bench-backup` (it installs GNU
+//! time when missing).
 
 #[path = "../tests/common/big_wallet.rs"]
 mod big_wallet;
@@ -52,7 +53,7 @@ fn timed(datadir: &Path, args: &[&str]) -> (f64, u64, String) {
         .arg(datadir)
         .args(args)
         .output()
-        .expect("/usr/bin/time (Debian package time)");
+        .expect("/usr/bin/time: run scripts/bench-backup, which installs it");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "berthd {args:?}: {stderr}");
     let last = stderr.lines().last().unwrap_or_default();

@@ -285,19 +285,25 @@ pub const TAG_TABLE_END: u8 = b'N';
 pub const TAG_FILE: u8 = b'F';
 pub const TAG_SUMMARY: u8 = b'Z';
 /// Bounds on lengths a reader accepts, so a damaged length cannot ask for gigabytes.
-pub const MAX_NAME: usize = 255;
 pub const MAX_KEY: usize = 64 * 1024;
 pub const MAX_VALUE: usize = 64 * 1024 * 1024;
 pub const MAX_FILE: usize = 1024 * 1024;
 pub const MAX_SUMMARY: usize = 1024 * 1024;
 
+/// A name (a table's, a file's): its length in one byte, so at most 255 bytes.
 pub fn write_name(out: &mut impl Write, tag: u8, name: &str) -> io::Result<()> {
-    out.write_all(&[tag, name.len() as u8])?;
+    let len = u8::try_from(name.len())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a name over 255 bytes"))?;
+    out.write_all(&[tag, len])?;
     out.write_all(name.as_bytes())
 }
 
+/// Bytes with a u32 length. Larger than a reader accepts (`MAX_*`) is written anyway
+/// and refused by the verification that follows every write.
 pub fn write_blob(out: &mut impl Write, bytes: &[u8]) -> io::Result<()> {
-    out.write_all(&(bytes.len() as u32).to_be_bytes())?;
+    let len = u32::try_from(bytes.len())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a value over 4 GiB"))?;
+    out.write_all(&len.to_be_bytes())?;
     out.write_all(bytes)
 }
 

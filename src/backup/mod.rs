@@ -499,11 +499,8 @@ fn check_restored(db_path: &Path, manifest: &Manifest, key: &BackupKey) -> Resul
         cache_size: 1 << 20,
     };
     let (store, _) = Store::open(db_path, &config)?;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .map_err(BackupError::io("starting a runtime for the checks"))?;
-    let report = runtime
-        .block_on(store.verify_invariants())
+    let report = store
+        .verify_invariants_blocking()
         .map_err(|e| BackupError::Check(e.to_string()))?;
     let listed = |name: &str| {
         manifest
@@ -590,4 +587,94 @@ fn now_us() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_micros() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    //! Payloads no berthd writes, encrypted under the right key, so that only the
+    //! payload's own checks can refuse them: the bounds on lengths, unknown tables and
+    //! records, anything after the summary.
+
+    use super::*;
+
+    const PHRASE: &str =
+        "legal winner thank year wave sausage worth useful legal winner thank yellow";
+
+    /// `payload`, encrypted as a backup file under `key`, in `dir`.
+    fn craft(dir: &Path, key: &BackupKey, payload: &[u8]) -> PathBuf {
+        let salt = [7u8; SALT_LEN];
+        let header = Header {
+            version: format::FORMAT_VERSION,
+            chunk_size: format::CHUNK_SIZE,
+            salt,
+            nonce_prefix: [9u8; format::NONCE_PREFIX_LEN],
+            key_check: key.key_check(&salt),
+        };
+        let path = dir.join("crafted");
+        let file = std::fs::File::create(&path).expect("create");
+        let mut writer =
+            format::EncryptingWriter::new(file, &header, &key.file_key(&salt)).expect("header");
+        writer.write_all(payload).expect("payload");
+        writer.finish().expect("finish");
+        path
+    }
+
+    fn refusal(payload: &[u8]) -> String {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let key = BackupKey::from_phrase(PHRASE).expect("key");
+        let file = craft(dir.path(), &key, payload);
+        let error = verify_file(&file, &key, dir.path()).expect_err("refused");
+        assert!(
+            matches!(error, BackupError::Invalid(_)),
+            "{error}: the payload's checks, not the cipher, refuse it"
+        );
+        // Nothing is left of the scratch database.
+        assert_eq!(std::fs::read_dir(dir.path()).expect("list").count(), 1);
+        error.to_string()
+    }
+
+    fn table(name: &str) -> Vec<u8> {
+        let mut out = vec![format::TAG_TABLE, name.len() as u8];
+        out.extend_from_slice(name.as_bytes());
+        out
+    }
+
+    #[test]
+    fn a_length_over_its_bound_is_refused_before_it_is_read() {
+        let mut payload = table("meta");
+        payload.push(format::TAG_ENTRY);
+        payload.extend_from_slice(&(format::MAX_KEY as u32 + 1).to_be_bytes());
+        let said = refusal(&payload);
+        assert!(said.contains("a key of 65537 bytes"), "{said}");
+
+        let mut payload = vec![format::TAG_SUMMARY];
+        payload.extend_from_slice(&(format::MAX_SUMMARY as u32 + 1).to_be_bytes());
+        assert!(refusal(&payload).contains("summary"));
+    }
+
+    #[test]
+    fn unknown_tables_and_records_and_trailing_data_are_refused() {
+        let said = refusal(&table("webhooks"));
+        assert!(said.contains("made by a newer berthd"), "{said}");
+        let said = refusal(b"?");
+        assert!(said.contains("unknown record"), "{said}");
+        // A whole summary, then one byte more.
+        let manifest = Manifest {
+            created_at_us: 1,
+            berthd_version: "test".into(),
+            snapshot: SnapshotSummary {
+                schema_version: 4,
+                wallet: None,
+                tables: Vec::new(),
+            },
+            files: Vec::new(),
+        };
+        let json = serde_json::to_vec(&manifest).expect("json");
+        let mut payload = vec![format::TAG_SUMMARY];
+        payload.extend_from_slice(&(json.len() as u32).to_be_bytes());
+        payload.extend_from_slice(&json);
+        payload.push(0);
+        let said = refusal(&payload);
+        assert!(said.contains("after the summary"), "{said}");
+    }
 }

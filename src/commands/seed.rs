@@ -24,13 +24,18 @@ pub fn run(layout: &Layout, command: &crate::cli::SeedCommand) -> anyhow::Result
                     (None, None) => println!(
                         "a new seed: plaintext mnemonic file (no key source is configured)"
                     ),
-                    (with, optional) => println!(
+                    (Some(with), optional) => println!(
                         "a new seed: sealed with {}{}",
-                        with.map_or("nothing else".into(), |s| s.names().join(" + ")),
+                        with.names().join(" + "),
                         optional.map_or(String::new(), |s| format!(
                             " (+ {} if it answers then)",
                             s.names().join(" + ")
                         ))
+                    ),
+                    (None, Some(optional)) => println!(
+                        "a new seed: sealed with {} if it answers then, else the plaintext \
+                         mnemonic file",
+                        optional.names().join(" + ")
                     ),
                 }
             }

@@ -276,6 +276,13 @@ impl Store {
         self.read("verifying store invariants", invariants::verify)
             .await
     }
+
+    /// [`Store::verify_invariants`] on the calling thread (blocks), for callers that
+    /// are on a blocking thread already (a backup's check).
+    pub fn verify_invariants_blocking(&self) -> Result<InvariantReport, StoreError> {
+        self.inner
+            .read_blocking("verifying store invariants", invariants::verify)
+    }
 }
 
 /// Unwrap a blocking transaction task. A panic inside a transaction closure leaves
