@@ -2,9 +2,9 @@
 //! `commands`) out. The only place that names concrete types and wires them together.
 //!
 //! [`Daemon::start`] starts the daemon's parts in order: the instance lock, logging, the
-//! wallet database, the event log, the engine and its autopilot, the TLS identity, the
-//! API, the listening socket, the DNS-SD announcement, the control socket, and the
-//! watches on a storage failure and for systemd's watchdog. [`Daemon::run`] tells
+//! wallet database, the event log, the engine and its autopilot, the backup schedule,
+//! the TLS identity, the API, the listening socket, the DNS-SD announcement, the
+//! control socket, and the watches on a storage failure and for systemd's watchdog. [`Daemon::run`] tells
 //! systemd it is ready, serves until a signal or a storage failure, and then
 //! [`Parts::stop`] stops the parts in the reverse order, from one place.
 
@@ -83,6 +83,7 @@ struct Parts {
     pruner: JoinHandle<()>,
     engine: Arc<Engine>,
     autopilot: JoinHandle<()>,
+    backups: JoinHandle<()>,
     renewer: Option<JoinHandle<()>>,
     announcement: Option<crate::net::mdns::MdnsHandle>,
     control: Option<ControlSocket>,
@@ -116,6 +117,9 @@ impl Parts {
             renewer.abort();
         }
         self.autopilot.abort();
+        // A backup under way finishes on its own thread or is cut off with the process;
+        // what it left is removed at the next start.
+        self.backups.abort();
         // The engine stops the wallet's tasks, then its event recorder.
         self.engine.unload().await;
         self.pruner.abort();
@@ -183,6 +187,14 @@ impl Daemon {
         systemd.status("unlocking the seed");
         engine.start().await?;
         let autopilot = engine.spawn_autopilot();
+        let backups = crate::backup::service::Backups::new(
+            settings.file.backup_settings(),
+            store.clone(),
+            layout.root().to_path_buf(),
+            engine.backup_key(),
+            Arc::clone(&events),
+        );
+        let backup_schedule = backups.spawn();
 
         let identity = match &settings.tls {
             Some(source) => {
@@ -212,6 +224,7 @@ impl Daemon {
                 pairing: Arc::clone(&pairing),
                 failures: Arc::new(AuthFailures::default()),
                 requests: crate::api::metrics::RequestMetrics::new(),
+                backups,
             },
             ApiOptions {
                 auth,
@@ -274,6 +287,7 @@ impl Daemon {
                 pruner,
                 engine,
                 autopilot,
+                backups: backup_schedule,
                 renewer,
                 announcement,
                 control,

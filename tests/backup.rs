@@ -7,82 +7,15 @@
 mod common;
 mod harness;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use berth::backup::{self, BackupError, BackupKey};
 use berth::store::codec::{Envelope, PropertiesRecord};
-use berth::store::snapshot::SnapshotItem;
 use berth::store::{EventRetention, Store, StoreConfig};
+use common::wallet_datadir::{
+    BARK_CONFIG, MNEMONIC, OTHER, dump, dump_file, fixture, fixture_datadir,
+};
 use harness::berthd;
-
-const MNEMONIC: &str =
-    "legal winner thank year wave sausage worth useful legal winner thank yellow";
-const OTHER: &str =
-    "letter advice cage absurd amount doctor acoustic avoid letter advice cage above";
-const BARK_CONFIG: &str =
-    "ark = \"http://127.0.0.1:1\"\nesplora_address = \"http://127.0.0.1:1\"\n";
-
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name)
-}
-
-/// Every table's entries, as stored.
-type Dump = Vec<(String, Vec<(Vec<u8>, Vec<u8>)>)>;
-
-fn dump(store: &Store) -> Dump {
-    let mut tables: Dump = Vec::new();
-    store
-        .snapshot_blocking(&mut |item| {
-            match item {
-                SnapshotItem::Table(name) => tables.push((name.to_owned(), Vec::new())),
-                SnapshotItem::Entry { key, value } => tables
-                    .last_mut()
-                    .expect("in a table")
-                    .1
-                    .push((key.to_vec(), value.to_vec())),
-                SnapshotItem::EndTable { .. } => {}
-            }
-            Ok(())
-        })
-        .expect("snapshot");
-    tables
-}
-
-fn dump_file(path: &Path) -> Dump {
-    let (store, _) = Store::open(path, &StoreConfig::default()).expect("open");
-    dump(&store)
-}
-
-/// A datadir holding fixture `name` (migrated to this version), its wallet under
-/// MNEMONIC's fingerprint (the fixtures carry a placeholder), MNEMONIC in barkd's
-/// plaintext file and a bark config.
-fn fixture_datadir(name: &str) -> (tempfile::TempDir, PathBuf) {
-    let (tmp, datadir) = harness::new_datadir();
-    std::fs::create_dir_all(&datadir).expect("datadir");
-    let db = datadir.join("berth.redb");
-    std::fs::copy(fixture(name), &db).expect("copy fixture");
-    drop(Store::open(&db, &StoreConfig::default()).expect("migrates"));
-    let mnemonic = bip39::Mnemonic::parse(MNEMONIC).expect("valid");
-    let mut properties = common::properties();
-    properties.fingerprint =
-        bark::WalletSeed::new_from_mnemonic(properties.network, &mnemonic).fingerprint();
-    let raw = redb::Database::create(&db).expect("open");
-    let tx = raw.begin_write().expect("write");
-    tx.open_table(berth::store::schema::PROPERTIES)
-        .expect("table")
-        .insert(
-            (),
-            &Envelope::<PropertiesRecord>::encode(&properties).expect("encode"),
-        )
-        .expect("insert");
-    tx.commit().expect("commit");
-    drop(raw);
-    std::fs::write(datadir.join("mnemonic"), MNEMONIC).expect("mnemonic");
-    std::fs::write(datadir.join("config.toml"), BARK_CONFIG).expect("config");
-    (tmp, datadir)
-}
 
 fn run_ok(datadir: &Path, args: &[&str]) -> String {
     let out = berthd(datadir, args);

@@ -11,8 +11,9 @@
 //! - `degraded`: the wallet is not loaded yet, the Ark server is unreachable, the chain
 //!   tip is unknown, VTXOs are within the exit margin, no refresh can complete under
 //!   the server's VTXO lifetime, the exit reserve is short, the disk is low (< 1 GiB),
-//!   a background task keeps failing, or the wallet was imported and seed recovery
-//!   could not restore everything it found.
+//!   a background task keeps failing, the wallet was imported and seed recovery
+//!   could not restore everything it found, or scheduled backups are failing or the
+//!   newest verified backup is older than `[backup] interval_hours` and a day.
 //! - `ready`: none of these (also before any wallet exists).
 
 use std::time::SystemTime;
@@ -67,6 +68,9 @@ pub struct Health {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
     pub tasks: Option<Vec<TaskHealth>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub backup: Option<BackupHealth>,
 }
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -179,6 +183,19 @@ pub struct TaskHealth {
     pub retry_at: Option<chrono::DateTime<chrono::Utc>>,
 }
 
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct BackupHealth {
+    /// A backup directory is configured (`[backup] directory`).
+    pub configured: bool,
+    /// When the newest verified backup was taken.
+    pub newest_verified_at: Option<chrono::DateTime<chrono::Utc>>,
+    /// Its age in seconds.
+    pub age_secs: Option<u64>,
+    /// Scheduled backups that failed in a row (0 when the last one worked).
+    pub consecutive_failures: u32,
+    pub last_error: Option<String>,
+}
+
 fn utc(t: SystemTime) -> chrono::DateTime<chrono::Utc> {
     chrono::DateTime::<chrono::Utc>::from(t)
 }
@@ -222,6 +239,11 @@ pub async fn health(
         .flatten()
         .map(|s| (s.f_bavail * s.f_frsize, s.f_blocks * s.f_frsize));
     let tasks = engine.tasks();
+    let backup = state.backups.status();
+    let backup_age = backup
+        .newest_verified
+        .as_ref()
+        .map(|(_, at)| (chrono::Utc::now() - *at).num_seconds().max(0) as u64);
 
     let mut failing = Vec::new();
     let mut degraded = Vec::new();
@@ -292,6 +314,21 @@ pub async fn health(
             degraded.push("the on-chain balance cannot pay for exiting every VTXO".into());
         }
     }
+    if backup.configured && exists {
+        // The error itself is a detail (`backup.last_error`): it names paths.
+        if backup.consecutive_failures > 0 {
+            degraded.push("scheduled backups are failing".into());
+        }
+        // A day's grace over the interval: the schedule runs late when backups fail.
+        let limit = state.backups.interval().as_secs() + 86_400;
+        match backup_age {
+            Some(age) if age > limit => degraded.push(format!(
+                "the newest verified backup is {} hours old",
+                age / 3600
+            )),
+            _ => {}
+        }
+    }
     for (name, t) in &tasks {
         if t.consecutive_failures >= 3 {
             degraded.push(format!("the {name} task keeps failing"));
@@ -326,6 +363,7 @@ pub async fn health(
                 store: None,
                 disk: None,
                 tasks: None,
+                backup: None,
             }),
         ));
     }
@@ -399,6 +437,13 @@ pub async fn health(
                 })
                 .collect(),
         ),
+        backup: Some(BackupHealth {
+            configured: backup.configured,
+            newest_verified_at: backup.newest_verified.map(|(_, at)| at),
+            age_secs: backup_age,
+            consecutive_failures: backup.consecutive_failures,
+            last_error: backup.last_error,
+        }),
     };
     Ok((code, Json(body)))
 }

@@ -61,6 +61,8 @@ pub struct AppState {
     pub failures: Arc<AuthFailures>,
     /// Request counts and latency by route, for `/metrics`.
     pub requests: metrics::RequestMetrics,
+    /// Scheduled backups and fresh ones for download.
+    pub backups: Arc<crate::backup::service::Backups>,
 }
 
 /// How the router is put together.

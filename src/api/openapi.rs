@@ -49,6 +49,7 @@ loaded yet\".";
         (name = "bitcoin", description = "Facts about the chain."),
         (name = "notifications", description = "Wallet events as they happen: long-poll, websocket, Server-Sent Events."),
         (name = "devices", description = "Paired devices and their scoped tokens (Berth extension)."),
+        (name = "backups", description = "Encrypted, verified backups of the whole wallet state (Berth extension)."),
         (name = "health", description = "Whether the appliance can keep its promises, and its metrics (Berth extension)."),
     )
 )]

@@ -13,6 +13,7 @@
 //! entry counts and the wallet's fingerprint.
 
 pub mod format;
+pub mod service;
 
 use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
@@ -172,6 +173,9 @@ pub struct BackupReport {
     pub manifest: Manifest,
     /// Bytes of the backup file.
     pub size: u64,
+    /// SHA-256 of the contents before encryption (files and tables, not the manifest,
+    /// which carries the time): equal for two backups of the same state.
+    pub content_digest: [u8; 32],
 }
 
 /// The datadir files a backup carries: bark's wallet configuration.
@@ -226,41 +230,9 @@ fn write_from(
     };
     let mut writer = format::EncryptingWriter::new(out, &header, &key.file_key(&salt))
         .map_err(BackupError::io("writing the backup"))?;
-
-    let mut files = Vec::new();
-    for name in FILES {
-        let path = datadir.join(name);
-        match std::fs::read(&path) {
-            Ok(bytes) if bytes.len() <= format::MAX_FILE => {
-                format::write_name(&mut writer, format::TAG_FILE, name)
-                    .and_then(|()| format::write_blob(&mut writer, &bytes))
-                    .map_err(BackupError::io("writing the backup"))?;
-                files.push((*name).to_owned());
-            }
-            Ok(_) => {
-                return Err(BackupError::Invalid(format!(
-                    "{} is larger than {} bytes",
-                    path.display(),
-                    format::MAX_FILE
-                )));
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(BackupError::io(format!("reading {}", path.display()))(e)),
-        }
-    }
-
-    let snapshot = snapshot(&mut |item| match item {
-        SnapshotItem::Table(name) => format::write_name(&mut writer, format::TAG_TABLE, name),
-        SnapshotItem::Entry { key, value } => {
-            writer.write_all(&[format::TAG_ENTRY])?;
-            format::write_blob(&mut writer, key)?;
-            format::write_blob(&mut writer, value)
-        }
-        SnapshotItem::EndTable { entries } => {
-            writer.write_all(&[format::TAG_TABLE_END])?;
-            writer.write_all(&entries.to_be_bytes())
-        }
-    })?;
+    let mut hashing = Hashing::new(&mut writer);
+    let (snapshot, files) = encode_contents(snapshot, datadir, &mut hashing)?;
+    let content_digest = hashing.finish();
     let manifest = Manifest {
         created_at_us: now_us(),
         berthd_version: env!("CARGO_PKG_VERSION").to_owned(),
@@ -279,7 +251,104 @@ fn write_from(
     Ok(BackupReport {
         manifest,
         size: (format::HEADER_LEN as u64) + written,
+        content_digest,
     })
+}
+
+/// The digest a backup of `store` taken now would carry as its
+/// [`BackupReport::content_digest`]: equal digests, equal contents. Reads every table
+/// (one read transaction) but writes nothing, so a scheduler can skip a backup that
+/// would repeat the newest one. Blocks.
+pub fn content_digest(store: &Store, datadir: &Path) -> Result<[u8; 32], BackupError> {
+    let mut hashing = Hashing::new(std::io::sink());
+    encode_contents(|sink| store.snapshot_blocking(sink), datadir, &mut hashing)?;
+    Ok(hashing.finish())
+}
+
+/// Write the records of a backup's contents (the datadir's `FILES`, then every table)
+/// to `out`: everything but the closing manifest.
+fn encode_contents(
+    snapshot: impl FnOnce(&mut Sink<'_>) -> Result<SnapshotSummary, SnapshotError>,
+    datadir: &Path,
+    out: &mut impl Write,
+) -> Result<(SnapshotSummary, Vec<String>), BackupError> {
+    let mut files = Vec::new();
+    for name in FILES {
+        let path = datadir.join(name);
+        match std::fs::read(&path) {
+            Ok(bytes) if bytes.len() <= format::MAX_FILE => {
+                format::write_name(out, format::TAG_FILE, name)
+                    .and_then(|()| format::write_blob(out, &bytes))
+                    .map_err(BackupError::io("writing the backup"))?;
+                files.push((*name).to_owned());
+            }
+            Ok(_) => {
+                return Err(BackupError::Invalid(format!(
+                    "{} is larger than {} bytes",
+                    path.display(),
+                    format::MAX_FILE
+                )));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(BackupError::io(format!("reading {}", path.display()))(e)),
+        }
+    }
+    let snapshot = snapshot(&mut |item| match item {
+        SnapshotItem::Table(name) => format::write_name(out, format::TAG_TABLE, name),
+        SnapshotItem::Entry { key, value } => {
+            out.write_all(&[format::TAG_ENTRY])?;
+            format::write_blob(out, key)?;
+            format::write_blob(out, value)
+        }
+        SnapshotItem::EndTable { entries } => {
+            out.write_all(&[format::TAG_TABLE_END])?;
+            out.write_all(&entries.to_be_bytes())
+        }
+    })?;
+    Ok((snapshot, files))
+}
+
+/// Passes reads or writes on to `inner` and hashes the bytes that went through
+/// (SHA-256): a backup's [`BackupReport::content_digest`].
+struct Hashing<T> {
+    inner: T,
+    hash: Sha256,
+}
+
+impl<T> Hashing<T> {
+    fn new(inner: T) -> Self {
+        Hashing {
+            inner,
+            hash: Sha256::default(),
+        }
+    }
+
+    fn finish(self) -> [u8; 32] {
+        use sha2::Digest;
+        self.hash.finalize().into()
+    }
+}
+
+impl<W: Write> Write for Hashing<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        use sha2::Digest;
+        let n = self.inner.write(buf)?;
+        self.hash.update(&buf[..n]);
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+impl<R: Read> Read for Hashing<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        use sha2::Digest;
+        let n = self.inner.read(buf)?;
+        self.hash.update(&buf[..n]);
+        Ok(n)
+    }
 }
 
 /// Write a backup to `path` atomically: a temporary file beside it, synced, verified
@@ -311,7 +380,8 @@ pub fn write_file(
             .map_err(BackupError::io(format!("syncing {}", partial.display())))?;
         drop(file);
         let verified = verify_file(&partial, key, scratch_dir)?;
-        if verified.manifest != report.manifest {
+        if verified.manifest != report.manifest || verified.content_digest != report.content_digest
+        {
             return Err(BackupError::Check(
                 "the file read back differs from what was written".into(),
             ));
@@ -366,21 +436,21 @@ struct Target<'a> {
 
 /// Decrypt `file` and rebuild its database at `db_path` (which must not exist). Every
 /// chunk is authenticated before its contents are used; on any error the partial
-/// database is removed. Returns the manifest.
+/// database is removed.
 fn restore_into(
     file: &Path,
     key: &BackupKey,
     db_path: &Path,
     files_dir: Option<&Path>,
-) -> Result<(Manifest, Vec<PathBuf>), BackupError> {
-    let mut input = open_reader(file, key)?;
+) -> Result<Restored, BackupError> {
+    let mut input = Hashing::new(open_reader(file, key)?);
     let mut target = Target {
         restorer: Restorer::create(db_path)?,
         files: files_dir,
         written_files: Vec::new(),
     };
     let result = read_records(&mut input, &mut target);
-    let result = result.and_then(|manifest| {
+    let result = result.and_then(|(manifest, content_digest)| {
         let tables = target.restorer.finish()?;
         // Every table restored is listed with the same count, and every table listed
         // with entries was restored.
@@ -401,7 +471,11 @@ fn restore_into(
                 "table {name} was restored but is not in the manifest"
             )));
         }
-        Ok((manifest, std::mem::take(&mut target.written_files)))
+        Ok(Restored {
+            manifest,
+            content_digest,
+            files: std::mem::take(&mut target.written_files),
+        })
     });
     if result.is_err() {
         let _ = std::fs::remove_file(db_path);
@@ -412,11 +486,22 @@ fn restore_into(
     result
 }
 
+/// What [`restore_into`] read.
+struct Restored {
+    manifest: Manifest,
+    content_digest: [u8; 32],
+    files: Vec<PathBuf>,
+}
+
+/// Read every record into `target`; the manifest and the digest of the records before
+/// it (the contents, as [`write`] hashed them).
 fn read_records(
-    input: &mut format::DecryptingReader<BufReader<std::fs::File>>,
+    input: &mut Hashing<format::DecryptingReader<BufReader<std::fs::File>>>,
     target: &mut Target<'_>,
-) -> Result<Manifest, BackupError> {
+) -> Result<(Manifest, [u8; 32]), BackupError> {
     loop {
+        // The digest covers the records before the summary, not its tag.
+        let contents = input.hash.clone();
         let tag = format::read_u8(input).map_err(BackupError::from_io)?;
         match tag {
             format::TAG_FILE => {
@@ -451,10 +536,11 @@ fn read_records(
                 // The summary is the last record, and the last chunk must end here.
                 let mut rest = [0u8; 1];
                 let more = input.read(&mut rest).map_err(BackupError::from_io)?;
-                if more != 0 || !input.is_done() {
+                if more != 0 || !input.inner.is_done() {
                     return Err(BackupError::Invalid("data after the summary".into()));
                 }
-                return Ok(manifest);
+                use sha2::Digest;
+                return Ok((manifest, contents.finalize().into()));
             }
             other => {
                 return Err(BackupError::Invalid(format!(
@@ -481,16 +567,24 @@ pub fn verify_file(
     std::fs::create_dir(&scratch)
         .map_err(BackupError::io(format!("creating {}", scratch.display())))?;
     let db_path = scratch.join("berth.redb");
-    let checked = restore_into(file, key, &db_path, None).and_then(|(manifest, _)| {
-        check_restored(&db_path, &manifest, key)?;
-        Ok(manifest)
+    let checked = restore_into(file, key, &db_path, None).and_then(|restored| {
+        check_restored(&db_path, &restored.manifest, key)?;
+        Ok(restored)
     });
     let _ = std::fs::remove_dir_all(&scratch);
-    let manifest = checked?;
+    let Restored {
+        manifest,
+        content_digest,
+        ..
+    } = checked?;
     let size = std::fs::metadata(file)
         .map_err(BackupError::io(format!("reading {}", file.display())))?
         .len();
-    Ok(BackupReport { manifest, size })
+    Ok(BackupReport {
+        manifest,
+        size,
+        content_digest,
+    })
 }
 
 /// Open a restored database as berthd would (integrity, migrations), then check it.
@@ -561,7 +655,9 @@ pub fn restore(
     }
     let partial = db_path.with_extension("redb.restoring");
     let _ = std::fs::remove_file(&partial);
-    let (manifest, files) = restore_into(file, key, &partial, Some(datadir))?;
+    let Restored {
+        manifest, files, ..
+    } = restore_into(file, key, &partial, Some(datadir))?;
     let checked = check_restored(&partial, &manifest, key).and_then(|()| {
         std::fs::rename(&partial, db_path).map_err(BackupError::io(format!(
             "renaming to {}",
@@ -579,7 +675,7 @@ pub fn restore(
     Ok(RestoreReport { manifest, files })
 }
 
-fn hex(bytes: &[u8]) -> String {
+pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 

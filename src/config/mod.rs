@@ -31,6 +31,32 @@ pub struct BerthToml {
     pub exits: ExitsSection,
     pub watchdog: WatchdogSection,
     pub seed: SeedSection,
+    pub backup: BackupSection,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct BackupSection {
+    /// Where scheduled backups are written (an absolute path: a mounted USB stick or
+    /// NAS share). Unset: no scheduled backups.
+    pub directory: Option<std::path::PathBuf>,
+    /// Backups of the wallet kept there, newest first (1 to 1000).
+    pub keep: u64,
+    /// Seconds after the first change before a backup (1 to 86,400).
+    pub debounce_secs: u64,
+    /// Hours between backups at most, changes or not (1 to 168).
+    pub interval_hours: u64,
+}
+
+impl Default for BackupSection {
+    fn default() -> Self {
+        BackupSection {
+            directory: None,
+            keep: 7,
+            debounce_secs: 60,
+            interval_hours: 24,
+        }
+    }
 }
 
 /// A key source named in `[seed] sources`.
@@ -454,6 +480,19 @@ impl BerthToml {
                 1,
                 100,
             ),
+            ("backup.keep", parsed.backup.keep, 1, 1000),
+            (
+                "backup.debounce_secs",
+                parsed.backup.debounce_secs,
+                1,
+                86_400,
+            ),
+            (
+                "backup.interval_hours",
+                parsed.backup.interval_hours,
+                1,
+                168,
+            ),
             // Block counts: nothing longer than a server's VTXO lifetime (a u16) can matter.
             (
                 "watchdog.warn_blocks",
@@ -500,6 +539,17 @@ impl BerthToml {
                      {MIN_ARGON2_ITERATIONS} iterations (OWASP's minimum for Argon2id), got \
                      {} KiB and {}",
                     argon2.memory_kib, argon2.iterations
+                ),
+            });
+        }
+        if let Some(dir) = &parsed.backup.directory
+            && !dir.is_absolute()
+        {
+            return Err(ConfigError::Invalid {
+                path: shown,
+                reason: format!(
+                    "backup.directory must be an absolute path, got {}",
+                    dir.display()
                 ),
             });
         }
@@ -562,6 +612,15 @@ impl BerthToml {
         crate::store::EventRetention {
             max_count: self.events.max_count,
             max_age: std::time::Duration::from_secs(self.events.max_age_days * 86_400),
+        }
+    }
+
+    pub fn backup_settings(&self) -> crate::backup::service::BackupSettings {
+        crate::backup::service::BackupSettings {
+            directory: self.backup.directory.clone(),
+            keep: self.backup.keep as usize,
+            debounce: std::time::Duration::from_secs(self.backup.debounce_secs),
+            interval: std::time::Duration::from_secs(self.backup.interval_hours * 3600),
         }
     }
 

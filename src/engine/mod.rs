@@ -239,6 +239,9 @@ pub struct Engine {
     autopilot: Arc<autopilot::Autopilot>,
     /// Berth's supervised background tasks and their state.
     tasks: Arc<supervisor::Tasks>,
+    /// The wallet's backup key, derived from its seed when the wallet is created or
+    /// berthd starts with one; `None` without a wallet (`backup::service`).
+    backup_key: tokio::sync::watch::Sender<Option<Arc<crate::backup::BackupKey>>>,
 }
 
 struct Recorder {
@@ -267,7 +270,22 @@ impl Engine {
             opening: tokio::sync::watch::Sender::new(false),
             exit_lock: Mutex::new(()),
             wallet_tasks: std::sync::Mutex::new(Vec::new()),
+            backup_key: tokio::sync::watch::Sender::new(None),
         })
+    }
+
+    /// The wallet's backup key as it changes: set when a wallet is created or berthd
+    /// starts with one, cleared when it is deleted.
+    pub fn backup_key(
+        &self,
+    ) -> tokio::sync::watch::Receiver<Option<Arc<crate::backup::BackupKey>>> {
+        self.backup_key.subscribe()
+    }
+
+    /// Derive and hold the backup key of the wallet whose seed is `mnemonic`.
+    fn hold_backup_key(&self, mnemonic: &bark::bip39::Mnemonic) {
+        let key = crate::backup::BackupKey::from_mnemonic(mnemonic);
+        self.backup_key.send_replace(Some(Arc::new(key)));
     }
 
     /// Why the wallet database stopped (a storage failure is fatal), if it did.

@@ -39,4 +39,7 @@ pub enum EventKind {
     /// What seed recovery found when an imported wallet was created (opt-in, like the
     /// alerts).
     SeedRecovery,
+    /// A scheduled backup failed (the first of a run of failures; opt-in, like the
+    /// alerts).
+    BackupFailed,
 }

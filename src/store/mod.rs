@@ -87,6 +87,9 @@ struct Inner {
     write_order: tokio::sync::Mutex<()>,
     /// `Some(reason)` once a fatal storage error happened.
     fatal: tokio::sync::watch::Sender<Option<String>>,
+    /// Write transactions committed since the store was opened: a backup is due when
+    /// this moved (`backup::service`).
+    commits: tokio::sync::watch::Sender<u64>,
     /// Decoded VTXO rows, so listings and the balance do not decode every VTXO's
     /// public keys on each call.
     vtxo_rows: VtxoRowMemo,
@@ -177,6 +180,7 @@ impl Store {
                 path: path.to_path_buf(),
                 write_order: tokio::sync::Mutex::new(()),
                 fatal,
+                commits: tokio::sync::watch::Sender::new(0),
                 vtxo_rows: VtxoRowMemo(Default::default()),
             }),
         };
@@ -221,6 +225,12 @@ impl Store {
             // The sender lives as long as `self`; unreachable while we hold a handle.
             Err(_) => String::from("store dropped"),
         }
+    }
+
+    /// Counts the write transactions committed since the store was opened; it changes
+    /// after each commit.
+    pub fn commits(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.inner.commits.subscribe()
     }
 
     /// Run `f` in one write transaction on the blocking pool and commit it durably.
@@ -341,6 +351,7 @@ impl Inner {
         match f(&tx) {
             Ok(value) => {
                 tx.commit().map_err(|e| self.note(from_redb(context, e)))?;
+                self.commits.send_modify(|n| *n = n.wrapping_add(1));
                 Ok(value)
             }
             Err(err) => {

@@ -4,6 +4,7 @@
 pub mod big_wallet;
 pub mod ops;
 pub mod vtxos;
+pub mod wallet_datadir;
 
 use std::sync::LazyLock;
 

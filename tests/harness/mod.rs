@@ -174,6 +174,26 @@ pub fn try_request(
     Ok((status_of(&raw), raw))
 }
 
+/// A GET whose body may be binary: the status, the head (status line and headers) and
+/// the body's bytes.
+pub fn get_bytes(port: u16, path: &str, headers: &[(&str, &str)]) -> (u16, String, Vec<u8>) {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(120)))
+        .expect("timeout");
+    stream
+        .write_all(raw_request("127.0.0.1", "GET", path, headers, None).as_bytes())
+        .expect("send");
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).expect("read");
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map_or(raw.len(), |p| p + 4);
+    let head = String::from_utf8_lossy(&raw[..split]).into_owned();
+    (status_of(&head), head, raw[split..].to_vec())
+}
+
 /// An HTTP/1.1 request as sent on the wire, `Connection: close`, a JSON body if any.
 pub fn raw_request(
     host: &str,

@@ -128,6 +128,88 @@ pub struct WalletMetrics {
     /// Refresh rounds the wallet joined successfully / that failed, since start.
     pub refresh_successes: u64,
     pub refresh_failures: u64,
+    /// The scheduled backups; their families are written only when configured.
+    pub backup: BackupMetrics,
+}
+
+/// The backup service's counts (`backup::service`), whether or not a wallet is loaded.
+#[derive(Debug, Clone, Default)]
+pub struct BackupMetrics {
+    pub configured: bool,
+    /// Seconds since the epoch of the newest verified backup.
+    pub newest_verified_at: Option<i64>,
+    pub written: u64,
+    pub failures: u64,
+    pub consecutive_failures: u32,
+    pub last_duration_seconds: Option<f64>,
+    pub last_size_bytes: Option<u64>,
+}
+
+impl From<crate::backup::service::BackupStatus> for BackupMetrics {
+    fn from(s: crate::backup::service::BackupStatus) -> Self {
+        BackupMetrics {
+            configured: s.configured,
+            newest_verified_at: s.newest_verified.map(|(_, at)| at.timestamp()),
+            written: s.written,
+            failures: s.failures,
+            consecutive_failures: s.consecutive_failures,
+            last_duration_seconds: s.last_duration.map(|d| d.as_secs_f64()),
+            last_size_bytes: s.last_size,
+        }
+    }
+}
+
+impl BackupMetrics {
+    fn encode(&self, encoder: &mut DescriptorEncoder) -> fmt::Result {
+        if !self.configured {
+            return Ok(());
+        }
+        if let Some(at) = self.newest_verified_at {
+            ConstGauge::new(at).encode(encoder.encode_descriptor(
+                "berth_backup_newest_verified_timestamp_seconds",
+                "When the newest verified backup was taken, in seconds since the epoch.",
+                None,
+                MetricType::Gauge,
+            )?)?;
+        }
+        ConstCounter::new(self.written).encode(encoder.encode_descriptor(
+            "berth_backups_written",
+            "Backups written and verified since the daemon started.",
+            None,
+            MetricType::Counter,
+        )?)?;
+        ConstCounter::new(self.failures).encode(encoder.encode_descriptor(
+            "berth_backup_failures",
+            "Scheduled backups that failed since the daemon started.",
+            None,
+            MetricType::Counter,
+        )?)?;
+        ConstGauge::new(i64::from(self.consecutive_failures)).encode(
+            encoder.encode_descriptor(
+                "berth_backup_consecutive_failures",
+                "Scheduled backups that failed in a row; 0 when the last one worked.",
+                None,
+                MetricType::Gauge,
+            )?,
+        )?;
+        if let Some(seconds) = self.last_duration_seconds {
+            ConstGauge::new(seconds).encode(encoder.encode_descriptor(
+                "berth_backup_last_duration_seconds",
+                "How long the last backup took to write and verify.",
+                None,
+                MetricType::Gauge,
+            )?)?;
+        }
+        if let Some(bytes) = self.last_size_bytes {
+            ConstGauge::new(bytes).encode(encoder.encode_descriptor(
+                "berth_backup_last_size_bytes",
+                "Size of the last backup written, in bytes.",
+                None,
+                MetricType::Gauge,
+            )?)?;
+        }
+        Ok(())
+    }
 }
 
 /// Request counts and latencies by method and route, since start: a cheap handle
@@ -367,7 +449,8 @@ impl Collector for WalletMetrics {
             "1 when a wallet is loaded, 0 when none is.",
             None,
             MetricType::Gauge,
-        )?)
+        )?)?;
+        self.backup.encode(&mut encoder)
     }
 }
 
@@ -490,7 +573,8 @@ fn parse_vm_rss(status: &str) -> Option<u64> {
     summary = "Prometheus metrics",
     description = "Metrics in the Prometheus text format (scope `read`), names prefixed \
         `berth_`: balances by state, VTXO value by blocks to expiry, exits by phase, \
-        refresh rounds joined or failed, requests and latency by route, resident memory.",
+        refresh rounds joined or failed, scheduled backups (newest verified, written, \
+        failed), requests and latency by route, resident memory.",
     responses(
         (status = 200, description = "Prometheus text format 0.0.4", body = String, content_type = "text/plain"),
     )
@@ -498,7 +582,8 @@ fn parse_vm_rss(status: &str) -> Option<u64> {
 pub async fn metrics(
     State(state): State<crate::api::AppState>,
 ) -> ([(axum::http::HeaderName, &'static str); 1], String) {
-    let wallet = wallet_metrics(&state.engine).await;
+    let mut wallet = wallet_metrics(&state.engine).await;
+    wallet.backup = state.backups.status().into();
     let text = render(&wallet, &state.requests, rss_bytes());
     ([(axum::http::header::CONTENT_TYPE, CONTENT_TYPE)], text)
 }
@@ -552,6 +637,7 @@ async fn wallet_metrics(engine: &crate::engine::Engine) -> WalletMetrics {
         exits: seen.exits_by_phase.clone(),
         refresh_successes: seen.refresh_successes,
         refresh_failures: seen.refresh_failures,
+        backup: BackupMetrics::default(),
     }
 }
 

@@ -15,6 +15,15 @@ fn wallet() -> WalletMetrics {
         exits: vec![("start", 1), ("claimable", 2)],
         refresh_successes: 4,
         refresh_failures: 1,
+        backup: BackupMetrics {
+            configured: true,
+            newest_verified_at: Some(1_795_000_000),
+            written: 3,
+            failures: 2,
+            consecutive_failures: 1,
+            last_duration_seconds: Some(1.5),
+            last_size_bytes: Some(6_700_000),
+        },
     }
 }
 
@@ -62,6 +71,24 @@ berth_refresh_total{outcome="success"} 4
 # HELP berth_wallet_loaded 1 when a wallet is loaded, 0 when none is.
 # TYPE berth_wallet_loaded gauge
 berth_wallet_loaded 1
+# HELP berth_backup_newest_verified_timestamp_seconds When the newest verified backup was taken, in seconds since the epoch.
+# TYPE berth_backup_newest_verified_timestamp_seconds gauge
+berth_backup_newest_verified_timestamp_seconds 1795000000
+# HELP berth_backups_written_total Backups written and verified since the daemon started.
+# TYPE berth_backups_written_total counter
+berth_backups_written_total 3
+# HELP berth_backup_failures_total Scheduled backups that failed since the daemon started.
+# TYPE berth_backup_failures_total counter
+berth_backup_failures_total 2
+# HELP berth_backup_consecutive_failures Scheduled backups that failed in a row; 0 when the last one worked.
+# TYPE berth_backup_consecutive_failures gauge
+berth_backup_consecutive_failures 1
+# HELP berth_backup_last_duration_seconds How long the last backup took to write and verify.
+# TYPE berth_backup_last_duration_seconds gauge
+berth_backup_last_duration_seconds 1.5
+# HELP berth_backup_last_size_bytes Size of the last backup written, in bytes.
+# TYPE berth_backup_last_size_bytes gauge
+berth_backup_last_size_bytes 6700000
 # HELP berth_http_requests_total HTTP requests answered, by method, matched route template and status class.
 # TYPE berth_http_requests_total counter
 berth_http_requests_total{method="GET",route="/api/v1/wallet/vtxos/{id}",status="2xx"} 1

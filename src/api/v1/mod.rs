@@ -5,6 +5,7 @@
 //! puts each in the OpenAPI document (`tests/openapi.rs` checks the document covers
 //! barkd's). Adding an endpoint touches only its group's file.
 
+pub mod backups;
 pub mod bitcoin;
 pub mod boards;
 pub mod common;
@@ -22,7 +23,7 @@ use crate::api::routes::Routes;
 
 /// Every `/api/v1` route, declared by its group (`api::routes`).
 pub fn routes() -> Routes {
-    let groups: [fn(Routes) -> Routes; 11] = [
+    let groups: [fn(Routes) -> Routes; 12] = [
         wallet::routes,
         onchain::routes,
         bitcoin::routes,
@@ -34,6 +35,7 @@ pub fn routes() -> Routes {
         lightning::routes,
         notifications::routes,
         devices::routes,
+        backups::routes,
     ];
     groups
         .into_iter()

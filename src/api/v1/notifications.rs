@@ -90,8 +90,9 @@ pub enum WalletNotification {
 /// their exit deadline), `exit-claimable` (exited funds can be claimed with `POST /exits/claim/*`;
 /// Berth never claims on its own), `exit-reserve-low` (the on-chain wallet's
 /// confirmed balance does not cover the fees of exiting every VTXO),
-/// `ark-server-unreachable`; and `seed-recovery` (once, when an imported wallet is
-/// created: what seed recovery restored, and the VTXOs it found but could not restore).
+/// `ark-server-unreachable`; `seed-recovery` (once, when an imported wallet is
+/// created: what seed recovery restored, and the VTXOs it found but could not
+/// restore); and `backup-failed` (a scheduled backup failed; once until one succeeds).
 #[derive(Debug, Serialize, ToSchema)]
 pub struct AlertNotification {
     /// The alert's type, as named in `types=`.
@@ -185,7 +186,7 @@ pub struct TypeFilter(HashSet<EventKind>);
 /// (`types=` absent) receives it: barkd's three are sent to everyone; Berth's own
 /// (alerts, from later issues) only to clients that name them, so a strict barkd
 /// client never meets a `type` it does not know.
-const TYPES: [(EventKind, &str, bool); 9] = [
+const TYPES: [(EventKind, &str, bool); 10] = [
     (EventKind::MovementCreated, "movement-created", true),
     (EventKind::MovementUpdated, "movement-updated", true),
     (EventKind::ChannelLagging, "channel-lagging", true),
@@ -199,6 +200,7 @@ const TYPES: [(EventKind, &str, bool); 9] = [
         false,
     ),
     (EventKind::SeedRecovery, "seed-recovery", false),
+    (EventKind::BackupFailed, "backup-failed", false),
 ];
 
 /// The API name of a kind.
@@ -284,8 +286,8 @@ pub struct WaitQuery {
     /// Berth extension: comma-separated notification types to return (default
     /// `movement-created,movement-updated,channel-lagging`). The autopilot's alerts
     /// (`vtxo-expiring`, `exit-started`, `exit-claimable`, `exit-reserve-low`,
-    /// `ark-server-unreachable`) and `seed-recovery` (shape: `AlertNotification`) come
-    /// only when named here.
+    /// `ark-server-unreachable`), `seed-recovery` and `backup-failed` (shape:
+    /// `AlertNotification`) come only when named here.
     pub types: Option<String>,
     /// Berth extension: seconds to wait when there is nothing to return yet (0 to 30,
     /// default 30).
@@ -728,6 +730,7 @@ mod tests {
             EventKind::ExitReserveLow,
             EventKind::ArkServerUnreachable,
             EventKind::SeedRecovery,
+            EventKind::BackupFailed,
         ];
         for kind in kinds {
             // Exhaustive: a new kind fails to compile here until it is listed above.
@@ -740,7 +743,8 @@ mod tests {
                 | EventKind::ExitClaimable
                 | EventKind::ExitReserveLow
                 | EventKind::ArkServerUnreachable
-                | EventKind::SeedRecovery => {}
+                | EventKind::SeedRecovery
+                | EventKind::BackupFailed => {}
             }
             let (_, name, _) = TYPES
                 .iter()

@@ -126,6 +126,7 @@ impl Engine {
             .await
         {
             Ok(opened) => {
+                self.hold_backup_key(&mnemonic);
                 self.install(opened).await;
                 tracing::info!(%fingerprint, imported, "wallet created");
                 Ok(fingerprint)
@@ -135,6 +136,7 @@ impl Engine {
             Err(e) if req.force => {
                 tracing::warn!(%fingerprint, error = %e,
                     "wallet created; it loads once its chain source and Ark server answer");
+                self.hold_backup_key(&mnemonic);
                 self.spawn_loader(req.network, config, mnemonic, mode);
                 Ok(fingerprint)
             }

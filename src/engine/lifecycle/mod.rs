@@ -106,6 +106,7 @@ impl Engine {
                 source: e.into(),
             })?;
         drop(phrase);
+        self.hold_backup_key(&mnemonic);
         let config =
             bark::Config::load(record.network, self.layout.bark_config()).map_err(|e| {
                 EngineError::Internal {
@@ -379,6 +380,7 @@ impl Engine {
             )));
         }
         self.unload().await;
+        self.backup_key.send_replace(None);
         self.store.wipe_wallet().await?;
         self.events.forget_recent();
         if let Err(e) = self.seeds.remove() {
