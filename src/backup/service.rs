@@ -388,6 +388,8 @@ impl Backups {
         .await;
         match result {
             Ok(None) => {
+                tracing::debug!(target: "berth::backup", took_ms = started.elapsed().as_millis() as u64,
+                    "the state is the newest backup's: nothing written");
                 self.succeeded(None);
                 Ok(Outcome::Unchanged)
             }

@@ -7,6 +7,7 @@
 //! each scenario's wall time (the stacks are heavy; one at a time suits a 2-core
 //! machine).
 
+mod backup_restore;
 mod barkd_fidelity;
 #[path = "../harness/mod.rs"]
 mod harness;
