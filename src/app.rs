@@ -187,7 +187,7 @@ impl Daemon {
         systemd.status("unlocking the seed");
         engine.start().await?;
         let autopilot = engine.spawn_autopilot();
-        let backups = crate::backup::service::Backups::new(
+        let backups = crate::engine::backup::service::Backups::new(
             settings.file.backup_settings(),
             store.clone(),
             layout.root().to_path_buf(),

@@ -7,7 +7,8 @@
 //!   codes, websocket tickets), scopes, the auth-failure backoff.
 //! - [`app`]: composition root — command line in, running daemon out (a `Daemon` that
 //!   starts its parts in order and stops them in reverse).
-//! - [`commands`]: the subcommands (`secret`, `store`, `tls`, `seed`, `pair`).
+//! - [`commands`]: the subcommands (`secret`, `store`, `tls`, `seed`, `pair`, `backup`,
+//!   `restore`).
 //! - [`runtime`]: the bounded async runtime.
 //! - [`cli`]: the `berthd` command line (barkd's flags and environment variables).
 //! - [`config`]: `berth.toml`, and the daemon's `Settings` resolved once from it, the
@@ -15,7 +16,7 @@
 //! - [`datadir`]: the data directory's layout (every file's name) and the bearer token.
 //! - [`fsutil`]: atomic writes, the owner check, the instance lock.
 //! - [`api`]: the HTTP API (router, auth, errors, one file per group under `v1`).
-//! - [`engine`]: the one owner of the wallet.
+//! - [`engine`]: the one owner of the wallet, and of its backups (`engine::backup`).
 //! - [`store`]: the wallet database (redb).
 //! - [`keys`]: the seed at rest (sealed envelope, key sources, the ATECC608 driver).
 //! - [`events`]: the durable event log and its fan-out.
@@ -26,7 +27,6 @@
 pub mod access;
 pub mod api;
 pub mod app;
-pub mod backup;
 pub mod cli;
 pub mod commands;
 pub mod config;

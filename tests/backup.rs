@@ -1,4 +1,4 @@
-//! Backups (`src/backup/`): every committed store fixture backs up and restores byte
+//! Backups (`src/engine/backup/`): every committed store fixture backs up and restores byte
 //! for byte through the real `berthd backup create | verify` and `berthd restore`;
 //! a flipped byte, a cut or extended file and another wallet's seed are refused with
 //! nothing written; backups taken while a writer commits multi-table changes restore
@@ -9,7 +9,7 @@ mod harness;
 
 use std::path::Path;
 
-use berth::backup::{self, BackupError, BackupKey};
+use berth::engine::backup::{self, BackupError, BackupKey};
 use berth::store::codec::{Envelope, PropertiesRecord};
 use berth::store::{EventRetention, Store, StoreConfig};
 use common::wallet_datadir::{

@@ -1,4 +1,4 @@
-//! The daemon's backups (`backup::service`, `[backup]` in `berth.toml`), through the
+//! The daemon's backups (`engine::backup::service`, `[backup]` in `berth.toml`), through the
 //! real binary: scheduled backups follow changes, skip an unchanged state, are
 //! verified and rotated, and show in `GET /api/v1/backups`, `/health` and `/metrics`;
 //! a downloaded backup restores the running wallet; a backup directory that is
@@ -10,7 +10,7 @@ mod harness;
 
 use std::path::{Path, PathBuf};
 
-use berth::backup::{self, BackupKey};
+use berth::engine::backup::{self, BackupKey};
 use common::wallet_datadir::{MNEMONIC, dump, dump_file, fixture_datadir};
 use harness::{Daemon, json_of, token, wait_until};
 
@@ -370,6 +370,16 @@ fn a_missing_target_raises_backup_failed_and_the_wallet_goes_on() {
     assert!(anonymous.get("backup").is_none(), "{anonymous}");
     assert_alert(&daemon, &datadir, "does not exist");
     assert_serving(&daemon, &datadir);
+    let (status, raw) = daemon.get("/api/v1/backups", &[("Authorization", &auth)]);
+    assert_eq!(status, 200, "{raw}");
+    let listed = json_of(&raw);
+    assert_eq!(listed["backups"], serde_json::json!([]), "{listed}");
+    assert!(
+        listed["last_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("does not exist")),
+        "{listed}"
+    );
 
     // Plugged in: a backup on request works, and the health is restored.
     std::fs::create_dir(&dir).expect("plug in");

@@ -62,7 +62,7 @@ pub struct AppState {
     /// Request counts and latency by route, for `/metrics`.
     pub requests: metrics::RequestMetrics,
     /// Scheduled backups and fresh ones for download.
-    pub backups: Arc<crate::backup::service::Backups>,
+    pub backups: Arc<crate::engine::backup::service::Backups>,
 }
 
 /// How the router is put together.

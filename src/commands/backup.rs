@@ -8,18 +8,21 @@ use std::path::Path;
 use anyhow::Context;
 use zeroize::Zeroizing;
 
-use crate::backup::{self, BackupKey};
 use crate::cli::BackupCommand;
 use crate::datadir::Layout;
+use crate::engine::backup::{self, BackupKey};
 
 pub fn run(layout: &Layout, command: &BackupCommand) -> anyhow::Result<()> {
     match command {
         BackupCommand::Create { file } => {
             let _lock = layout.lock()?;
             let key = BackupKey::from_phrase(&seeds(layout)?.read()?)?;
+            // One pass over the database: a page cache would only hold pages read once.
             let (store, _) = crate::store::Store::open(
                 &layout.database(),
-                &crate::store::StoreConfig::default(),
+                &crate::store::StoreConfig {
+                    cache_size: 1 << 20,
+                },
             )?;
             let scratch = file.parent().filter(|p| !p.as_os_str().is_empty());
             let report = backup::write_file(

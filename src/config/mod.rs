@@ -615,8 +615,8 @@ impl BerthToml {
         }
     }
 
-    pub fn backup_settings(&self) -> crate::backup::service::BackupSettings {
-        crate::backup::service::BackupSettings {
+    pub fn backup_settings(&self) -> crate::engine::backup::service::BackupSettings {
+        crate::engine::backup::service::BackupSettings {
             directory: self.backup.directory.clone(),
             keep: self.backup.keep as usize,
             debounce: std::time::Duration::from_secs(self.backup.debounce_secs),

@@ -8,6 +8,9 @@
 //! in the store) and a background task keeps trying to load it; a request that needs
 //! the wallet meanwhile waits for an open under way (bounded), else gets a clear "not
 //! loaded yet".
+//!
+//! Backups ([`backup`]): the format, writing, verifying and restoring them, and the
+//! daemon's schedule; the engine holds the backup key from the wallet's seed.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -18,6 +21,7 @@ use bitcoin::bip32::Fingerprint;
 use tokio::sync::{Mutex, RwLock};
 
 pub mod autopilot;
+pub mod backup;
 mod boards;
 mod exits;
 mod fees;
@@ -240,8 +244,8 @@ pub struct Engine {
     /// Berth's supervised background tasks and their state.
     tasks: Arc<supervisor::Tasks>,
     /// The wallet's backup key, derived from its seed when the wallet is created or
-    /// berthd starts with one; `None` without a wallet (`backup::service`).
-    backup_key: tokio::sync::watch::Sender<Option<Arc<crate::backup::BackupKey>>>,
+    /// berthd starts with one; `None` without a wallet (`engine::backup::service`).
+    backup_key: tokio::sync::watch::Sender<Option<Arc<crate::engine::backup::BackupKey>>>,
 }
 
 struct Recorder {
@@ -278,13 +282,13 @@ impl Engine {
     /// starts with one, cleared when it is deleted.
     pub fn backup_key(
         &self,
-    ) -> tokio::sync::watch::Receiver<Option<Arc<crate::backup::BackupKey>>> {
+    ) -> tokio::sync::watch::Receiver<Option<Arc<crate::engine::backup::BackupKey>>> {
         self.backup_key.subscribe()
     }
 
     /// Derive and hold the backup key of the wallet whose seed is `mnemonic`.
     fn hold_backup_key(&self, mnemonic: &bark::bip39::Mnemonic) {
-        let key = crate::backup::BackupKey::from_mnemonic(mnemonic);
+        let key = crate::engine::backup::BackupKey::from_mnemonic(mnemonic);
         self.backup_key.send_replace(Some(Arc::new(key)));
     }
 

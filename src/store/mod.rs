@@ -88,7 +88,7 @@ struct Inner {
     /// `Some(reason)` once a fatal storage error happened.
     fatal: tokio::sync::watch::Sender<Option<String>>,
     /// Write transactions committed since the store was opened: a backup is due when
-    /// this moved (`backup::service`).
+    /// this moved (`engine::backup::service`).
     commits: tokio::sync::watch::Sender<u64>,
     /// Decoded VTXO rows, so listings and the balance do not decode every VTXO's
     /// public keys on each call.
@@ -264,7 +264,7 @@ impl Store {
     }
 
     /// Copy every table in one read transaction, one entry at a time, to `sink` (a
-    /// backup's payload: `crate::backup`). Blocks: run it on a blocking thread.
+    /// backup's payload: `crate::engine::backup`). Blocks: run it on a blocking thread.
     pub fn snapshot_blocking(
         &self,
         sink: &mut dyn FnMut(snapshot::SnapshotItem<'_>) -> std::io::Result<()>,

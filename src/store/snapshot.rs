@@ -1,4 +1,4 @@
-//! A consistent copy of every table, for backups (`crate::backup`), and the way back:
+//! A consistent copy of every table, for backups (`crate::engine::backup`), and the way back:
 //! a new database file built from such a copy.
 //!
 //! The copy is taken in one read transaction, so it is one committed state of the

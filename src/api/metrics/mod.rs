@@ -132,7 +132,7 @@ pub struct WalletMetrics {
     pub backup: BackupMetrics,
 }
 
-/// The backup service's counts (`backup::service`), whether or not a wallet is loaded.
+/// The backup service's counts (`engine::backup::service`), whether or not a wallet is loaded.
 #[derive(Debug, Clone, Default)]
 pub struct BackupMetrics {
     pub configured: bool,
@@ -145,8 +145,8 @@ pub struct BackupMetrics {
     pub last_size_bytes: Option<u64>,
 }
 
-impl From<crate::backup::service::BackupStatus> for BackupMetrics {
-    fn from(s: crate::backup::service::BackupStatus) -> Self {
+impl From<crate::engine::backup::service::BackupStatus> for BackupMetrics {
+    fn from(s: crate::engine::backup::service::BackupStatus) -> Self {
         BackupMetrics {
             configured: s.configured,
             newest_verified_at: s.newest_verified.map(|(_, at)| at.timestamp()),

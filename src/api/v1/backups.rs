@@ -1,5 +1,5 @@
 //! Backups (a Berth extension): the wallet's backups in the backup directory, a backup
-//! there on request, and a fresh encrypted backup to download (`backup::service`;
+//! there on request, and a fresh encrypted backup to download (`engine::backup::service`;
 //! `docs/operations.md`, "Backups").
 
 use axum::Json;
@@ -13,7 +13,7 @@ use utoipa_axum::routes;
 use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorResponse};
 use crate::api::routes::Routes;
-use crate::backup::service::{BackupFile, ServiceError};
+use crate::engine::backup::service::{BackupFile, ServiceError};
 
 /// The group's routes, each with who may call it (`api::routes`).
 pub(super) fn routes(routes: Routes) -> Routes {
@@ -84,11 +84,10 @@ impl From<ServiceError> for ApiError {
     summary = "List backups",
     description = "The wallet's backups in the backup directory, newest first, with whether \
         berthd verified each (read back, restored into a scratch database and checked), and \
-        how the scheduled backups fare. Empty when no directory is configured or there is \
-        no wallet.",
+        how the scheduled backups fare. Empty when no directory is configured, it cannot be \
+        read (`last_error` says why) or there is no wallet.",
     responses(
         (status = 200, description = "The backups", body = BackupList),
-        (status = 503, description = "The backup directory cannot be read", body = ErrorResponse),
     )
 )]
 pub async fn list_backups(State(state): State<AppState>) -> Result<Json<BackupList>, ApiError> {

@@ -12,8 +12,8 @@
 //!   hour).
 //! - **Only verified backups count.** A file gets its final name once it was read back
 //!   and restored into a scratch database in the datadir and checked
-//!   (`backup::write_file`). At start the existing backups are verified again (a USB
-//!   stick can rot), newest first.
+//!   (`backup::write_file`). At start the `keep` newest existing backups are verified
+//!   again (a USB stick can rot).
 //! - **Nothing is deleted before a newer backup is verified**, and only this wallet's
 //!   files (by the fingerprint in their name) are ever deleted.
 //! - **Changes are debounced**: a backup starts `debounce_secs` after the first write
@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::backup::{self, BackupError, BackupKey, BackupReport};
+use crate::engine::backup::{self, BackupError, BackupKey, BackupReport};
 use crate::events::EventHub;
 use crate::events::vocabulary::{Alert, EventKind};
 use crate::store::Store;
@@ -162,14 +162,16 @@ impl Backups {
     }
 
     /// This wallet's backups in the directory, newest first (at most [`MAX_LISTED`]);
-    /// empty without a directory or a wallet.
+    /// empty without a directory or a wallet, or when the directory cannot be read.
     pub async fn list(&self) -> Result<Vec<BackupFile>, ServiceError> {
         let (Some(dir), Some(key)) = (self.settings.directory.clone(), self.current_key()) else {
             return Ok(Vec::new());
         };
         let verified = lock(&self.verified).clone();
         tokio::task::spawn_blocking(move || {
-            let mut files = list_dir(&dir, key.fingerprint()).map_err(ServiceError::Failed)?;
+            // A directory that cannot be read (the stick is unplugged) lists nothing;
+            // the schedule's `last_error` says why.
+            let mut files = list_dir(&dir, key.fingerprint()).unwrap_or_default();
             for file in &mut files {
                 file.verified = verified.contains_key(&file.name);
             }
@@ -315,12 +317,13 @@ impl Backups {
     /// passed; the first that passes is the newest verified backup.
     async fn check_existing(&self, dir: &Path, key: Arc<BackupKey>) {
         let _one = self.running.lock().await;
-        let (dir, datadir) = (dir.to_path_buf(), self.datadir.clone());
+        let (dir, datadir, keep) = (dir.to_path_buf(), self.datadir.clone(), self.settings.keep);
         let checked = on_background_thread(move || {
             clean_leftovers(&datadir, &dir);
             let files = list_dir(&dir, key.fingerprint())?;
             let mut verified = Vec::new();
-            for file in files.into_iter().take(MAX_LISTED) {
+            // The ones kept: older ones go at the next backup anyway.
+            for file in files.into_iter().take(keep.max(1)) {
                 match backup::verify_file(&dir.join(&file.name), &key, &datadir) {
                     Ok(report) => verified.push((file, report.content_digest)),
                     Err(e) => tracing::warn!(target: "berth::backup", file = %file.name,
