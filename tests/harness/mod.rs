@@ -169,8 +169,10 @@ pub fn try_request(
     // Long enough for wallet operations that talk to the Ark server (e2e).
     stream.set_read_timeout(Some(Duration::from_secs(120)))?;
     stream.write_all(raw_request("127.0.0.1", method, path, headers, body).as_bytes())?;
-    let mut raw = String::new();
-    stream.read_to_string(&mut raw)?;
+    // A binary body (a backup download) is kept lossily: use `get_bytes` for its bytes.
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw)?;
+    let raw = String::from_utf8_lossy(&raw).into_owned();
     Ok((status_of(&raw), raw))
 }
 
