@@ -211,6 +211,10 @@ impl Daemon {
         let renewer = identity.clone().map(spawn_tls_renewer);
 
         let devices = Arc::new(Devices::load(store.clone()).await?);
+        let claim = Arc::new(crate::access::claim::Claim::new(layout.claim()));
+        if let Some(card) = &settings.file.claim.code_file {
+            take_up_claim_code(&claim, card);
+        }
         let pairing = Arc::new(PairingCodes::default());
         let sockets = Arc::new(SocketCount::default());
         let app = crate::api::router(
@@ -225,6 +229,7 @@ impl Daemon {
                 failures: Arc::new(AuthFailures::default()),
                 requests: crate::api::metrics::RequestMetrics::new(),
                 backups,
+                claim,
             },
             ApiOptions {
                 auth,
@@ -372,6 +377,18 @@ fn start_control_socket(layout: &Layout, state: ControlState) -> Option<ControlS
         },
     ));
     Some(ControlSocket { path, done, task })
+}
+
+/// Take up a claim code written onto the card (`[claim] code_file`). A failure is
+/// logged, not fatal: the box still serves, and `berthd claim reset` opens a claim.
+fn take_up_claim_code(claim: &crate::access::claim::Claim, card: &std::path::Path) {
+    match claim.take_up(card) {
+        Ok(true) => tracing::info!(file = %card.display(),
+            "took up the provisioned claim code (its hash is kept, the file removed)"),
+        Ok(false) => {}
+        Err(e) => tracing::error!(file = %card.display(), error = %e,
+            "cannot take up the provisioned claim code; `berthd claim reset` opens a claim"),
+    }
 }
 
 /// The autopilot's policy, from `berth.toml` `[watchdog]` and `[exits]`.

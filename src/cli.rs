@@ -124,6 +124,18 @@ pub enum Command {
         #[arg(long)]
         name: Option<String>,
     },
+    /// The box's claim code, which a browser exchanges once for the first admin device.
+    Claim {
+        #[command(subcommand)]
+        command: ClaimCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ClaimCommand {
+    /// Open the claim with a new code (any open one is void) and show it as a QR code;
+    /// it works once, whatever the box holds.
+    Reset,
 }
 
 #[derive(Debug, Subcommand)]

@@ -104,6 +104,11 @@ impl Layout {
         self.root.join("control.sock")
     }
 
+    /// The open claim: the hash of the code that claims the box (`access::claim`).
+    pub fn claim(&self) -> PathBuf {
+        self.root.join("claim")
+    }
+
     /// The log file, unless `--logfile` names another.
     pub fn log_file(&self) -> PathBuf {
         self.root.join("debug.log")
@@ -126,6 +131,7 @@ impl Layout {
             self.berth_toml(),
             self.tls_dir(),
             self.control_socket(),
+            self.claim(),
         ]
     }
 

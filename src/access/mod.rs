@@ -9,6 +9,8 @@
 //!   revocable on its own. Only their SHA-256 is kept (redb, and a map in memory).
 //! - Pairing codes ([`pairing`]): one-time codes that `berthd pair` opens on the box
 //!   itself (the control socket) and a phone exchanges for a device token.
+//! - The claim code ([`claim`]): written onto the card before first boot (or made by
+//!   `berthd claim reset`), exchanged once for the first admin device.
 //! - Websocket tickets ([`tickets`]): a browser cannot set `Authorization` on a
 //!   websocket, so a bearer holder asks for a one-time ticket and puts it in the query.
 //!
@@ -57,6 +59,7 @@
 //! and [`crate::datadir`]; nothing here knows about HTTP.
 
 pub mod backoff;
+pub mod claim;
 pub mod devices;
 pub mod expiring;
 pub mod pairing;

@@ -63,6 +63,8 @@ pub struct AppState {
     pub requests: metrics::RequestMetrics,
     /// Scheduled backups and fresh ones for download.
     pub backups: Arc<crate::engine::backup::service::Backups>,
+    /// The box's claim (`POST /api/v1/claim`).
+    pub claim: Arc<crate::access::claim::Claim>,
 }
 
 /// How the router is put together.

@@ -66,6 +66,7 @@ mod tests {
         ("GET", "/health"),
         ("GET", "/api/v1/notifications/ws"),
         ("POST", "/api/v1/pair"),
+        ("POST", "/api/v1/claim"),
     ];
 
     #[test]

@@ -1,16 +1,17 @@
 //! `berthd`'s subcommands, one file each: `secret` (the bearer token), `store check`,
-//! `tls show`, `seed status | seal`, `backup create | verify` and `restore`, and `pair` (through the running daemon's control
-//! socket). Each works on the datadir `datadir::Layout` names; the daemon itself is
+//! `tls show`, `seed status | seal`, `backup create | verify` and `restore`, `claim
+//! reset`, and `pair` (through the running daemon's control socket). Each works on the datadir `datadir::Layout` names; the daemon itself is
 //! `app`.
 
 mod backup;
+mod claim;
 mod pair;
 mod secret;
 mod seed;
 mod store;
 mod tls;
 
-use crate::cli::{Command, StoreCommand, TlsCommand};
+use crate::cli::{ClaimCommand, Command, StoreCommand, TlsCommand};
 use crate::datadir::Layout;
 
 /// Run `command` on the datadir `layout` names.
@@ -32,6 +33,9 @@ pub fn run(command: &Command, layout: &Layout) -> anyhow::Result<()> {
             file,
             mnemonic_file,
         } => backup::restore(layout, file, mnemonic_file.as_deref()),
+        Command::Claim {
+            command: ClaimCommand::Reset,
+        } => claim::reset(layout),
         Command::Pair { scopes, name } => {
             crate::runtime::build()?.block_on(pair::run(layout, scopes, name.as_deref()))
         }

@@ -32,6 +32,15 @@ pub struct BerthToml {
     pub watchdog: WatchdogSection,
     pub seed: SeedSection,
     pub backup: BackupSection,
+    pub claim: ClaimSection,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ClaimSection {
+    /// A claim code written onto the card before first boot (an absolute path): taken
+    /// up at start (its hash kept, the file removed). Unset: none.
+    pub code_file: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
@@ -550,6 +559,17 @@ impl BerthToml {
                 reason: format!(
                     "backup.directory must be an absolute path, got {}",
                     dir.display()
+                ),
+            });
+        }
+        if let Some(file) = &parsed.claim.code_file
+            && !file.is_absolute()
+        {
+            return Err(ConfigError::Invalid {
+                path: shown,
+                reason: format!(
+                    "claim.code_file must be an absolute path, got {}",
+                    file.display()
                 ),
             });
         }

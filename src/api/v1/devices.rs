@@ -1,5 +1,6 @@
 //! Paired devices (a Berth extension): `POST /pair` exchanges a one-time pairing code
-//! for a device token; `GET/DELETE /devices` list and revoke devices (admin scope).
+//! for a device token; `POST /claim` the box's claim code for its first admin device
+//! (`access::claim`); `GET/DELETE /devices` list and revoke devices (admin scope).
 //! Windows are opened by `berthd pair` on the box itself (`api::control`).
 
 use std::time::Instant;
@@ -12,8 +13,10 @@ use serde::{Deserialize, Serialize};
 use utoipa_axum::routes;
 
 use crate::access::Credential;
+use crate::access::claim::Redeem;
 use crate::access::devices::{Device, DeviceError, check_device_name};
-use crate::access::pairing::Redeem;
+use crate::access::pairing::Redeem as PairingRedeem;
+use crate::access::scopes::Scopes;
 use crate::api::AppState;
 use crate::api::auth::peer_ip;
 use crate::api::error::{ApiError, ErrorResponse, NotFoundResponse};
@@ -25,6 +28,17 @@ pub(super) fn routes(routes: Routes) -> Routes {
         .admin(routes!(list_devices))
         .admin(routes!(revoke_device))
         .public(routes!(pair))
+        .public(routes!(claim))
+}
+
+// No `Debug`: the code is a credential.
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ClaimRequest {
+    /// The claim code: from the card's label or provisioning, or `berthd claim reset`.
+    pub code: String,
+    /// A name for this device, shown in the device list (1 to 64 bytes).
+    pub name: String,
 }
 
 // No `Debug`: the code is a credential and must not reach a log by accident.
@@ -129,8 +143,8 @@ async fn pair_inner(state: AppState, request: Request) -> Result<Json<PairRespon
     let name = check_device_name(&body.name).map_err(|msg| ApiError::BadRequest(msg.into()))?;
     let grant = match state.pairing.redeem(&body.code) {
         Ok(grant) => grant,
-        Err(Redeem::Closed) => return Err(ApiError::not_found("no such endpoint")),
-        Err(Redeem::WrongCode) => {
+        Err(PairingRedeem::Closed) => return Err(ApiError::not_found("no such endpoint")),
+        Err(PairingRedeem::WrongCode) => {
             // As with bearer tokens (`api::auth`): a right code is always taken, a wrong
             // one from a blocked address is answered 429, and counted otherwise.
             if let Some(ip) = peer {
@@ -153,6 +167,92 @@ async fn pair_inner(state: AppState, request: Request) -> Result<Json<PairRespon
         token: token.expose().to_string(),
         device: device.into(),
     }))
+}
+
+/// `POST /api/v1/claim`
+#[utoipa::path(
+    post,
+    path = "/claim",
+    tag = "devices",
+    summary = "Claim the box",
+    description = "Exchanges the box's claim code for its first admin device: a device token \
+        with every scope, listed and revocable like any other. No bearer token is needed. The \
+        code works once; a provisioned code (written onto the card) only while the box has \
+        no wallet and no paired device, a code from `berthd claim reset` always. Without an \
+        open claim this endpoint answers 404. Wrong codes count towards the address's \
+        backoff (429).",
+    security(()),
+    request_body = ClaimRequest,
+    responses(
+        (status = 200, description = "Claimed: the device token (shown once) and the device", body = PairResponse),
+        (status = 400, description = "Malformed body or name", body = ErrorResponse),
+        (status = 401, description = "Not the claim code", body = ErrorResponse),
+        (status = 404, description = "No claim is open", body = NotFoundResponse),
+        (status = 422, description = "Too many devices are paired", body = ErrorResponse),
+        (status = 429, description = "Too many failed attempts from this address", body = ErrorResponse),
+        (status = 500, description = "Internal error", body = ErrorResponse),
+    )
+)]
+pub async fn claim(State(state): State<AppState>, request: Request) -> Response {
+    match claim_inner(state, request).await {
+        Ok(answer) => answer.into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn claim_inner(state: AppState, request: Request) -> Result<Json<PairResponse>, ApiError> {
+    let peer = peer_ip(&request);
+    let body: Result<Json<ClaimRequest>, JsonRejection> =
+        <Json<ClaimRequest> as axum::extract::FromRequest<()>>::from_request(request, &()).await;
+    let Json(body) = body?;
+    let name = check_device_name(&body.name).map_err(|msg| ApiError::BadRequest(msg.into()))?;
+    // Checking, adding the device and closing the claim are one step.
+    let _attempt = state.claim.attempt().await;
+    let wallet = state
+        .engine
+        .wallet_record()
+        .await
+        .map_err(|e| ApiError::internal("reading the wallet", e))?;
+    let devices = state
+        .devices
+        .list()
+        .await
+        .map_err(|e| ApiError::internal("listing devices", e))?;
+    let unclaimed = wallet.is_none() && devices.is_empty();
+    let checked = state
+        .claim
+        .check(&body.code, unclaimed)
+        .map_err(|e| ApiError::internal("reading the claim", e))?;
+    match checked {
+        Redeem::Closed => Err(ApiError::not_found("no such endpoint")),
+        Redeem::WrongCode => {
+            // As with pairing codes: the right code is always taken; a wrong one from a
+            // blocked address is answered 429, and counted otherwise.
+            if let Some(ip) = peer {
+                let now = Instant::now();
+                state
+                    .failures
+                    .check(ip, now)
+                    .map_err(ApiError::TooManyRequests)?;
+                state.failures.failed(ip, now);
+            }
+            Err(ApiError::Unauthorized("not the claim code"))
+        }
+        Redeem::Accepted => {
+            let (token, device) = state.devices.add(&name, Scopes::FULL).await?;
+            // The device exists: a failure to close now would leave a reset code open
+            // for one more use, so it is an error the caller sees, not a silent one.
+            state
+                .claim
+                .close()
+                .map_err(|e| ApiError::internal("closing the claim", e))?;
+            tracing::info!(device = %device.id, name = %device.name, "the box was claimed");
+            Ok(Json(PairResponse {
+                token: token.expose().to_string(),
+                device: device.into(),
+            }))
+        }
+    }
 }
 
 /// `GET /api/v1/devices`
