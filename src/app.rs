@@ -217,30 +217,6 @@ impl Daemon {
         }
         let pairing = Arc::new(PairingCodes::default());
         let sockets = Arc::new(SocketCount::default());
-        let app = crate::api::router(
-            AppState {
-                engine: Arc::clone(&engine),
-                events: Arc::clone(&events),
-                tickets: Arc::new(TicketBook::default()),
-                sockets: Arc::clone(&sockets),
-                expose_mnemonic: settings.expose_mnemonic,
-                devices,
-                pairing: Arc::clone(&pairing),
-                failures: Arc::new(AuthFailures::default()),
-                requests: crate::api::metrics::RequestMetrics::new(),
-                backups,
-                claim,
-            },
-            ApiOptions {
-                auth,
-                allowed_origins: settings.allowed_origins.clone(),
-                allowed_hosts: crate::api::host::AllowedHosts::new(
-                    &settings.file.server.allowed_hosts,
-                ),
-                limits: settings.file.request_limits(),
-            },
-        );
-
         let listener = tokio::net::TcpListener::bind(settings.listen)
             .await
             .with_context(|| format!("cannot listen on {}", settings.listen))?;
@@ -263,15 +239,44 @@ impl Daemon {
         let hostname = crate::tls::hostname();
         let announcement =
             announce_if_enabled(&settings.file, &hostname, bound.port(), pin.as_deref());
+        let pairing_target = Arc::new(PairingTarget {
+            bind: bound,
+            hostname,
+            pin,
+        });
+        // Bound before the router is built: the pairing links the console shows name the
+        // bound address. Connections queue until `serve` accepts them.
+        let app = crate::api::router(
+            AppState {
+                engine: Arc::clone(&engine),
+                events: Arc::clone(&events),
+                tickets: Arc::new(TicketBook::default()),
+                sockets: Arc::clone(&sockets),
+                expose_mnemonic: settings.expose_mnemonic,
+                devices,
+                pairing: Arc::clone(&pairing),
+                failures: Arc::new(AuthFailures::default()),
+                requests: crate::api::metrics::RequestMetrics::new(),
+                backups,
+                claim,
+                pairing_target: Arc::clone(&pairing_target),
+            },
+            ApiOptions {
+                auth,
+                allowed_origins: settings.allowed_origins.clone(),
+                allowed_hosts: crate::api::host::AllowedHosts::new(
+                    &settings.file.server.allowed_hosts,
+                ),
+                limits: settings.file.request_limits(),
+            },
+            crate::console::routes(),
+        );
+
         let control = start_control_socket(
             layout,
             ControlState {
                 pairing,
-                target: PairingTarget {
-                    bind: bound,
-                    hostname,
-                    pin,
-                },
+                target: pairing_target,
             },
         );
 

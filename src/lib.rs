@@ -16,6 +16,7 @@
 //! - [`datadir`]: the data directory's layout (every file's name) and the bearer token.
 //! - [`fsutil`]: atomic writes, the owner check, the instance lock.
 //! - [`api`]: the HTTP API (router, auth, errors, one file per group under `v1`).
+//! - [`console`]: the web console at `/` (server-rendered pages, browser sessions).
 //! - [`engine`]: the one owner of the wallet, and of its backups (`engine::backup`).
 //! - [`store`]: the wallet database (redb).
 //! - [`keys`]: the seed at rest (sealed envelope, key sources, the ATECC608 driver).
@@ -30,6 +31,7 @@ pub mod app;
 pub mod cli;
 pub mod commands;
 pub mod config;
+pub mod console;
 pub mod datadir;
 pub mod engine;
 pub mod events;

@@ -19,7 +19,7 @@ use crate::api::error::ApiError;
 #[derive(Clone)]
 pub struct ControlState {
     pub pairing: Arc<PairingCodes>,
-    pub target: PairingTarget,
+    pub target: std::sync::Arc<PairingTarget>,
 }
 
 #[derive(Debug, Deserialize, Serialize, Default)]

@@ -71,6 +71,11 @@ pub struct NotFoundResponse {
 }
 
 impl ApiError {
+    /// The HTTP status this error is answered with.
+    pub fn status(&self) -> StatusCode {
+        self.parts().0
+    }
+
     fn parts(&self) -> (StatusCode, &'static str) {
         match self {
             ApiError::BadRequest(_) => (StatusCode::BAD_REQUEST, "bad_request"),

@@ -65,6 +65,8 @@ pub struct AppState {
     pub backups: Arc<crate::engine::backup::service::Backups>,
     /// The box's claim (`POST /api/v1/claim`).
     pub claim: Arc<crate::access::claim::Claim>,
+    /// What a pairing link names: the address, host name and TLS pin.
+    pub pairing_target: Arc<crate::access::pairing::PairingTarget>,
 }
 
 /// How the router is put together.
@@ -104,7 +106,9 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
     document
 }
 
-pub fn router(state: AppState, options: ApiOptions) -> Router {
+/// The API's router, with `beside` (the console's routes) served on the same origin
+/// behind the same outer layers (host check, limits, metrics, CORS).
+pub fn router(state: AppState, options: ApiOptions, beside: Router<AppState>) -> Router {
     let routes::Declared {
         protected,
         public,
@@ -150,6 +154,7 @@ pub fn router(state: AppState, options: ApiOptions) -> Router {
             "/api-docs/openapi.json",
             get(move || async move { ([(header::CONTENT_TYPE, "application/json")], document) }),
         )
+        .merge(beside)
         .merge(protected)
         .with_state(state)
         // `/health` says more to a caller with a credential.

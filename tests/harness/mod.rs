@@ -196,6 +196,28 @@ pub fn get_bytes(port: u16, path: &str, headers: &[(&str, &str)]) -> (u16, Strin
     (status_of(&head), head, raw[split..].to_vec())
 }
 
+/// A POST of an HTML form (`application/x-www-form-urlencoded`), as a browser sends it.
+pub fn post_form(port: u16, path: &str, headers: &[(&str, &str)], form: &str) -> (u16, String) {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .expect("timeout");
+    let mut req =
+        format!("POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n");
+    for (name, value) in headers {
+        req.push_str(&format!("{name}: {value}\r\n"));
+    }
+    req.push_str(&format!(
+        "Content-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\r\n{form}",
+        form.len()
+    ));
+    stream.write_all(req.as_bytes()).expect("send");
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).expect("read");
+    let raw = String::from_utf8_lossy(&raw).into_owned();
+    (status_of(&raw), raw)
+}
+
 /// An HTTP/1.1 request as sent on the wire, `Connection: close`, a JSON body if any.
 pub fn raw_request(
     host: &str,

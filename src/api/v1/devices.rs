@@ -3,6 +3,7 @@
 //! (`access::claim`); `GET/DELETE /devices` list and revoke devices (admin scope).
 //! Windows are opened by `berthd pair` on the box itself (`api::control`).
 
+use std::net::IpAddr;
 use std::time::Instant;
 
 use axum::Json;
@@ -17,6 +18,7 @@ use crate::access::claim::Redeem;
 use crate::access::devices::{Device, DeviceError, check_device_name};
 use crate::access::pairing::Redeem as PairingRedeem;
 use crate::access::scopes::Scopes;
+use crate::access::secret::Secret;
 use crate::api::AppState;
 use crate::api::auth::peer_ip;
 use crate::api::error::{ApiError, ErrorResponse, NotFoundResponse};
@@ -140,21 +142,27 @@ async fn pair_inner(state: AppState, request: Request) -> Result<Json<PairRespon
     let body: Result<Json<PairRequest>, JsonRejection> =
         <Json<PairRequest> as axum::extract::FromRequest<()>>::from_request(request, &()).await;
     let Json(body) = body?;
-    let name = check_device_name(&body.name).map_err(|msg| ApiError::BadRequest(msg.into()))?;
-    let grant = match state.pairing.redeem(&body.code) {
+    let (token, device) = pair_device(&state, &body.code, &body.name, peer).await?;
+    Ok(Json(PairResponse {
+        token: token.expose().to_string(),
+        device: device.into(),
+    }))
+}
+
+/// Redeem a pairing code for a device named `name` (the window's name wins): the API's
+/// `POST /pair` and the console's sign-in.
+pub(crate) async fn pair_device(
+    state: &AppState,
+    code: &str,
+    name: &str,
+    peer: Option<IpAddr>,
+) -> Result<(Secret, Device), ApiError> {
+    let name = check_device_name(name).map_err(|msg| ApiError::BadRequest(msg.into()))?;
+    let grant = match state.pairing.redeem(code) {
         Ok(grant) => grant,
         Err(PairingRedeem::Closed) => return Err(ApiError::not_found("no such endpoint")),
         Err(PairingRedeem::WrongCode) => {
-            // As with bearer tokens (`api::auth`): a right code is always taken, a wrong
-            // one from a blocked address is answered 429, and counted otherwise.
-            if let Some(ip) = peer {
-                let now = Instant::now();
-                state
-                    .failures
-                    .check(ip, now)
-                    .map_err(ApiError::TooManyRequests)?;
-                state.failures.failed(ip, now);
-            }
+            count_wrong_code(state, peer)?;
             return Err(ApiError::Unauthorized(
                 "not a valid pairing code (codes work once, for 10 minutes)",
             ));
@@ -163,10 +171,21 @@ async fn pair_inner(state: AppState, request: Request) -> Result<Json<PairRespon
     let name = grant.name.unwrap_or(name);
     let (token, device) = state.devices.add(&name, grant.scopes).await?;
     tracing::info!(device = %device.id, name = %device.name, scopes = ?device.scopes, "device paired");
-    Ok(Json(PairResponse {
-        token: token.expose().to_string(),
-        device: device.into(),
-    }))
+    Ok((token, device))
+}
+
+/// As with bearer tokens (`api::auth`): a right code is always taken, a wrong one from a
+/// blocked address is answered 429, and counted otherwise.
+fn count_wrong_code(state: &AppState, peer: Option<IpAddr>) -> Result<(), ApiError> {
+    if let Some(ip) = peer {
+        let now = Instant::now();
+        state
+            .failures
+            .check(ip, now)
+            .map_err(ApiError::TooManyRequests)?;
+        state.failures.failed(ip, now);
+    }
+    Ok(())
 }
 
 /// `POST /api/v1/claim`
@@ -205,7 +224,28 @@ async fn claim_inner(state: AppState, request: Request) -> Result<Json<PairRespo
     let body: Result<Json<ClaimRequest>, JsonRejection> =
         <Json<ClaimRequest> as axum::extract::FromRequest<()>>::from_request(request, &()).await;
     let Json(body) = body?;
-    let name = check_device_name(&body.name).map_err(|msg| ApiError::BadRequest(msg.into()))?;
+    let (token, device) = claim_device(&state, &body.code, &body.name, peer).await?;
+    Ok(Json(PairResponse {
+        token: token.expose().to_string(),
+        device: device.into(),
+    }))
+}
+
+/// Whether a claim is open (`access::claim`): the console shows its claim page then.
+pub(crate) fn claim_is_open(state: &AppState) -> bool {
+    matches!(state.claim.read(), Ok(Some(_)))
+}
+
+/// Exchange the claim code for an admin device named `name`: the API's `POST /claim`
+/// and the console's sign-in. 404 without an open claim (or a provisioned one on a box
+/// that has a wallet or a device).
+pub(crate) async fn claim_device(
+    state: &AppState,
+    code: &str,
+    name: &str,
+    peer: Option<IpAddr>,
+) -> Result<(Secret, Device), ApiError> {
+    let name = check_device_name(name).map_err(|msg| ApiError::BadRequest(msg.into()))?;
     // Checking, adding the device and closing the claim are one step.
     let _attempt = state.claim.attempt().await;
     let wallet = state
@@ -221,21 +261,12 @@ async fn claim_inner(state: AppState, request: Request) -> Result<Json<PairRespo
     let unclaimed = wallet.is_none() && devices.is_empty();
     let checked = state
         .claim
-        .check(&body.code, unclaimed)
+        .check(code, unclaimed)
         .map_err(|e| ApiError::internal("reading the claim", e))?;
     match checked {
         Redeem::Closed => Err(ApiError::not_found("no such endpoint")),
         Redeem::WrongCode => {
-            // As with pairing codes: the right code is always taken; a wrong one from a
-            // blocked address is answered 429, and counted otherwise.
-            if let Some(ip) = peer {
-                let now = Instant::now();
-                state
-                    .failures
-                    .check(ip, now)
-                    .map_err(ApiError::TooManyRequests)?;
-                state.failures.failed(ip, now);
-            }
+            count_wrong_code(state, peer)?;
             Err(ApiError::Unauthorized("not the claim code"))
         }
         Redeem::Accepted => {
@@ -247,10 +278,7 @@ async fn claim_inner(state: AppState, request: Request) -> Result<Json<PairRespo
                 .close()
                 .map_err(|e| ApiError::internal("closing the claim", e))?;
             tracing::info!(device = %device.id, name = %device.name, "the box was claimed");
-            Ok(Json(PairResponse {
-                token: token.expose().to_string(),
-                device: device.into(),
-            }))
+            Ok((token, device))
         }
     }
 }
@@ -299,21 +327,28 @@ pub async fn revoke_device(
     id: Result<Path<String>, PathRejection>,
 ) -> Result<Json<DeviceRevokedResponse>, ApiError> {
     let Path(id) = id?;
+    revoke(&state, &id).await?;
+    Ok(Json(DeviceRevokedResponse {
+        message: "Device revoked".into(),
+    }))
+}
+
+/// Revoke device `id`: its token stops working, its unspent tickets go and its live
+/// streams end. 404 when there is no such device.
+pub(crate) async fn revoke(state: &AppState, id: &str) -> Result<(), ApiError> {
     let revoked = state
         .devices
-        .revoke(&id)
+        .revoke(id)
         .await
         .map_err(|e| ApiError::internal("revoking a device", e))?;
     if !revoked {
         return Err(ApiError::NotFound {
             message: format!("no device {id}"),
-            resources: vec![id],
+            resources: vec![id.to_owned()],
         });
     }
     // Its live streams end by themselves (`Devices::revoked`); its unspent tickets go.
-    state.tickets.revoke(&Credential::Device(id.clone()));
+    state.tickets.revoke(&Credential::Device(id.to_owned()));
     tracing::info!(device = %id, "device revoked");
-    Ok(Json(DeviceRevokedResponse {
-        message: "Device revoked".into(),
-    }))
+    Ok(())
 }

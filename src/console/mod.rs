@@ -1,0 +1,447 @@
+//! The web console: the box looked after from a browser on the LAN, at `/` on the same
+//! origin (and the same TLS listener) as the API. Server-rendered pages (askama
+//! templates in `templates/`, checked at compile time and compiled in with the one
+//! stylesheet), plain forms, no scripts; QR codes are drawn on the server.
+//!
+//! Pages: the claim page (an unclaimed box), sign-in with a claim or pairing code, the
+//! overview (the wallet and its balances, backups), the devices (list, revoke, and a
+//! pairing QR code for a phone). A browser's session is a device credential in a cookie
+//! (`session`); every form post must come from this origin.
+//!
+//! The console goes through the same handles as the API (`api::v1::devices` for
+//! claiming, pairing and revoking; the engine for the wallet): it is another face of
+//! the same operations, not a second implementation of them.
+
+pub mod session;
+
+use std::net::IpAddr;
+
+use askama::Template;
+use axum::Router;
+use axum::extract::{Form, FromRequest as _, Path, Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::{get, post};
+use serde::Deserialize;
+
+use crate::access::devices::Authorized;
+use crate::access::pairing::Grant;
+use crate::access::scopes::{Scope, Scopes};
+use crate::api::AppState;
+use crate::api::auth::peer_ip;
+use crate::api::v1::devices as device_ops;
+
+/// The console's routes, to be served beside the API with its layers (host check,
+/// limits, metrics).
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/", get(home))
+        .route("/console/style.css", get(style))
+        .route("/console/sign-in", post(sign_in))
+        .route("/console/logout", post(sign_out))
+        .route("/console/devices", get(devices))
+        .route("/console/devices/{id}/revoke", post(revoke))
+        .route("/console/pairing", post(pairing))
+}
+
+const STYLE: &str = include_str!("style.css");
+
+async fn style() -> impl IntoResponse {
+    (
+        [
+            (header::CONTENT_TYPE, "text/css; charset=utf-8"),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        STYLE,
+    )
+}
+
+/// What every page shows: the box's name and TLS pin.
+struct Frame {
+    hostname: String,
+    pin: Option<String>,
+}
+
+impl Frame {
+    fn new(state: &AppState) -> Frame {
+        Frame {
+            hostname: state.pairing_target.hostname.clone(),
+            pin: state.pairing_target.pin.clone(),
+        }
+    }
+}
+
+#[derive(Template)]
+#[template(path = "claim.html")]
+struct ClaimPage {
+    hostname: String,
+    pin: Option<String>,
+    signed_in: bool,
+    error: Option<String>,
+    code: String,
+}
+
+#[derive(Template)]
+#[template(path = "signed_out.html")]
+struct SignedOutPage {
+    hostname: String,
+    pin: Option<String>,
+    signed_in: bool,
+    error: Option<String>,
+}
+
+/// The wallet as the overview shows it.
+enum WalletView {
+    None,
+    NotLoaded {
+        fingerprint: String,
+    },
+    Loaded {
+        fingerprint: String,
+        balances: Vec<(&'static str, u64)>,
+    },
+}
+
+#[derive(Template)]
+#[template(path = "overview.html")]
+struct OverviewPage {
+    hostname: String,
+    pin: Option<String>,
+    signed_in: bool,
+    wallet: WalletView,
+    backups_configured: bool,
+    newest_backup: Option<String>,
+    backup_error: Option<String>,
+}
+
+struct DeviceRow {
+    id: String,
+    name: String,
+    scopes: String,
+    created_at: String,
+}
+
+struct PairingView {
+    uri: String,
+    qr_svg: String,
+}
+
+#[derive(Template)]
+#[template(path = "devices.html")]
+struct DevicesPage {
+    hostname: String,
+    pin: Option<String>,
+    signed_in: bool,
+    own_id: String,
+    devices: Vec<DeviceRow>,
+    pairing: Option<PairingView>,
+}
+
+fn page(status: StatusCode, template: &impl Template) -> Response {
+    match template.render() {
+        Ok(html) => (status, [(header::CACHE_CONTROL, "no-store")], Html(html)).into_response(),
+        Err(e) => {
+            tracing::error!(target: "berth::console", error = %e, "cannot render a console page");
+            StatusCode::INTERNAL_SERVER_ERROR.into_response()
+        }
+    }
+}
+
+/// A redirect after a form post (303: the browser follows with a GET).
+fn see_other(to: &'static str, cookie: Option<HeaderValue>) -> Response {
+    let mut response = (StatusCode::SEE_OTHER, [(header::LOCATION, to)]).into_response();
+    if let Some(cookie) = cookie {
+        response.headers_mut().insert(header::SET_COOKIE, cookie);
+    }
+    response
+}
+
+fn forbidden(message: &'static str) -> Response {
+    (StatusCode::FORBIDDEN, message).into_response()
+}
+
+/// `GET /`: the overview for a signed-in browser; else the claim page on a box with an
+/// open claim, or the sign-in page.
+async fn home(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    match session::signed_in(&headers, &state.devices) {
+        Some(who) if who.scopes.allows(Scope::Read) => overview(&state).await,
+        Some(_) => forbidden("this device may not see the wallet (it lacks the read scope)"),
+        None => signed_out(&state, StatusCode::OK, None),
+    }
+}
+
+fn signed_out(state: &AppState, status: StatusCode, error: Option<String>) -> Response {
+    let frame = Frame::new(state);
+    if device_ops::claim_is_open(state) {
+        page(
+            status,
+            &ClaimPage {
+                hostname: frame.hostname,
+                pin: frame.pin,
+                signed_in: false,
+                error,
+                code: String::new(),
+            },
+        )
+    } else {
+        page(
+            status,
+            &SignedOutPage {
+                hostname: frame.hostname,
+                pin: frame.pin,
+                signed_in: false,
+                error,
+            },
+        )
+    }
+}
+
+async fn overview(state: &AppState) -> Response {
+    let engine = &state.engine;
+    let wallet = match engine.wallet_record().await {
+        Ok(None) => WalletView::None,
+        Ok(Some(record)) => {
+            let fingerprint = record.fingerprint.to_string();
+            match engine.balance().await {
+                Ok(b) => WalletView::Loaded {
+                    fingerprint,
+                    balances: vec![
+                        ("Spendable", b.spendable.to_sat()),
+                        ("Pending in a round", b.pending_in_round.to_sat()),
+                        ("Pending board", b.pending_board.to_sat()),
+                        ("Pending Lightning send", b.pending_lightning_send.to_sat()),
+                        ("Pending exit", b.pending_exit.to_sat()),
+                    ],
+                },
+                Err(_) => WalletView::NotLoaded { fingerprint },
+            }
+        }
+        Err(e) => {
+            tracing::error!(target: "berth::console", error = %e, "cannot read the wallet");
+            return StatusCode::INTERNAL_SERVER_ERROR.into_response();
+        }
+    };
+    let backups = state.backups.status();
+    let frame = Frame::new(state);
+    page(
+        StatusCode::OK,
+        &OverviewPage {
+            hostname: frame.hostname,
+            pin: frame.pin,
+            signed_in: true,
+            wallet,
+            backups_configured: backups.configured,
+            newest_backup: backups
+                .newest_verified
+                .map(|(_, at)| at.format("%Y-%m-%d %H:%M UTC").to_string()),
+            backup_error: backups.last_error,
+        },
+    )
+}
+
+#[derive(Deserialize)]
+struct SignIn {
+    code: String,
+    name: String,
+}
+
+/// `POST /console/sign-in`: a claim code while a claim is open, else a pairing code;
+/// either makes this browser a device and starts its session.
+async fn sign_in(State(state): State<AppState>, request: Request) -> Response {
+    if !session::same_origin(request.headers()) {
+        return forbidden("a form of another site may not sign in here");
+    }
+    let peer: Option<IpAddr> = peer_ip(&request);
+    let Ok(Form(form)) = Form::<SignIn>::from_request(request, &()).await else {
+        return signed_out(
+            &state,
+            StatusCode::BAD_REQUEST,
+            Some("Give a code and a name.".into()),
+        );
+    };
+    let code = form.code.trim();
+    let outcome = if device_ops::claim_is_open(&state) {
+        device_ops::claim_device(&state, code, &form.name, peer).await
+    } else {
+        device_ops::pair_device(&state, code, &form.name, peer).await
+    };
+    match outcome {
+        Ok((token, device)) => {
+            tracing::info!(target: "berth::console", device = %device.id, "a browser signed in");
+            see_other("/", Some(session::start(token.expose())))
+        }
+        Err(e) => {
+            let status = e.status();
+            let message = match status {
+                StatusCode::NOT_FOUND => {
+                    "That code is not open: it was used, it expired, or no claim or pairing \
+                     window is open."
+                        .to_owned()
+                }
+                _ => e.to_string(),
+            };
+            signed_out(&state, status, Some(message))
+        }
+    }
+}
+
+/// `POST /console/logout`: revoke this browser's device and forget the cookie.
+async fn sign_out(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    if !session::same_origin(&headers) {
+        return forbidden("a form of another site may not sign out here");
+    }
+    if let Some(who) = session::signed_in(&headers, &state.devices)
+        && let Err(e) = device_ops::revoke(&state, &who.device_id).await
+    {
+        return (e.status(), e.to_string()).into_response();
+    }
+    see_other("/", Some(session::end()))
+}
+
+/// Why a page for admins is not shown.
+enum NotAdmin {
+    /// No session: to the sign-in page.
+    SignedOut,
+    /// A device without the admin scope.
+    NotAllowed,
+}
+
+impl IntoResponse for NotAdmin {
+    fn into_response(self) -> Response {
+        match self {
+            NotAdmin::SignedOut => see_other("/", None),
+            NotAdmin::NotAllowed => {
+                forbidden("this device may not administer the box (it lacks the admin scope)")
+            }
+        }
+    }
+}
+
+/// The signed-in admin.
+fn admin(state: &AppState, headers: &HeaderMap) -> Result<Authorized, NotAdmin> {
+    match session::signed_in(headers, &state.devices) {
+        Some(who) if who.scopes.allows(Scope::Admin) => Ok(who),
+        Some(_) => Err(NotAdmin::NotAllowed),
+        None => Err(NotAdmin::SignedOut),
+    }
+}
+
+/// `GET /console/devices`
+async fn devices(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    match admin(&state, &headers) {
+        Ok(who) => devices_page(&state, &who, None).await,
+        Err(refused) => refused.into_response(),
+    }
+}
+
+async fn devices_page(
+    state: &AppState,
+    who: &Authorized,
+    pairing: Option<PairingView>,
+) -> Response {
+    let devices = match state.devices.list().await {
+        Ok(devices) => devices,
+        Err(e) => {
+            tracing::error!(target: "berth::console", error = %e, "cannot list devices");
+            return StatusCode::INTERNAL_SERVER_ERROR.into_response();
+        }
+    };
+    let frame = Frame::new(state);
+    page(
+        StatusCode::OK,
+        &DevicesPage {
+            hostname: frame.hostname,
+            pin: frame.pin,
+            signed_in: true,
+            own_id: who.device_id.clone(),
+            devices: devices
+                .into_iter()
+                .map(|d| DeviceRow {
+                    id: d.id,
+                    name: d.name,
+                    scopes: d.scopes.names().join(", "),
+                    created_at: d.created_at.format("%Y-%m-%d %H:%M UTC").to_string(),
+                })
+                .collect(),
+            pairing,
+        },
+    )
+}
+
+/// `POST /console/devices/{id}/revoke`
+async fn revoke(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    if !session::same_origin(&headers) {
+        return forbidden("a form of another site may not revoke devices");
+    }
+    if let Err(refused) = admin(&state, &headers) {
+        return refused.into_response();
+    }
+    match device_ops::revoke(&state, &id).await {
+        Ok(()) => see_other("/console/devices", None),
+        Err(e) => (e.status(), e.to_string()).into_response(),
+    }
+}
+
+#[derive(Deserialize)]
+struct PairingForm {
+    read: Option<String>,
+    receive: Option<String>,
+    send: Option<String>,
+    admin: Option<String>,
+}
+
+/// `POST /console/pairing`: open a pairing window and show its QR code for a phone.
+async fn pairing(State(state): State<AppState>, request: Request) -> Response {
+    if !session::same_origin(request.headers()) {
+        return forbidden("a form of another site may not open a pairing window");
+    }
+    let who = match admin(&state, request.headers()) {
+        Ok(who) => who,
+        Err(refused) => return refused.into_response(),
+    };
+    let Ok(Form(form)) = Form::<PairingForm>::from_request(request, &()).await else {
+        return (StatusCode::BAD_REQUEST, "a malformed form").into_response();
+    };
+    let mut names = Vec::new();
+    for (checked, name) in [
+        (&form.read, "read"),
+        (&form.receive, "receive"),
+        (&form.send, "send"),
+        (&form.admin, "admin"),
+    ] {
+        if checked.is_some() {
+            names.push(name);
+        }
+    }
+    let scopes = match Scopes::parse(&names) {
+        Ok(scopes) if scopes != Scopes::NONE => scopes,
+        _ => return (StatusCode::BAD_REQUEST, "choose what the device may do").into_response(),
+    };
+    let (code, expires) = match state.pairing.open(Grant { scopes, name: None }) {
+        Ok(opened) => opened,
+        Err(message) => return (StatusCode::UNPROCESSABLE_ENTITY, message).into_response(),
+    };
+    let expires_at = expires
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let uri = state
+        .pairing_target
+        .uri(&crate::tls::lan_ips(), code.expose(), expires_at);
+    let qr_svg = match qrcode::QrCode::new(uri.as_bytes()) {
+        Ok(qr) => qr
+            .render::<qrcode::render::svg::Color<'_>>()
+            .quiet_zone(true)
+            .min_dimensions(240, 240)
+            .build(),
+        Err(e) => {
+            tracing::error!(target: "berth::console", error = %e, "the pairing link does not fit a QR code");
+            return StatusCode::INTERNAL_SERVER_ERROR.into_response();
+        }
+    };
+    tracing::info!(target: "berth::console", scopes = ?scopes, "pairing window opened from the console");
+    devices_page(&state, &who, Some(PairingView { uri, qr_svg })).await
+}

@@ -1,0 +1,117 @@
+//! Browser sessions: a session is a device credential (`access::devices`), its token
+//! kept by the browser in an `HttpOnly; Secure; SameSite=Strict` cookie, so page
+//! scripts cannot read it and other sites' pages never send it. Every state-changing
+//! request must also come from a page of this origin (`Origin`), against cross-site
+//! request forgery even where `SameSite` is not honoured.
+//!
+//! The cookie is read by the console's routes only: the bearer API is unchanged and
+//! never takes it (a cookie-authenticated API would need the same origin check on
+//! every fund-moving call a script makes).
+
+use axum::http::{HeaderMap, HeaderValue, header};
+
+use crate::access::devices::{Authorized, Devices};
+
+/// The cookie's name.
+pub const COOKIE: &str = "berth_session";
+
+/// The device whose token the request's session cookie carries, if it is a valid one.
+pub fn signed_in(headers: &HeaderMap, devices: &Devices) -> Option<Authorized> {
+    let token = headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .find_map(|pair| {
+            let (name, value) = pair.trim().split_once('=')?;
+            (name == COOKIE).then(|| value.to_owned())
+        })?;
+    devices.authenticate(&token)
+}
+
+/// `Set-Cookie` for a new session holding `token`. No `Max-Age`: the session lasts as
+/// long as the device is not revoked (signing out revokes it).
+pub fn start(token: &str) -> HeaderValue {
+    HeaderValue::from_str(&format!(
+        "{COOKIE}={token}; HttpOnly; Secure; SameSite=Strict; Path=/"
+    ))
+    .unwrap_or_else(|_| HeaderValue::from_static("berth_session=; Path=/"))
+}
+
+/// `Set-Cookie` that ends the session in the browser.
+pub fn end() -> HeaderValue {
+    HeaderValue::from_static("berth_session=; HttpOnly; Secure; SameSite=Strict; Path=/; Max-Age=0")
+}
+
+/// Whether a state-changing request comes from a page of this origin: its `Origin`
+/// names the host and port the request was sent to (`Host`, which the API's host check
+/// has already held against this machine's names). A request without `Origin` is
+/// refused: every browser sends it with a form's POST.
+pub fn same_origin(headers: &HeaderMap) -> bool {
+    let (Some(origin), Some(host)) = (
+        headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()),
+        headers.get(header::HOST).and_then(|v| v.to_str().ok()),
+    ) else {
+        return false;
+    };
+    let authority = origin
+        .strip_prefix("https://")
+        .or_else(|| origin.strip_prefix("http://"));
+    authority.is_some_and(|a| a.eq_ignore_ascii_case(host))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.append(*name, HeaderValue::from_str(value).expect("value"));
+        }
+        map
+    }
+
+    #[test]
+    fn only_a_page_of_this_origin_may_change_anything() {
+        let same = headers(&[
+            ("origin", "https://berth-1a2b.local:3000"),
+            ("host", "berth-1a2b.local:3000"),
+        ]);
+        assert!(same_origin(&same));
+        for (origin, host) in [
+            ("https://evil.example", "berth-1a2b.local:3000"),
+            ("https://berth-1a2b.local:3001", "berth-1a2b.local:3000"),
+            (
+                "https://berth-1a2b.local:3000.evil.example",
+                "berth-1a2b.local:3000",
+            ),
+            ("null", "berth-1a2b.local:3000"),
+        ] {
+            assert!(
+                !same_origin(&headers(&[("origin", origin), ("host", host)])),
+                "{origin}"
+            );
+        }
+        assert!(
+            !same_origin(&headers(&[("host", "berth-1a2b.local:3000")])),
+            "no Origin"
+        );
+    }
+
+    #[test]
+    fn the_cookie_is_out_of_scripts_reach_and_never_sent_cross_site() {
+        let cookie = start("token123");
+        let text = cookie.to_str().expect("ascii");
+        for attribute in [
+            "berth_session=token123",
+            "HttpOnly",
+            "Secure",
+            "SameSite=Strict",
+            "Path=/",
+        ] {
+            assert!(text.contains(attribute), "{text}");
+        }
+        assert!(end().to_str().expect("ascii").contains("Max-Age=0"));
+    }
+}

@@ -1,0 +1,229 @@
+//! The web console over HTTP, through the real binary (`src/console`): an unclaimed box
+//! shows its claim page; the claim code signs a browser in with an `HttpOnly; Secure;
+//! SameSite=Strict` session cookie; the overview and the devices page; a pairing QR
+//! code whose link a phone redeems; revoking and signing out end credentials at once;
+//! a form posted from another site changes nothing; the cookie never opens the bearer
+//! API. (Driving a real browser through these pages is still to come: issue 22.)
+
+mod harness;
+
+use std::path::Path;
+
+use harness::{Daemon, json_of, post_form};
+
+const CODE: &str = "console-claim-code-0123456789";
+
+fn provisioned() -> (tempfile::TempDir, std::path::PathBuf) {
+    let (tmp, datadir) = harness::new_datadir();
+    std::fs::create_dir_all(&datadir).expect("datadir");
+    let card = tmp.path().join("berth-claim-code");
+    std::fs::write(&card, CODE).expect("card");
+    std::fs::write(
+        datadir.join("berth.toml"),
+        format!("[claim]\ncode_file = \"{}\"\n", card.display()),
+    )
+    .expect("berth.toml");
+    (tmp, datadir)
+}
+
+fn origin(daemon: &Daemon) -> String {
+    format!("http://127.0.0.1:{}", daemon.port)
+}
+
+/// The session cookie a response sets (`name=value`), and the whole header line.
+fn set_cookie(raw: &str) -> (String, String) {
+    let line = raw
+        .lines()
+        .find(|l| l.to_ascii_lowercase().starts_with("set-cookie:"))
+        .unwrap_or_else(|| panic!("no Set-Cookie: {raw}"))
+        .to_owned();
+    let pair = line
+        .split_once(':')
+        .map(|(_, v)| v.trim())
+        .and_then(|v| v.split(';').next())
+        .expect("cookie")
+        .to_owned();
+    (pair, line)
+}
+
+fn page(daemon: &Daemon, path: &str, cookie: &str) -> (u16, String) {
+    daemon.get(path, &[("Cookie", cookie)])
+}
+
+fn pairing_link(html: &str) -> String {
+    let start = html
+        .find("berth://pair?")
+        .expect("a pairing link on the page");
+    html[start..]
+        .split(['<', '"', ' '])
+        .next()
+        .expect("link")
+        .replace("&#38;", "&")
+        .replace("&amp;", "&")
+}
+
+#[test]
+fn a_browser_claims_the_box_pairs_a_phone_revokes_it_and_signs_out() {
+    let (_tmp, datadir) = provisioned();
+    let daemon = Daemon::start(&datadir, &["-q"]);
+    let port = daemon.port;
+    let own = origin(&daemon);
+
+    let (status, raw) = daemon.get("/", &[]);
+    assert_eq!(status, 200, "{raw}");
+    assert!(
+        raw.to_ascii_lowercase().contains("content-type: text/html"),
+        "{raw}"
+    );
+    assert!(
+        raw.contains("Claim this box") && raw.contains(r#"action="/console/sign-in""#),
+        "{raw}"
+    );
+    let (status, css) = daemon.get("/console/style.css", &[]);
+    assert_eq!(status, 200);
+    assert!(
+        css.to_ascii_lowercase().contains("content-type: text/css"),
+        "{css}"
+    );
+
+    let form = format!("code={CODE}&name=Laptop");
+    // Another site's form, or none at all, signs nobody in.
+    for headers in [vec![("Origin", "https://evil.example")], vec![]] {
+        let (status, raw) = post_form(port, "/console/sign-in", &headers, &form);
+        assert_eq!(status, 403, "{raw}");
+    }
+    let (status, raw) = post_form(
+        port,
+        "/console/sign-in",
+        &[("Origin", &own)],
+        "code=not-the-claim-code-at-all&name=Laptop",
+    );
+    assert_eq!(status, 401, "{raw}");
+    assert!(
+        raw.contains("not the claim code") && raw.contains("Claim this box"),
+        "{raw}"
+    );
+    let (status, raw) = post_form(port, "/console/sign-in", &[("Origin", &own)], &form);
+    assert_eq!(status, 303, "{raw}");
+    assert!(
+        raw.contains("location: /") || raw.contains("Location: /"),
+        "{raw}"
+    );
+    let (cookie, line) = set_cookie(&raw);
+    for attribute in ["HttpOnly", "Secure", "SameSite=Strict", "Path=/"] {
+        assert!(line.contains(attribute), "{line}");
+    }
+
+    let (status, raw) = page(&daemon, "/", &cookie);
+    assert_eq!(status, 200, "{raw}");
+    assert!(
+        raw.contains("<h1>Overview</h1>") && raw.contains("No wallet yet"),
+        "{raw}"
+    );
+    // The cookie is the console's: the bearer API never takes it.
+    let (status, _) = daemon.get("/api/v1/devices", &[("Cookie", &cookie)]);
+    assert_eq!(status, 401);
+    // The claim is closed: a browser without the cookie is asked to sign in.
+    let (_, raw) = daemon.get("/", &[]);
+    assert!(raw.contains("This box is claimed"), "{raw}");
+
+    let (status, raw) = page(&daemon, "/console/devices", &cookie);
+    assert_eq!(status, 200, "{raw}");
+    assert!(raw.contains("Laptop (this browser)"), "{raw}");
+
+    // A pairing QR code for a phone that may only read; the phone redeems its link.
+    let (status, raw) = post_form(
+        port,
+        "/console/pairing",
+        &[("Origin", &own), ("Cookie", &cookie)],
+        "read=on",
+    );
+    assert_eq!(status, 200, "{raw}");
+    assert!(raw.contains("<svg"), "the QR code is drawn on the page");
+    let link = pairing_link(&raw);
+    let code = harness::uri_param(&link, "t");
+    let (status, raw) = daemon.post(
+        "/api/v1/pair",
+        &[],
+        &serde_json::json!({"code": code, "name": "Phone"}).to_string(),
+    );
+    assert_eq!(status, 200, "{raw}");
+    let paired = json_of(&raw);
+    assert_eq!(paired["device"]["scopes"], serde_json::json!(["read"]));
+    let phone = harness::bearer(paired["token"].as_str().expect("token"));
+    let phone_id = paired["device"]["id"].as_str().expect("id").to_owned();
+    let (status, _) = daemon.get("/api/v1/wallet", &[("Authorization", &phone)]);
+    assert_eq!(status, 200);
+
+    // Another site's form cannot revoke it; this origin's can, and its token is dead.
+    let revoke = format!("/console/devices/{phone_id}/revoke");
+    let (status, _) = post_form(
+        port,
+        &revoke,
+        &[("Origin", "https://evil.example"), ("Cookie", &cookie)],
+        "",
+    );
+    assert_eq!(status, 403);
+    let (status, _) = daemon.get("/api/v1/wallet", &[("Authorization", &phone)]);
+    assert_eq!(status, 200, "still paired after the cross-site attempt");
+    let (status, raw) = post_form(port, &revoke, &[("Origin", &own), ("Cookie", &cookie)], "");
+    assert_eq!(status, 303, "{raw}");
+    let (status, _) = daemon.get("/api/v1/wallet", &[("Authorization", &phone)]);
+    assert_eq!(status, 401);
+
+    // Signing out revokes the browser's own device.
+    let (status, raw) = post_form(
+        port,
+        "/console/logout",
+        &[("Origin", &own), ("Cookie", &cookie)],
+        "",
+    );
+    assert_eq!(status, 303, "{raw}");
+    assert!(set_cookie(&raw).1.contains("Max-Age=0"), "{raw}");
+    let (_, raw) = page(&daemon, "/", &cookie);
+    assert!(
+        !raw.contains("<h1>Overview</h1>"),
+        "the old cookie opens nothing: {raw}"
+    );
+    let (status, raw) = page(&daemon, "/console/devices", &cookie);
+    assert_eq!(status, 303, "{raw}");
+    assert_devices_gone(&datadir, &daemon);
+}
+
+/// No device is left: the browser signed out, the phone was revoked.
+fn assert_devices_gone(datadir: &Path, daemon: &Daemon) {
+    let admin = harness::bearer(&harness::token(datadir));
+    let (status, raw) = daemon.get("/api/v1/devices", &[("Authorization", &admin)]);
+    assert_eq!(status, 200, "{raw}");
+    assert_eq!(json_of(&raw), serde_json::json!([]), "{raw}");
+}
+
+#[test]
+fn a_device_without_admin_sees_the_overview_but_cannot_administer() {
+    let (_tmp, datadir) = harness::new_datadir();
+    let daemon = Daemon::start(&datadir, &["-q"]);
+    let own = origin(&daemon);
+    // A pairing window opened on the box, redeemed by a browser as its sign-in.
+    let uri = harness::open_window(&datadir, "read");
+    let code = harness::uri_param(&uri, "t");
+    let (status, raw) = post_form(
+        daemon.port,
+        "/console/sign-in",
+        &[("Origin", &own)],
+        &format!("code={code}&name=Display"),
+    );
+    assert_eq!(status, 303, "{raw}");
+    let (cookie, _) = set_cookie(&raw);
+    let (status, raw) = page(&daemon, "/", &cookie);
+    assert_eq!(status, 200, "{raw}");
+    assert!(raw.contains("<h1>Overview</h1>"), "{raw}");
+    let (status, _) = page(&daemon, "/console/devices", &cookie);
+    assert_eq!(status, 403);
+    let (status, _) = post_form(
+        daemon.port,
+        "/console/pairing",
+        &[("Origin", &own), ("Cookie", &cookie)],
+        "admin=on",
+    );
+    assert_eq!(status, 403, "a read-only device cannot mint an admin");
+}
