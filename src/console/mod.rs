@@ -19,7 +19,7 @@ use std::net::IpAddr;
 use askama::Template;
 use axum::Router;
 use axum::extract::{Form, FromRequest as _, Path, Request, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::Deserialize;
@@ -248,7 +248,7 @@ struct SignIn {
 /// `POST /console/sign-in`: a claim code while a claim is open, else a pairing code;
 /// either makes this browser a device and starts its session.
 async fn sign_in(State(state): State<AppState>, request: Request) -> Response {
-    if !session::same_origin(request.headers()) {
+    if !session::same_origin(request.headers(), request.uri()) {
         return forbidden("a form of another site may not sign in here");
     }
     let peer: Option<IpAddr> = peer_ip(&request);
@@ -286,8 +286,8 @@ async fn sign_in(State(state): State<AppState>, request: Request) -> Response {
 }
 
 /// `POST /console/logout`: revoke this browser's device and forget the cookie.
-async fn sign_out(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    if !session::same_origin(&headers) {
+async fn sign_out(State(state): State<AppState>, uri: Uri, headers: HeaderMap) -> Response {
+    if !session::same_origin(&headers, &uri) {
         return forbidden("a form of another site may not sign out here");
     }
     if let Some(who) = session::signed_in(&headers, &state.devices)
@@ -372,9 +372,10 @@ async fn devices_page(
 async fn revoke(
     State(state): State<AppState>,
     Path(id): Path<String>,
+    uri: Uri,
     headers: HeaderMap,
 ) -> Response {
-    if !session::same_origin(&headers) {
+    if !session::same_origin(&headers, &uri) {
         return forbidden("a form of another site may not revoke devices");
     }
     if let Err(refused) = admin(&state, &headers) {
@@ -396,7 +397,7 @@ struct PairingForm {
 
 /// `POST /console/pairing`: open a pairing window and show its QR code for a phone.
 async fn pairing(State(state): State<AppState>, request: Request) -> Response {
-    if !session::same_origin(request.headers()) {
+    if !session::same_origin(request.headers(), request.uri()) {
         return forbidden("a form of another site may not open a pairing window");
     }
     let who = match admin(&state, request.headers()) {

@@ -8,7 +8,7 @@
 //! never takes it (a cookie-authenticated API would need the same origin check on
 //! every fund-moving call a script makes).
 
-use axum::http::{HeaderMap, HeaderValue, header};
+use axum::http::{HeaderMap, HeaderValue, Uri, header};
 
 use crate::access::devices::{Authorized, Devices};
 
@@ -44,13 +44,18 @@ pub fn end() -> HeaderValue {
 }
 
 /// Whether a state-changing request comes from a page of this origin: its `Origin`
-/// names the host and port the request was sent to (`Host`, which the API's host check
-/// has already held against this machine's names). A request without `Origin` is
-/// refused: every browser sends it with a form's POST.
-pub fn same_origin(headers: &HeaderMap) -> bool {
+/// names the host and port the request was sent to (`Host`, or over HTTP/2 the URI's
+/// authority, which the API's host check has already held against this machine's
+/// names). A request without `Origin` is refused: every browser sends it with a form's
+/// POST.
+pub fn same_origin(headers: &HeaderMap, uri: &Uri) -> bool {
+    let host = headers
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .or_else(|| uri.authority().map(|a| a.as_str()));
     let (Some(origin), Some(host)) = (
         headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()),
-        headers.get(header::HOST).and_then(|v| v.to_str().ok()),
+        host,
     ) else {
         return false;
     };
@@ -78,7 +83,18 @@ mod tests {
             ("origin", "https://berth-1a2b.local:3000"),
             ("host", "berth-1a2b.local:3000"),
         ]);
-        assert!(same_origin(&same));
+        let uri = Uri::from_static("/console/sign-in");
+        assert!(same_origin(&same, &uri));
+        // HTTP/2: no Host header, the authority is in the URI.
+        let h2 = headers(&[("origin", "https://berth-1a2b.local:3000")]);
+        assert!(same_origin(
+            &h2,
+            &Uri::from_static("https://berth-1a2b.local:3000/console/sign-in")
+        ));
+        assert!(!same_origin(
+            &h2,
+            &Uri::from_static("https://evil.example/console/sign-in")
+        ));
         for (origin, host) in [
             ("https://evil.example", "berth-1a2b.local:3000"),
             ("https://berth-1a2b.local:3001", "berth-1a2b.local:3000"),
@@ -89,12 +105,12 @@ mod tests {
             ("null", "berth-1a2b.local:3000"),
         ] {
             assert!(
-                !same_origin(&headers(&[("origin", origin), ("host", host)])),
+                !same_origin(&headers(&[("origin", origin), ("host", host)]), &uri),
                 "{origin}"
             );
         }
         assert!(
-            !same_origin(&headers(&[("host", "berth-1a2b.local:3000")])),
+            !same_origin(&headers(&[("host", "berth-1a2b.local:3000")]), &uri),
             "no Origin"
         );
     }

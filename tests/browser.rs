@@ -1,0 +1,367 @@
+//! The web console in a real browser: Debian's headless Chromium, driven over the
+//! Chrome DevTools Protocol, against the real binary over TLS (the box's own CA,
+//! accepted by its key's hash, as a user who checked the pin would). Claim the box with
+//! a provisioned code, see the overview, open a pairing window and read the pairing
+//! link by decoding the QR code in a screenshot of the page, as a phone's camera would;
+//! pair with it, revoke that device from the page, and see its token refused; a page
+//! of another origin that posts to the console changes nothing. Screenshots of each
+//! page are kept under `target/tmp/browser-screenshots/`.
+
+mod harness;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures_util::{SinkExt as _, StreamExt as _};
+use serde_json::{Value, json};
+use tokio_tungstenite::tungstenite::Message;
+
+const TEST: &str = "a_browser_claims_the_box_pairs_a_phone_by_its_qr_code_and_revokes_it";
+const CODE: &str = "browser-claim-code-0123456789";
+
+/// Headless Chromium with a DevTools port, killed when dropped.
+struct Chromium {
+    child: Child,
+    _profile: tempfile::TempDir,
+    port: u16,
+}
+
+impl Drop for Chromium {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Chromium {
+    fn start(binary: &Path, spki_pins: &str) -> Chromium {
+        let profile = tempfile::tempdir().expect("profile");
+        let port = harness::free_port();
+        let child = Command::new(binary)
+            .args([
+                "--headless=new",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--no-first-run",
+                "--window-size=900,1400",
+                &format!("--remote-debugging-port={port}"),
+                &format!("--user-data-dir={}", profile.path().display()),
+                // The box's own CA and leaf, by their keys: as a user who compared the
+                // pin would trust them (and nothing else).
+                &format!("--ignore-certificate-errors-spki-list={spki_pins}"),
+                "about:blank",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start chromium");
+        Chromium {
+            child,
+            _profile: profile,
+            port,
+        }
+    }
+
+    /// The DevTools websocket of its page.
+    fn page_socket(&self) -> String {
+        let mut url = None;
+        harness::wait_until("chromium's DevTools", 30, || {
+            let Some(body) = devtools_get(self.port, "/json/list") else {
+                return false;
+            };
+            let list: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+            url = list.as_array().and_then(|targets| {
+                targets
+                    .iter()
+                    .find(|t| t["type"] == "page")
+                    .and_then(|t| t["webSocketDebuggerUrl"].as_str())
+                    .map(String::from)
+            });
+            url.is_some()
+        });
+        url.expect("a page target")
+    }
+}
+
+/// GET from DevTools' HTTP endpoint, read to its `Content-Length` (it keeps the
+/// connection open whatever the request says).
+fn devtools_get(port: u16, path: &str) -> Option<String> {
+    use std::io::{Read as _, Write as _};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    stream
+        // DevTools builds its websocket URLs from `Host`: it must carry the port.
+        .write_all(format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n").as_bytes())
+        .ok()?;
+    let mut raw = Vec::new();
+    let mut buf = [0u8; 8192];
+    loop {
+        let n = stream.read(&mut buf).ok()?;
+        if n == 0 {
+            return None;
+        }
+        raw.extend_from_slice(&buf[..n]);
+        let text = String::from_utf8_lossy(&raw);
+        if let Some((head, body)) = text.split_once("\r\n\r\n") {
+            let length = head.lines().find_map(|l| {
+                let (name, value) = l.split_once(':')?;
+                name.eq_ignore_ascii_case("content-length")
+                    .then(|| value.trim().parse::<usize>().ok())?
+            })?;
+            if body.len() >= length {
+                return Some(body[..length].to_owned());
+            }
+        }
+    }
+}
+
+/// A DevTools connection to one page.
+struct Page {
+    socket: tokio_tungstenite::WebSocketStream<
+        tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
+    >,
+    next_id: u64,
+    shots: PathBuf,
+}
+
+impl Page {
+    async fn call(&mut self, method: &str, params: Value) -> Value {
+        self.next_id += 1;
+        let id = self.next_id;
+        let message = json!({"id": id, "method": method, "params": params}).to_string();
+        self.socket
+            .send(Message::text(message))
+            .await
+            .expect("send to chromium");
+        loop {
+            let frame = tokio::time::timeout(Duration::from_secs(30), self.socket.next())
+                .await
+                .unwrap_or_else(|_| panic!("no answer to {method} within 30 s"))
+                .expect("chromium closed the socket")
+                .expect("read from chromium");
+            let Message::Text(text) = frame else { continue };
+            let value: Value = serde_json::from_str(&text).expect("json");
+            if value["id"] == id {
+                assert!(value.get("error").is_none(), "{method}: {value}");
+                return value["result"].clone();
+            }
+        }
+    }
+
+    async fn eval(&mut self, script: &str) -> Value {
+        let result = self
+            .call(
+                "Runtime.evaluate",
+                json!({"expression": script, "returnByValue": true}),
+            )
+            .await;
+        result["result"]["value"].clone()
+    }
+
+    /// Wait until the page at `path` has loaded and its text contains `marker`.
+    async fn wait_for(&mut self, path: &str, marker: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let state = self
+                .eval("JSON.stringify([document.readyState, location.pathname, document.body ? document.body.innerText : ''])")
+                .await;
+            let state: Value =
+                serde_json::from_str(state.as_str().unwrap_or("[]")).unwrap_or(Value::Null);
+            let text = state[2].as_str().unwrap_or_default().to_owned();
+            if state[0] == "complete" && state[1] == path && text.contains(marker) {
+                return text;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the page at {path} with {marker:?} did not come: {state}"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    async fn open(&mut self, url: &str) {
+        self.call("Page.navigate", json!({"url": url})).await;
+    }
+
+    /// Save a screenshot as `name`.png; its PNG bytes.
+    async fn screenshot(&mut self, name: &str) -> Vec<u8> {
+        use base64::Engine as _;
+        let shot = self
+            .call("Page.captureScreenshot", json!({"format": "png"}))
+            .await;
+        let png = base64::engine::general_purpose::STANDARD
+            .decode(shot["data"].as_str().expect("data"))
+            .expect("base64");
+        std::fs::write(self.shots.join(format!("{name}.png")), &png).expect("save screenshot");
+        png
+    }
+}
+
+/// The text inside the first QR code in a PNG screenshot.
+fn decode_qr(png_bytes: &[u8]) -> String {
+    let decoder = png::Decoder::new(std::io::Cursor::new(png_bytes));
+    let mut reader = decoder.read_info().expect("png");
+    let mut pixels = vec![0; reader.output_buffer_size().expect("size")];
+    let info = reader.next_frame(&mut pixels).expect("frame");
+    let channels = info.color_type.samples();
+    let (width, height) = (info.width as usize, info.height as usize);
+    let mut image = rqrr::PreparedImage::prepare_from_greyscale(width, height, |x, y| {
+        let at = (y * width + x) * channels;
+        // The page is black on white: the first channel is enough.
+        pixels[at]
+    });
+    let grids = image.detect_grids();
+    let grid = grids.first().expect("a QR code on the page");
+    grid.decode().expect("a readable QR code").1
+}
+
+/// `sha256/<base64url>` → the standard base64 Chromium's SPKI list takes.
+fn chromium_pin(pin: &str) -> String {
+    use base64::Engine as _;
+    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(pin.trim_start_matches("sha256/"))
+        .expect("pin");
+    base64::engine::general_purpose::STANDARD.encode(raw)
+}
+
+fn pem_pin(pem: &str) -> String {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject as _;
+    let der = CertificateDer::pem_slice_iter(pem.as_bytes())
+        .next()
+        .expect("a certificate")
+        .expect("pem");
+    chromium_pin(&berth::tls::spki_pin(&der).expect("pin"))
+}
+
+#[test]
+fn a_browser_claims_the_box_pairs_a_phone_by_its_qr_code_and_revokes_it() {
+    let Some(chromium) = ["chromium", "chromium-browser"].iter().find_map(|name| {
+        std::env::var_os("PATH").and_then(|paths| {
+            std::env::split_paths(&paths)
+                .map(|dir| dir.join(name))
+                .find(|p| p.is_file())
+        })
+    }) else {
+        harness::skip(
+            TEST,
+            "chromium is not installed (scripts/ensure-deps installs it)",
+        );
+        return;
+    };
+    let (tmp, datadir) = harness::new_datadir();
+    std::fs::create_dir_all(&datadir).expect("datadir");
+    let card = tmp.path().join("berth-claim-code");
+    std::fs::write(&card, CODE).expect("card");
+    std::fs::write(
+        datadir.join("berth.toml"),
+        format!("[claim]\ncode_file = \"{}\"\n", card.display()),
+    )
+    .expect("berth.toml");
+    let (daemon, tls, ca) = harness::start_tls(&datadir, &["-q", "--tls"]);
+    let leaf = std::fs::read_to_string(datadir.join("tls").join("leaf.pem")).expect("leaf");
+    let pins = format!("{},{}", pem_pin(&ca), pem_pin(&leaf));
+    let base = format!("https://localhost:{}", daemon.port);
+    let shots = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("browser-screenshots");
+    std::fs::create_dir_all(&shots).expect("screenshots dir");
+
+    let browser = Chromium::start(&chromium, &pins);
+    let socket = browser.page_socket();
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    runtime.block_on(async {
+        let (socket, _) = tokio_tungstenite::connect_async(socket)
+            .await
+            .expect("DevTools websocket");
+        let mut page = Page {
+            socket,
+            next_id: 0,
+            shots,
+        };
+        page.call("Page.enable", json!({})).await;
+
+        // The unclaimed box: its claim page; the code claims it.
+        page.open(&format!("{base}/")).await;
+        page.wait_for("/", "Claim this box").await;
+        page.screenshot("1-claim").await;
+        page.eval(&format!(
+            "(() => {{ const f = document.querySelector('form[action=\"/console/sign-in\"]'); \
+             f.code.value = '{CODE}'; f.name.value = 'Chromium'; f.submit(); return true }})()"
+        ))
+        .await;
+        let overview = page.wait_for("/", "Overview").await;
+        assert!(overview.contains("No wallet yet"), "{overview}");
+        page.screenshot("2-overview").await;
+        // The session cookie is out of the page's reach.
+        let cookies = page.eval("document.cookie").await;
+        assert_eq!(cookies, json!(""), "HttpOnly: scripts see no cookie");
+
+        // Pair a phone: the QR code on the page, read from a screenshot.
+        page.open(&format!("{base}/console/devices")).await;
+        page.wait_for("/console/devices", "Chromium (this browser)").await;
+        page.screenshot("3-devices").await;
+        page.eval(
+            "(() => { const f = document.querySelector('form[action=\"/console/pairing\"]'); \
+             f.send.checked = false; f.submit(); return true })()",
+        )
+        .await;
+        page.wait_for("/console/pairing", "Scan this with the phone").await;
+        // The QR code in view, alone, large enough to read.
+        page.eval("document.querySelector('.qr').scrollIntoView()").await;
+        let shot = page.screenshot("4-pairing").await;
+        let link = decode_qr(&shot);
+        assert!(link.starts_with("berth://pair?v=1&"), "{link}");
+        let code = harness::uri_param(&link, "t").to_owned();
+        let (status, raw) = harness::tls_request(
+            daemon.port,
+            Arc::clone(&tls),
+            "POST",
+            "/api/v1/pair",
+            &[("Content-Type", "application/json")],
+            Some(&json!({"code": code, "name": "Phone"}).to_string()),
+        )
+        .expect("pair");
+        assert_eq!(status, 200, "{raw}");
+        let paired = harness::json_of(&raw);
+        assert_eq!(paired["device"]["scopes"], json!(["read", "receive"]));
+        let phone = harness::bearer(paired["token"].as_str().expect("token"));
+        let phone_id = paired["device"]["id"].as_str().expect("id").to_owned();
+        let wallet = |token: &str| {
+            harness::tls_request(
+                daemon.port,
+                Arc::clone(&tls),
+                "GET",
+                "/api/v1/wallet",
+                &[("Authorization", token)],
+                None,
+            )
+            .expect("request")
+            .0
+        };
+        assert_eq!(wallet(&phone), 200);
+
+        // A page of another origin posts a revoke to the console: nothing changes.
+        page.open(&format!(
+            "data:text/html,<form method=post action=\"{base}/console/devices/{phone_id}/revoke\"></form>\
+             <script>document.forms[0].submit()</script>"
+        ))
+        .await;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        page.screenshot("5-cross-site").await;
+        assert_eq!(wallet(&phone), 200, "a cross-site post revoked nothing");
+
+        // The page's own revoke button: the phone's token is refused at once.
+        page.open(&format!("{base}/console/devices")).await;
+        page.wait_for("/console/devices", "Phone").await;
+        page.eval(&format!(
+            "(() => {{ document.querySelector('form[action=\"/console/devices/{phone_id}/revoke\"]').submit(); \
+             return true }})()"
+        ))
+        .await;
+        let text = page.wait_for("/console/devices", "Chromium (this browser)").await;
+        assert!(!text.contains("Phone"), "{text}");
+        page.screenshot("6-revoked").await;
+        assert_eq!(wallet(&phone), 401);
+    });
+}
