@@ -67,6 +67,9 @@ pub struct AppState {
     pub claim: Arc<crate::access::claim::Claim>,
     /// What a pairing link names: the address, host name and TLS pin.
     pub pairing_target: Arc<crate::access::pairing::PairingTarget>,
+    /// The configuration in effect (`berth.toml` and its layers, defaults filled in),
+    /// as TOML, for the console's settings page.
+    pub settings_toml: Arc<str>,
 }
 
 /// How the router is put together.

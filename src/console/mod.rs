@@ -5,7 +5,8 @@
 //!
 //! Pages: the claim page (an unclaimed box), sign-in with a claim or pairing code, the
 //! overview (the wallet and its balances, backups), the devices (list, revoke, and a
-//! pairing QR code for a phone). A browser's session is a device credential in a cookie
+//! pairing QR code for a phone), the backups (list, back up now, download a fresh one)
+//! and the settings in effect (read-only). A browser's session is a device credential in a cookie
 //! (`session`); every form post must come from this origin.
 //!
 //! The console goes through the same handles as the API (`api::v1::devices` for
@@ -42,6 +43,9 @@ pub fn routes() -> Router<AppState> {
         .route("/console/devices", get(devices))
         .route("/console/devices/{id}/revoke", post(revoke))
         .route("/console/pairing", post(pairing))
+        .route("/console/backups", get(backups).post(back_up_now))
+        .route("/console/backups/download", post(download_backup))
+        .route("/console/settings", get(settings))
 }
 
 const STYLE: &str = include_str!("style.css");
@@ -135,6 +139,34 @@ struct DevicesPage {
     own_id: String,
     devices: Vec<DeviceRow>,
     pairing: Option<PairingView>,
+}
+
+struct BackupRow {
+    created_at: String,
+    size: u64,
+    verified: bool,
+}
+
+#[derive(Template)]
+#[template(path = "backups.html")]
+struct BackupsPage {
+    hostname: String,
+    pin: Option<String>,
+    signed_in: bool,
+    admin: bool,
+    directory: Option<String>,
+    interval_hours: u64,
+    last_error: Option<String>,
+    backups: Vec<BackupRow>,
+}
+
+#[derive(Template)]
+#[template(path = "settings.html")]
+struct SettingsPage {
+    hostname: String,
+    pin: Option<String>,
+    signed_in: bool,
+    toml: String,
 }
 
 fn page(status: StatusCode, template: &impl Template) -> Response {
@@ -445,4 +477,90 @@ async fn pairing(State(state): State<AppState>, request: Request) -> Response {
     };
     tracing::info!(target: "berth::console", scopes = ?scopes, "pairing window opened from the console");
     devices_page(&state, &who, Some(PairingView { uri, qr_svg })).await
+}
+
+/// `GET /console/backups` (scope `read`; the buttons for admins).
+async fn backups(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    let who = match session::signed_in(&headers, &state.devices) {
+        Some(who) if who.scopes.allows(Scope::Read) => who,
+        Some(_) => {
+            return forbidden("this device may not see the wallet (it lacks the read scope)");
+        }
+        None => return see_other("/", None),
+    };
+    let listed = match state.backups.list().await {
+        Ok(listed) => listed,
+        Err(e) => return (StatusCode::SERVICE_UNAVAILABLE, e.to_string()).into_response(),
+    };
+    let status = state.backups.status();
+    let frame = Frame::new(&state);
+    page(
+        StatusCode::OK,
+        &BackupsPage {
+            hostname: frame.hostname,
+            pin: frame.pin,
+            signed_in: true,
+            admin: who.scopes.allows(Scope::Admin),
+            directory: status.directory.map(|d| d.display().to_string()),
+            interval_hours: state.backups.interval().as_secs() / 3600,
+            last_error: status.last_error,
+            backups: listed
+                .into_iter()
+                .map(|b| BackupRow {
+                    created_at: b.created_at.format("%Y-%m-%d %H:%M:%S UTC").to_string(),
+                    size: b.size,
+                    verified: b.verified,
+                })
+                .collect(),
+        },
+    )
+}
+
+/// `POST /console/backups`: back up to the directory now.
+async fn back_up_now(State(state): State<AppState>, uri: Uri, headers: HeaderMap) -> Response {
+    if !session::same_origin(&headers, &uri) {
+        return forbidden("a form of another site may not start a backup");
+    }
+    if let Err(refused) = admin(&state, &headers) {
+        return refused.into_response();
+    }
+    match state.backups.back_up_now().await {
+        Ok(_) => see_other("/console/backups", None),
+        Err(e) => {
+            let e = crate::api::error::ApiError::from(e);
+            (e.status(), e.to_string()).into_response()
+        }
+    }
+}
+
+/// `POST /console/backups/download`: a fresh, verified backup, as an attachment. A POST
+/// (same-origin checked) because it makes a backup, not a GET a link could trigger.
+async fn download_backup(State(state): State<AppState>, uri: Uri, headers: HeaderMap) -> Response {
+    if !session::same_origin(&headers, &uri) {
+        return forbidden("a form of another site may not download a backup");
+    }
+    if let Err(refused) = admin(&state, &headers) {
+        return refused.into_response();
+    }
+    match crate::api::v1::backups::fresh_backup_response(&state).await {
+        Ok(response) => response,
+        Err(e) => (e.status(), e.to_string()).into_response(),
+    }
+}
+
+/// `GET /console/settings` (scope `admin`): the configuration in effect.
+async fn settings(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    if let Err(refused) = admin(&state, &headers) {
+        return refused.into_response();
+    }
+    let frame = Frame::new(&state);
+    page(
+        StatusCode::OK,
+        &SettingsPage {
+            hostname: frame.hostname,
+            pin: frame.pin,
+            signed_in: true,
+            toml: state.settings_toml.to_string(),
+        },
+    )
 }

@@ -135,6 +135,11 @@ pub async fn back_up_now(State(state): State<AppState>) -> Result<Json<BackupInf
     )
 )]
 pub async fn download_backup(State(state): State<AppState>) -> Result<Response, ApiError> {
+    fresh_backup_response(&state).await
+}
+
+/// A fresh backup as a file download: the API's and the console's.
+pub(crate) async fn fresh_backup_response(state: &AppState) -> Result<Response, ApiError> {
     let (name, size, file) = state.backups.fresh().await?;
     let stream = tokio_util::io::ReaderStream::new(tokio::fs::File::from_std(file));
     Ok((
