@@ -318,3 +318,149 @@ fn the_backups_page_backs_up_and_downloads_and_the_settings_page_shows_the_confi
     );
     assert!(raw.contains("[seed]"), "defaults are filled in: {raw}");
 }
+
+/// An admin browser session on a new box (a pairing window opened on the box).
+fn admin_session(daemon: &Daemon, datadir: &Path) -> String {
+    let uri = harness::open_window(datadir, "read,receive,send,admin");
+    let code = harness::uri_param(&uri, "t");
+    let (status, raw) = post_form(
+        daemon.port,
+        "/console/sign-in",
+        &[("Origin", &origin(daemon))],
+        &format!("code={code}&name=Laptop"),
+    );
+    assert_eq!(status, 303, "{raw}");
+    set_cookie(&raw).0
+}
+
+/// A wallet form whose Ark server and chain source are dead ports, created anyway.
+fn offline_wallet_form(extra: &str) -> String {
+    let dead = format!("http%3A%2F%2F127.0.0.1%3A{}", harness::free_port());
+    format!("network=regtest&ark_server={dead}&chain=esplora&esplora_url={dead}&force=on{extra}")
+}
+
+#[test]
+fn a_new_wallet_is_created_after_its_phrase_is_shown_once_and_confirmed() {
+    let (_tmp, datadir) = harness::new_datadir();
+    let daemon = Daemon::start(&datadir, &["-q"]);
+    let own = origin(&daemon);
+    let cookie = admin_session(&daemon, &datadir);
+    let (status, raw) = page(&daemon, "/", &cookie);
+    assert_eq!(status, 200);
+    assert!(raw.contains(r#"href="/console/wallet""#), "{raw}");
+    let (status, raw) = page(&daemon, "/console/wallet", &cookie);
+    assert_eq!(status, 200, "{raw}");
+    assert!(raw.contains("Create the wallet"), "{raw}");
+
+    let form = offline_wallet_form("");
+    let (status, _) = post_form(
+        daemon.port,
+        "/console/wallet/new",
+        &[("Origin", "https://evil.example"), ("Cookie", &cookie)],
+        &form,
+    );
+    assert_eq!(status, 403);
+    let (status, raw) = post_form(
+        daemon.port,
+        "/console/wallet/new",
+        &[("Origin", &own), ("Cookie", &cookie)],
+        &form,
+    );
+    assert_eq!(status, 200, "{raw}");
+    assert!(
+        raw.to_ascii_lowercase().contains("cache-control: no-store"),
+        "{raw}"
+    );
+    let words: Vec<String> = raw
+        .split("<li>")
+        .skip(1)
+        .map(|w| w.split("</li>").next().expect("word").to_owned())
+        .collect();
+    assert_eq!(words.len(), 12, "{raw}");
+    let asked = |label: &str| -> usize {
+        let at = raw.find(label).expect("asked") + label.len();
+        raw[at..]
+            .split(|c: char| !c.is_ascii_digit())
+            .next()
+            .and_then(|n| n.parse::<usize>().ok())
+            .expect("position")
+            - 1
+    };
+    let first = asked("<label>Word ");
+    let rest = &raw[raw.find("<label>Word ").expect("first") + 12..];
+    let second = {
+        let at = rest.find("<label>Word ").expect("second") + 12;
+        rest[at..]
+            .split(|c: char| !c.is_ascii_digit())
+            .next()
+            .and_then(|n| n.parse::<usize>().ok())
+            .expect("position")
+            - 1
+    };
+    assert_ne!(first, second);
+    // Wrong words: nothing is created, the phrase stays on offer.
+    let (status, raw) = post_form(
+        daemon.port,
+        "/console/wallet/confirm",
+        &[("Origin", &own), ("Cookie", &cookie)],
+        "first=wrong&second=words",
+    );
+    assert_eq!(status, 422, "{raw}");
+    assert!(raw.contains("do not match"), "{raw}");
+    let admin = harness::bearer(&harness::token(&datadir));
+    let (_, raw) = daemon.get("/api/v1/wallet", &[("Authorization", &admin)]);
+    assert!(
+        json_of(&raw)["fingerprint"].is_null(),
+        "no wallet yet: {raw}"
+    );
+
+    let (status, raw) = post_form(
+        daemon.port,
+        "/console/wallet/confirm",
+        &[("Origin", &own), ("Cookie", &cookie)],
+        &format!("first={}&second={}", words[first], words[second]),
+    );
+    assert_eq!(status, 303, "{raw}");
+    let (status, raw) = daemon.get("/api/v1/wallet", &[("Authorization", &admin)]);
+    assert_eq!(status, 200, "{raw}");
+    assert!(json_of(&raw)["fingerprint"].is_string(), "{raw}");
+    // The wallet's seed is the phrase that was shown (here, with no key source
+    // configured, barkd's plaintext file).
+    let stored = std::fs::read_to_string(datadir.join("mnemonic")).expect("seed");
+    assert_eq!(stored.split_whitespace().collect::<Vec<_>>(), words);
+    let (_, raw) = page(&daemon, "/", &cookie);
+    assert!(raw.contains("Wallet <code>"), "{raw}");
+    // The phrase is used up.
+    let (status, raw) = post_form(
+        daemon.port,
+        "/console/wallet/confirm",
+        &[("Origin", &own), ("Cookie", &cookie)],
+        &format!("first={}&second={}", words[first], words[second]),
+    );
+    assert_eq!(status, 422, "{raw}");
+}
+
+#[test]
+fn a_recovery_phrase_is_imported_from_the_console() {
+    let (_tmp, datadir) = harness::new_datadir();
+    let daemon = Daemon::start(&datadir, &["-q"]);
+    let cookie = admin_session(&daemon, &datadir);
+    let phrase = common::wallet_datadir::MNEMONIC.replace(' ', "+");
+    let (status, raw) = post_form(
+        daemon.port,
+        "/console/wallet/import",
+        &[("Origin", &origin(&daemon)), ("Cookie", &cookie)],
+        &offline_wallet_form(&format!("&phrase={phrase}")),
+    );
+    assert_eq!(status, 303, "{raw}");
+    let admin = harness::bearer(&harness::token(&datadir));
+    let (status, raw) = daemon.get("/api/v1/wallet", &[("Authorization", &admin)]);
+    assert_eq!(status, 200, "{raw}");
+    let expected = berth::engine::backup::BackupKey::from_phrase(common::wallet_datadir::MNEMONIC)
+        .expect("phrase");
+    assert_eq!(
+        json_of(&raw)["fingerprint"],
+        expected.fingerprint(),
+        "{raw}"
+    );
+}

@@ -70,6 +70,11 @@ pub struct AppState {
     /// The configuration in effect (`berth.toml` and its layers, defaults filled in),
     /// as TOML, for the console's settings page.
     pub settings_toml: Arc<str>,
+    /// Wallets the console is creating: the new seed shown to a device, waiting for it
+    /// to confirm the phrase, by device id (at most 16, 15 minutes each).
+    pub new_wallets: Arc<
+        std::sync::Mutex<crate::access::expiring::ExpiringMap<String, crate::engine::CreateWallet>>,
+    >,
 }
 
 /// How the router is put together.

@@ -35,7 +35,7 @@ pub mod supervisor;
 mod wallet_tasks;
 
 pub use exits::{ExitList, ExitProgress};
-pub use lifecycle::LOAD_WAIT;
+pub use lifecycle::{LOAD_WAIT, new_mnemonic};
 pub use recovery::recovery_message;
 
 use crate::events::EventHub;
@@ -198,17 +198,34 @@ impl std::fmt::Debug for BitcoindAuth {
     }
 }
 
-/// A request to create (or import) a wallet, validated by the API.
-#[derive(Debug)]
+/// A request to create (or import) a wallet, validated by the API. Its `Debug` leaves
+/// the seeds out.
 pub struct CreateWallet {
     pub network: Network,
-    /// Import this mnemonic; `None` generates a new one.
+    /// Import this mnemonic; `None` generates a new one (or takes `new_seed`).
     pub mnemonic: Option<bark::bip39::Mnemonic>,
+    /// A new seed the caller generated (`new_mnemonic`) and showed its owner first (the
+    /// console's create, which shows the phrase once before the wallet exists): a new
+    /// wallet, not an import. Ignored with `mnemonic`.
+    pub new_seed: Option<bark::bip39::Mnemonic>,
     pub birthday_height: Option<u32>,
     pub config: WalletConfig,
     /// Create even when the Ark server or the chain source is unreachable, or the
     /// datadir holds files berthd does not know (they are left untouched).
     pub force: bool,
+}
+
+impl std::fmt::Debug for CreateWallet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CreateWallet")
+            .field("network", &self.network)
+            .field("mnemonic", &self.mnemonic.as_ref().map(|_| "<redacted>"))
+            .field("birthday_height", &self.birthday_height)
+            .field("config", &self.config)
+            .field("force", &self.force)
+            .field("new_seed", &self.new_seed.as_ref().map(|_| "<redacted>"))
+            .finish()
+    }
 }
 
 /// A wallet open in bark. bark holds the on-chain wallet as a trait object; the

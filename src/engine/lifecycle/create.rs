@@ -85,9 +85,9 @@ impl Engine {
         };
 
         let imported = req.mnemonic.is_some();
-        let mnemonic = match req.mnemonic {
-            Some(m) => m,
-            None => new_mnemonic()?,
+        let mnemonic = match (req.mnemonic, req.new_seed) {
+            (Some(m), _) | (None, Some(m)) => m,
+            (None, None) => new_mnemonic()?,
         };
         let fingerprint = bark::WalletSeed::new_from_mnemonic(req.network, &mnemonic).fingerprint();
         let mut written_seed = None;
@@ -266,8 +266,8 @@ fn toml_string(s: &str) -> String {
     out
 }
 
-/// A new 12-word seed phrase.
-fn new_mnemonic() -> Result<bark::bip39::Mnemonic, EngineError> {
+/// A new 12-word phrase from the system's randomness.
+pub fn new_mnemonic() -> Result<bark::bip39::Mnemonic, EngineError> {
     let mut entropy = zeroize::Zeroizing::new([0u8; 16]);
     getrandom::fill(&mut *entropy).map_err(|e| EngineError::Internal {
         context: "drawing entropy for a new seed",

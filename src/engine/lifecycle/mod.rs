@@ -28,6 +28,7 @@ use super::{Engine, EngineError, LoadedWallet};
 use crate::store::InitialScan;
 
 mod create;
+pub use create::new_mnemonic;
 
 /// How long a request that needs the wallet waits for an open that is under way (at
 /// start, on create, or a retry of the loader) before it is told "not loaded yet".

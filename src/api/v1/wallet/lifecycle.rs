@@ -278,6 +278,14 @@ async fn create(
     body: Result<Json<CreateWalletRequest>, JsonRejection>,
 ) -> Result<Json<CreateWalletResponse>, ApiError> {
     let Json(req) = body?;
+    let fingerprint = state.engine.create(create_request(req)?).await?;
+    Ok(Json(CreateWalletResponse {
+        fingerprint: fingerprint.to_string(),
+    }))
+}
+
+/// A create request as the engine takes it, checked: the API's and the console's.
+pub(crate) fn create_request(req: CreateWalletRequest) -> Result<CreateWallet, ApiError> {
     let network = match req.network {
         BarkNetwork::Mainnet => bitcoin::Network::Bitcoin,
         BarkNetwork::Signet | BarkNetwork::Mutinynet => bitcoin::Network::Signet,
@@ -322,19 +330,14 @@ async fn create(
             ));
         }
     };
-    let fingerprint = state
-        .engine
-        .create(CreateWallet {
-            network,
-            mnemonic,
-            birthday_height: req.birthday_height,
-            config,
-            force: req.force,
-        })
-        .await?;
-    Ok(Json(CreateWalletResponse {
-        fingerprint: fingerprint.to_string(),
-    }))
+    Ok(CreateWallet {
+        network,
+        mnemonic,
+        birthday_height: req.birthday_height,
+        config,
+        force: req.force,
+        new_seed: None,
+    })
 }
 
 #[derive(Serialize, ToSchema)]
