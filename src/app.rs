@@ -261,7 +261,7 @@ impl Daemon {
                 claim,
                 pairing_target: Arc::clone(&pairing_target),
                 new_wallets: Arc::new(std::sync::Mutex::new(
-                    crate::access::expiring::ExpiringMap::new(crate::console::NEW_WALLETS),
+                    crate::access::expiring::ExpiringMap::new(crate::console::wallet::NEW_WALLETS),
                 )),
                 settings_toml: toml::to_string_pretty(&settings.file)
                     .unwrap_or_else(|e| format!("# cannot show the configuration: {e}"))

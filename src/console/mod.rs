@@ -13,7 +13,9 @@
 //! claiming, pairing and revoking; the engine for the wallet): it is another face of
 //! the same operations, not a second implementation of them.
 
+mod backups;
 pub mod session;
+pub mod wallet;
 
 use std::net::IpAddr;
 
@@ -43,22 +45,17 @@ pub fn routes() -> Router<AppState> {
         .route("/console/devices", get(devices))
         .route("/console/devices/{id}/revoke", post(revoke))
         .route("/console/pairing", post(pairing))
-        .route("/console/backups", get(backups).post(back_up_now))
-        .route("/console/backups/download", post(download_backup))
-        .route("/console/settings", get(settings))
-        .route("/console/wallet", get(wallet_form))
-        .route("/console/wallet/new", post(new_wallet))
-        .route("/console/wallet/confirm", post(confirm_wallet))
-        .route("/console/wallet/import", post(import_wallet))
+        .route(
+            "/console/backups",
+            get(backups::backups).post(backups::back_up_now),
+        )
+        .route("/console/backups/download", post(backups::download_backup))
+        .route("/console/settings", get(backups::settings))
+        .route("/console/wallet", get(wallet::wallet_form))
+        .route("/console/wallet/new", post(wallet::new_wallet))
+        .route("/console/wallet/confirm", post(wallet::confirm_wallet))
+        .route("/console/wallet/import", post(wallet::import_wallet))
 }
-
-/// Wallets being created, waiting for their phrase to be confirmed: a few, briefly.
-pub const NEW_WALLETS: crate::access::expiring::Policy = crate::access::expiring::Policy {
-    ttl: std::time::Duration::from_secs(15 * 60),
-    capacity: 16,
-    expiry: crate::access::expiring::Expiry::FromInsert,
-    when_full: crate::access::expiring::WhenFull::EvictOldest,
-};
 
 const STYLE: &str = include_str!("style.css");
 
@@ -73,13 +70,13 @@ async fn style() -> impl IntoResponse {
 }
 
 /// What every page shows: the box's name and TLS pin.
-struct Frame {
-    hostname: String,
-    pin: Option<String>,
+pub(super) struct Frame {
+    pub(super) hostname: String,
+    pub(super) pin: Option<String>,
 }
 
 impl Frame {
-    fn new(state: &AppState) -> Frame {
+    pub(super) fn new(state: &AppState) -> Frame {
         Frame {
             hostname: state.pairing_target.hostname.clone(),
             pin: state.pairing_target.pin.clone(),
@@ -153,56 +150,7 @@ struct DevicesPage {
     pairing: Option<PairingView>,
 }
 
-struct BackupRow {
-    created_at: String,
-    size: u64,
-    verified: bool,
-}
-
-#[derive(Template)]
-#[template(path = "backups.html")]
-struct BackupsPage {
-    hostname: String,
-    pin: Option<String>,
-    signed_in: bool,
-    admin: bool,
-    directory: Option<String>,
-    interval_hours: u64,
-    last_error: Option<String>,
-    backups: Vec<BackupRow>,
-}
-
-#[derive(Template)]
-#[template(path = "settings.html")]
-struct SettingsPage {
-    hostname: String,
-    pin: Option<String>,
-    signed_in: bool,
-    toml: String,
-}
-
-#[derive(Template)]
-#[template(path = "wallet_new.html")]
-struct WalletNewPage {
-    hostname: String,
-    pin: Option<String>,
-    signed_in: bool,
-    error: Option<String>,
-}
-
-#[derive(Template)]
-#[template(path = "wallet_confirm.html")]
-struct WalletConfirmPage {
-    hostname: String,
-    pin: Option<String>,
-    signed_in: bool,
-    words: Vec<String>,
-    first: usize,
-    second: usize,
-    error: Option<String>,
-}
-
-fn page(status: StatusCode, template: &impl Template) -> Response {
+pub(super) fn page(status: StatusCode, template: &impl Template) -> Response {
     match template.render() {
         Ok(html) => (status, [(header::CACHE_CONTROL, "no-store")], Html(html)).into_response(),
         Err(e) => {
@@ -213,7 +161,7 @@ fn page(status: StatusCode, template: &impl Template) -> Response {
 }
 
 /// A redirect after a form post (303: the browser follows with a GET).
-fn see_other(to: &'static str, cookie: Option<HeaderValue>) -> Response {
+pub(super) fn see_other(to: &'static str, cookie: Option<HeaderValue>) -> Response {
     let mut response = (StatusCode::SEE_OTHER, [(header::LOCATION, to)]).into_response();
     if let Some(cookie) = cookie {
         response.headers_mut().insert(header::SET_COOKIE, cookie);
@@ -221,7 +169,7 @@ fn see_other(to: &'static str, cookie: Option<HeaderValue>) -> Response {
     response
 }
 
-fn forbidden(message: &'static str) -> Response {
+pub(super) fn forbidden(message: &'static str) -> Response {
     (StatusCode::FORBIDDEN, message).into_response()
 }
 
@@ -364,7 +312,7 @@ async fn sign_out(State(state): State<AppState>, uri: Uri, headers: HeaderMap) -
 }
 
 /// Why a page for admins is not shown.
-enum NotAdmin {
+pub(super) enum NotAdmin {
     /// No session: to the sign-in page.
     SignedOut,
     /// A device without the admin scope.
@@ -383,7 +331,7 @@ impl IntoResponse for NotAdmin {
 }
 
 /// The signed-in admin.
-fn admin(state: &AppState, headers: &HeaderMap) -> Result<Authorized, NotAdmin> {
+pub(super) fn admin(state: &AppState, headers: &HeaderMap) -> Result<Authorized, NotAdmin> {
     match session::signed_in(headers, &state.devices) {
         Some(who) if who.scopes.allows(Scope::Admin) => Ok(who),
         Some(_) => Err(NotAdmin::NotAllowed),
@@ -510,346 +458,4 @@ async fn pairing(State(state): State<AppState>, request: Request) -> Response {
     };
     tracing::info!(target: "berth::console", scopes = ?scopes, "pairing window opened from the console");
     devices_page(&state, &who, Some(PairingView { uri, qr_svg })).await
-}
-
-/// `GET /console/backups` (scope `read`; the buttons for admins).
-async fn backups(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    let who = match session::signed_in(&headers, &state.devices) {
-        Some(who) if who.scopes.allows(Scope::Read) => who,
-        Some(_) => {
-            return forbidden("this device may not see the wallet (it lacks the read scope)");
-        }
-        None => return see_other("/", None),
-    };
-    let listed = match state.backups.list().await {
-        Ok(listed) => listed,
-        Err(e) => return (StatusCode::SERVICE_UNAVAILABLE, e.to_string()).into_response(),
-    };
-    let status = state.backups.status();
-    let frame = Frame::new(&state);
-    page(
-        StatusCode::OK,
-        &BackupsPage {
-            hostname: frame.hostname,
-            pin: frame.pin,
-            signed_in: true,
-            admin: who.scopes.allows(Scope::Admin),
-            directory: status.directory.map(|d| d.display().to_string()),
-            interval_hours: state.backups.interval().as_secs() / 3600,
-            last_error: status.last_error,
-            backups: listed
-                .into_iter()
-                .map(|b| BackupRow {
-                    created_at: b.created_at.format("%Y-%m-%d %H:%M:%S UTC").to_string(),
-                    size: b.size,
-                    verified: b.verified,
-                })
-                .collect(),
-        },
-    )
-}
-
-/// `POST /console/backups`: back up to the directory now.
-async fn back_up_now(State(state): State<AppState>, uri: Uri, headers: HeaderMap) -> Response {
-    if !session::same_origin(&headers, &uri) {
-        return forbidden("a form of another site may not start a backup");
-    }
-    if let Err(refused) = admin(&state, &headers) {
-        return refused.into_response();
-    }
-    match state.backups.back_up_now().await {
-        Ok(_) => see_other("/console/backups", None),
-        Err(e) => {
-            let e = crate::api::error::ApiError::from(e);
-            (e.status(), e.to_string()).into_response()
-        }
-    }
-}
-
-/// `POST /console/backups/download`: a fresh, verified backup, as an attachment. A POST
-/// (same-origin checked) because it makes a backup, not a GET a link could trigger.
-async fn download_backup(State(state): State<AppState>, uri: Uri, headers: HeaderMap) -> Response {
-    if !session::same_origin(&headers, &uri) {
-        return forbidden("a form of another site may not download a backup");
-    }
-    if let Err(refused) = admin(&state, &headers) {
-        return refused.into_response();
-    }
-    match crate::api::v1::backups::fresh_backup_response(&state).await {
-        Ok(response) => response,
-        Err(e) => (e.status(), e.to_string()).into_response(),
-    }
-}
-
-/// `GET /console/settings` (scope `admin`): the configuration in effect.
-async fn settings(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    if let Err(refused) = admin(&state, &headers) {
-        return refused.into_response();
-    }
-    let frame = Frame::new(&state);
-    page(
-        StatusCode::OK,
-        &SettingsPage {
-            hostname: frame.hostname,
-            pin: frame.pin,
-            signed_in: true,
-            toml: state.settings_toml.to_string(),
-        },
-    )
-}
-
-/// Where a new or imported wallet connects, as the form gives it.
-#[derive(Deserialize)]
-struct WalletForm {
-    network: String,
-    ark_server: String,
-    chain: String,
-    #[serde(default)]
-    esplora_url: String,
-    #[serde(default)]
-    bitcoind_url: String,
-    #[serde(default)]
-    bitcoind_cookie: String,
-    #[serde(default)]
-    bitcoind_user: String,
-    #[serde(default)]
-    bitcoind_pass: String,
-    force: Option<String>,
-    /// Import only.
-    phrase: Option<String>,
-    birthday_height: Option<String>,
-}
-
-impl WalletForm {
-    /// The API's create request for this form (checked as the API checks it).
-    fn request(&self) -> Result<crate::engine::CreateWallet, String> {
-        let chain = match self.chain.as_str() {
-            "esplora" => serde_json::json!({"esplora": {"url": self.esplora_url.trim()}}),
-            "bitcoind" => {
-                let auth = if self.bitcoind_cookie.trim().is_empty() {
-                    serde_json::json!({"user-pass": {"user": self.bitcoind_user, "pass": self.bitcoind_pass}})
-                } else {
-                    serde_json::json!({"cookie": {"cookie": self.bitcoind_cookie.trim()}})
-                };
-                serde_json::json!({"bitcoind": {"bitcoind": self.bitcoind_url.trim(), "bitcoind_auth": auth}})
-            }
-            _ => return Err("Choose Esplora or bitcoind.".into()),
-        };
-        let birthday = match self.birthday_height.as_deref().map(str::trim) {
-            None | Some("") => None,
-            Some(h) => Some(
-                h.parse::<u32>()
-                    .map_err(|_| "The birthday height is a block height.")?,
-            ),
-        };
-        let body = serde_json::json!({
-            "network": self.network,
-            "mnemonic": self.phrase.as_deref().map(str::trim),
-            "birthday_height": birthday,
-            "ark_server": self.ark_server.trim(),
-            "chain_source": chain,
-            "force": self.force.is_some(),
-        });
-        let request: crate::api::v1::wallet::lifecycle::CreateWalletRequest =
-            serde_json::from_value(body).map_err(|e| format!("The form is incomplete: {e}"))?;
-        crate::api::v1::wallet::lifecycle::create_request(request).map_err(|e| e.to_string())
-    }
-}
-
-/// The two words of a phrase its owner types back: fixed by the phrase, different.
-fn check_positions(words: &[String]) -> (usize, usize) {
-    use bitcoin::hashes::{Hash as _, sha256};
-    let digest = sha256::Hash::hash(words.join(" ").as_bytes()).to_byte_array();
-    let n = words.len().max(2);
-    let first = usize::from(digest[0]) % n;
-    let second = (first + 1 + usize::from(digest[1]) % (n - 1)) % n;
-    (first.min(second), first.max(second))
-}
-
-fn wallet_new_page(state: &AppState, status: StatusCode, error: Option<String>) -> Response {
-    let frame = Frame::new(state);
-    page(
-        status,
-        &WalletNewPage {
-            hostname: frame.hostname,
-            pin: frame.pin,
-            signed_in: true,
-            error,
-        },
-    )
-}
-
-fn confirm_page(
-    state: &AppState,
-    create: &crate::engine::CreateWallet,
-    error: Option<String>,
-) -> Response {
-    let words: Vec<String> = create
-        .new_seed
-        .as_ref()
-        .map(|m| m.words().map(String::from).collect())
-        .unwrap_or_default();
-    let (first, second) = check_positions(&words);
-    let frame = Frame::new(state);
-    page(
-        if error.is_some() {
-            StatusCode::UNPROCESSABLE_ENTITY
-        } else {
-            StatusCode::OK
-        },
-        &WalletConfirmPage {
-            hostname: frame.hostname,
-            pin: frame.pin,
-            signed_in: true,
-            words,
-            first,
-            second,
-            error,
-        },
-    )
-}
-
-/// Whether the box has a wallet already (then the wallet pages send to the overview).
-async fn has_wallet(state: &AppState) -> bool {
-    !matches!(state.engine.wallet_record().await, Ok(None))
-}
-
-/// `GET /console/wallet` (admin): create or import.
-async fn wallet_form(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    if let Err(refused) = admin(&state, &headers) {
-        return refused.into_response();
-    }
-    if has_wallet(&state).await {
-        return see_other("/", None);
-    }
-    wallet_new_page(&state, StatusCode::OK, None)
-}
-
-/// `POST /console/wallet/new`: a new seed, shown once, kept until it is confirmed.
-async fn new_wallet(State(state): State<AppState>, request: Request) -> Response {
-    if !session::same_origin(request.headers(), request.uri()) {
-        return forbidden("a form of another site may not create a wallet");
-    }
-    let who = match admin(&state, request.headers()) {
-        Ok(who) => who,
-        Err(refused) => return refused.into_response(),
-    };
-    let Ok(Form(form)) = Form::<WalletForm>::from_request(request, &()).await else {
-        return wallet_new_page(
-            &state,
-            StatusCode::BAD_REQUEST,
-            Some("The form is incomplete.".into()),
-        );
-    };
-    let mut create = match form.request() {
-        Ok(create) => create,
-        Err(message) => return wallet_new_page(&state, StatusCode::BAD_REQUEST, Some(message)),
-    };
-    create.new_seed = match crate::engine::new_mnemonic() {
-        Ok(seed) => Some(seed),
-        Err(e) => {
-            tracing::error!(target: "berth::console", error = %e, "no new seed");
-            return StatusCode::INTERNAL_SERVER_ERROR.into_response();
-        }
-    };
-    let response = confirm_page(&state, &create, None);
-    let mut pending = state.new_wallets.lock().unwrap_or_else(|e| e.into_inner());
-    // Evicts the oldest when full: a page left open elsewhere only has to start again.
-    let _ = pending.insert(who.device_id, create, std::time::Instant::now());
-    response
-}
-
-#[derive(Deserialize)]
-struct ConfirmForm {
-    first: String,
-    second: String,
-}
-
-/// `POST /console/wallet/confirm`: the two words right, the wallet is created with the
-/// seed that was shown.
-async fn confirm_wallet(State(state): State<AppState>, request: Request) -> Response {
-    if !session::same_origin(request.headers(), request.uri()) {
-        return forbidden("a form of another site may not create a wallet");
-    }
-    let who = match admin(&state, request.headers()) {
-        Ok(who) => who,
-        Err(refused) => return refused.into_response(),
-    };
-    let Ok(Form(form)) = Form::<ConfirmForm>::from_request(request, &()).await else {
-        return (StatusCode::BAD_REQUEST, "a malformed form").into_response();
-    };
-    let now = std::time::Instant::now();
-    let Some(create) = state
-        .new_wallets
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .take(&who.device_id, now)
-    else {
-        return wallet_new_page(
-            &state,
-            StatusCode::UNPROCESSABLE_ENTITY,
-            Some("That phrase is no longer waiting (15 minutes passed, or it was used): start again.".into()),
-        );
-    };
-    let words: Vec<String> = create
-        .new_seed
-        .as_ref()
-        .map(|m| m.words().map(String::from).collect())
-        .unwrap_or_default();
-    let (first, second) = check_positions(&words);
-    let right = |typed: &str, at: usize| words.get(at).is_some_and(|w| w == typed.trim());
-    if !right(&form.first, first) || !right(&form.second, second) {
-        let response = confirm_page(
-            &state,
-            &create,
-            Some("Those words do not match: check what you wrote down.".into()),
-        );
-        let mut pending = state.new_wallets.lock().unwrap_or_else(|e| e.into_inner());
-        let _ = pending.insert(who.device_id, create, now);
-        return response;
-    }
-    create_wallet(&state, create).await
-}
-
-/// `POST /console/wallet/import`
-async fn import_wallet(State(state): State<AppState>, request: Request) -> Response {
-    if !session::same_origin(request.headers(), request.uri()) {
-        return forbidden("a form of another site may not create a wallet");
-    }
-    if let Err(refused) = admin(&state, request.headers()) {
-        return refused.into_response();
-    }
-    let Ok(Form(form)) = Form::<WalletForm>::from_request(request, &()).await else {
-        return wallet_new_page(
-            &state,
-            StatusCode::BAD_REQUEST,
-            Some("The form is incomplete.".into()),
-        );
-    };
-    match form.request() {
-        Ok(create) if create.mnemonic.is_some() => create_wallet(&state, create).await,
-        Ok(_) => wallet_new_page(
-            &state,
-            StatusCode::BAD_REQUEST,
-            Some("Give the recovery phrase.".into()),
-        ),
-        Err(message) => wallet_new_page(&state, StatusCode::BAD_REQUEST, Some(message)),
-    }
-}
-
-async fn create_wallet(state: &AppState, create: crate::engine::CreateWallet) -> Response {
-    match state.engine.create(create).await {
-        Ok(fingerprint) => {
-            tracing::info!(target: "berth::console", %fingerprint, "wallet created from the console");
-            see_other("/", None)
-        }
-        Err(e) => {
-            let e = crate::api::error::ApiError::from(e);
-            wallet_new_page(
-                state,
-                e.status(),
-                Some(format!("The wallet was not created: {e}")),
-            )
-        }
-    }
 }

@@ -1,0 +1,133 @@
+//! The backups page (list, back up now, download a fresh backup) and the settings in
+//! effect.
+
+use askama::Template;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+
+use super::{Frame, admin, forbidden, page, see_other, session};
+use crate::access::scopes::Scope;
+use crate::api::AppState;
+
+struct BackupRow {
+    created_at: String,
+    size: u64,
+    verified: bool,
+}
+
+#[derive(Template)]
+#[template(path = "backups.html")]
+struct BackupsPage {
+    hostname: String,
+    pin: Option<String>,
+    signed_in: bool,
+    admin: bool,
+    directory: Option<String>,
+    interval_hours: u64,
+    last_error: Option<String>,
+    backups: Vec<BackupRow>,
+}
+
+#[derive(Template)]
+#[template(path = "settings.html")]
+struct SettingsPage {
+    hostname: String,
+    pin: Option<String>,
+    signed_in: bool,
+    toml: String,
+}
+
+/// `GET /console/backups` (scope `read`; the buttons for admins).
+pub(super) async fn backups(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    let who = match session::signed_in(&headers, &state.devices) {
+        Some(who) if who.scopes.allows(Scope::Read) => who,
+        Some(_) => {
+            return forbidden("this device may not see the wallet (it lacks the read scope)");
+        }
+        None => return see_other("/", None),
+    };
+    let listed = match state.backups.list().await {
+        Ok(listed) => listed,
+        Err(e) => return (StatusCode::SERVICE_UNAVAILABLE, e.to_string()).into_response(),
+    };
+    let status = state.backups.status();
+    let frame = Frame::new(&state);
+    page(
+        StatusCode::OK,
+        &BackupsPage {
+            hostname: frame.hostname,
+            pin: frame.pin,
+            signed_in: true,
+            admin: who.scopes.allows(Scope::Admin),
+            directory: status.directory.map(|d| d.display().to_string()),
+            interval_hours: state.backups.interval().as_secs() / 3600,
+            last_error: status.last_error,
+            backups: listed
+                .into_iter()
+                .map(|b| BackupRow {
+                    created_at: b.created_at.format("%Y-%m-%d %H:%M:%S UTC").to_string(),
+                    size: b.size,
+                    verified: b.verified,
+                })
+                .collect(),
+        },
+    )
+}
+
+/// `POST /console/backups`: back up to the directory now.
+pub(super) async fn back_up_now(
+    State(state): State<AppState>,
+    uri: Uri,
+    headers: HeaderMap,
+) -> Response {
+    if !session::same_origin(&headers, &uri) {
+        return forbidden("a form of another site may not start a backup");
+    }
+    if let Err(refused) = admin(&state, &headers) {
+        return refused.into_response();
+    }
+    match state.backups.back_up_now().await {
+        Ok(_) => see_other("/console/backups", None),
+        Err(e) => {
+            let e = crate::api::error::ApiError::from(e);
+            (e.status(), e.to_string()).into_response()
+        }
+    }
+}
+
+/// `POST /console/backups/download`: a fresh, verified backup, as an attachment. A POST
+/// (same-origin checked) because it makes a backup, not a GET a link could trigger.
+pub(super) async fn download_backup(
+    State(state): State<AppState>,
+    uri: Uri,
+    headers: HeaderMap,
+) -> Response {
+    if !session::same_origin(&headers, &uri) {
+        return forbidden("a form of another site may not download a backup");
+    }
+    if let Err(refused) = admin(&state, &headers) {
+        return refused.into_response();
+    }
+    match crate::api::v1::backups::fresh_backup_response(&state).await {
+        Ok(response) => response,
+        Err(e) => (e.status(), e.to_string()).into_response(),
+    }
+}
+
+/// `GET /console/settings` (scope `admin`): the configuration in effect.
+pub(super) async fn settings(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    if let Err(refused) = admin(&state, &headers) {
+        return refused.into_response();
+    }
+    let frame = Frame::new(&state);
+    page(
+        StatusCode::OK,
+        &SettingsPage {
+            hostname: frame.hostname,
+            pin: frame.pin,
+            signed_in: true,
+            toml: state.settings_toml.to_string(),
+        },
+    )
+}

@@ -1,0 +1,297 @@
+//! Creating the wallet from the console: a new seed shown once and confirmed before
+//! the wallet exists, or a phrase imported. Both go through the API's own checks
+//! (`api::v1::wallet::lifecycle::create_request`).
+
+use askama::Template;
+use axum::extract::{Form, FromRequest as _, Request, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+
+use super::{Frame, admin, forbidden, page, see_other, session};
+use crate::api::AppState;
+
+/// Wallets being created, waiting for their phrase to be confirmed: a few, briefly.
+pub const NEW_WALLETS: crate::access::expiring::Policy = crate::access::expiring::Policy {
+    ttl: std::time::Duration::from_secs(15 * 60),
+    capacity: 16,
+    expiry: crate::access::expiring::Expiry::FromInsert,
+    when_full: crate::access::expiring::WhenFull::EvictOldest,
+};
+
+#[derive(Template)]
+#[template(path = "wallet_new.html")]
+struct WalletNewPage {
+    hostname: String,
+    pin: Option<String>,
+    signed_in: bool,
+    error: Option<String>,
+}
+
+#[derive(Template)]
+#[template(path = "wallet_confirm.html")]
+struct WalletConfirmPage {
+    hostname: String,
+    pin: Option<String>,
+    signed_in: bool,
+    words: Vec<String>,
+    first: usize,
+    second: usize,
+    error: Option<String>,
+}
+
+/// Where a new or imported wallet connects, as the form gives it.
+#[derive(Deserialize)]
+struct WalletForm {
+    network: String,
+    ark_server: String,
+    chain: String,
+    #[serde(default)]
+    esplora_url: String,
+    #[serde(default)]
+    bitcoind_url: String,
+    #[serde(default)]
+    bitcoind_cookie: String,
+    #[serde(default)]
+    bitcoind_user: String,
+    #[serde(default)]
+    bitcoind_pass: String,
+    force: Option<String>,
+    /// Import only.
+    phrase: Option<String>,
+    birthday_height: Option<String>,
+}
+
+impl WalletForm {
+    /// The API's create request for this form (checked as the API checks it).
+    fn request(&self) -> Result<crate::engine::CreateWallet, String> {
+        let chain = match self.chain.as_str() {
+            "esplora" => serde_json::json!({"esplora": {"url": self.esplora_url.trim()}}),
+            "bitcoind" => {
+                let auth = if self.bitcoind_cookie.trim().is_empty() {
+                    serde_json::json!({"user-pass": {"user": self.bitcoind_user, "pass": self.bitcoind_pass}})
+                } else {
+                    serde_json::json!({"cookie": {"cookie": self.bitcoind_cookie.trim()}})
+                };
+                serde_json::json!({"bitcoind": {"bitcoind": self.bitcoind_url.trim(), "bitcoind_auth": auth}})
+            }
+            _ => return Err("Choose Esplora or bitcoind.".into()),
+        };
+        let birthday = match self.birthday_height.as_deref().map(str::trim) {
+            None | Some("") => None,
+            Some(h) => Some(
+                h.parse::<u32>()
+                    .map_err(|_| "The birthday height is a block height.")?,
+            ),
+        };
+        let body = serde_json::json!({
+            "network": self.network,
+            "mnemonic": self.phrase.as_deref().map(str::trim),
+            "birthday_height": birthday,
+            "ark_server": self.ark_server.trim(),
+            "chain_source": chain,
+            "force": self.force.is_some(),
+        });
+        let request: crate::api::v1::wallet::lifecycle::CreateWalletRequest =
+            serde_json::from_value(body).map_err(|e| format!("The form is incomplete: {e}"))?;
+        crate::api::v1::wallet::lifecycle::create_request(request).map_err(|e| e.to_string())
+    }
+}
+
+/// The two words of a phrase its owner types back: fixed by the phrase, different.
+fn check_positions(words: &[String]) -> (usize, usize) {
+    use bitcoin::hashes::{Hash as _, sha256};
+    let digest = sha256::Hash::hash(words.join(" ").as_bytes()).to_byte_array();
+    let n = words.len().max(2);
+    let first = usize::from(digest[0]) % n;
+    let second = (first + 1 + usize::from(digest[1]) % (n - 1)) % n;
+    (first.min(second), first.max(second))
+}
+
+fn wallet_new_page(state: &AppState, status: StatusCode, error: Option<String>) -> Response {
+    let frame = Frame::new(state);
+    page(
+        status,
+        &WalletNewPage {
+            hostname: frame.hostname,
+            pin: frame.pin,
+            signed_in: true,
+            error,
+        },
+    )
+}
+
+fn confirm_page(
+    state: &AppState,
+    create: &crate::engine::CreateWallet,
+    error: Option<String>,
+) -> Response {
+    let words: Vec<String> = create
+        .new_seed
+        .as_ref()
+        .map(|m| m.words().map(String::from).collect())
+        .unwrap_or_default();
+    let (first, second) = check_positions(&words);
+    let frame = Frame::new(state);
+    page(
+        if error.is_some() {
+            StatusCode::UNPROCESSABLE_ENTITY
+        } else {
+            StatusCode::OK
+        },
+        &WalletConfirmPage {
+            hostname: frame.hostname,
+            pin: frame.pin,
+            signed_in: true,
+            words,
+            first,
+            second,
+            error,
+        },
+    )
+}
+
+/// Whether the box has a wallet already (then the wallet pages send to the overview).
+async fn has_wallet(state: &AppState) -> bool {
+    !matches!(state.engine.wallet_record().await, Ok(None))
+}
+
+/// `GET /console/wallet` (admin): create or import.
+pub(super) async fn wallet_form(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    if let Err(refused) = admin(&state, &headers) {
+        return refused.into_response();
+    }
+    if has_wallet(&state).await {
+        return see_other("/", None);
+    }
+    wallet_new_page(&state, StatusCode::OK, None)
+}
+
+/// `POST /console/wallet/new`: a new seed, shown once, kept until it is confirmed.
+pub(super) async fn new_wallet(State(state): State<AppState>, request: Request) -> Response {
+    if !session::same_origin(request.headers(), request.uri()) {
+        return forbidden("a form of another site may not create a wallet");
+    }
+    let who = match admin(&state, request.headers()) {
+        Ok(who) => who,
+        Err(refused) => return refused.into_response(),
+    };
+    let Ok(Form(form)) = Form::<WalletForm>::from_request(request, &()).await else {
+        return wallet_new_page(
+            &state,
+            StatusCode::BAD_REQUEST,
+            Some("The form is incomplete.".into()),
+        );
+    };
+    let mut create = match form.request() {
+        Ok(create) => create,
+        Err(message) => return wallet_new_page(&state, StatusCode::BAD_REQUEST, Some(message)),
+    };
+    create.new_seed = match crate::engine::new_mnemonic() {
+        Ok(seed) => Some(seed),
+        Err(e) => {
+            tracing::error!(target: "berth::console", error = %e, "no new seed");
+            return StatusCode::INTERNAL_SERVER_ERROR.into_response();
+        }
+    };
+    let response = confirm_page(&state, &create, None);
+    let mut pending = state.new_wallets.lock().unwrap_or_else(|e| e.into_inner());
+    // Evicts the oldest when full: a page left open elsewhere only has to start again.
+    let _ = pending.insert(who.device_id, create, std::time::Instant::now());
+    response
+}
+
+#[derive(Deserialize)]
+struct ConfirmForm {
+    first: String,
+    second: String,
+}
+
+/// `POST /console/wallet/confirm`: the two words right, the wallet is created with the
+/// seed that was shown.
+pub(super) async fn confirm_wallet(State(state): State<AppState>, request: Request) -> Response {
+    if !session::same_origin(request.headers(), request.uri()) {
+        return forbidden("a form of another site may not create a wallet");
+    }
+    let who = match admin(&state, request.headers()) {
+        Ok(who) => who,
+        Err(refused) => return refused.into_response(),
+    };
+    let Ok(Form(form)) = Form::<ConfirmForm>::from_request(request, &()).await else {
+        return (StatusCode::BAD_REQUEST, "a malformed form").into_response();
+    };
+    let now = std::time::Instant::now();
+    let Some(create) = state
+        .new_wallets
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .take(&who.device_id, now)
+    else {
+        return wallet_new_page(
+            &state,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            Some("That phrase is no longer waiting (15 minutes passed, or it was used): start again.".into()),
+        );
+    };
+    let words: Vec<String> = create
+        .new_seed
+        .as_ref()
+        .map(|m| m.words().map(String::from).collect())
+        .unwrap_or_default();
+    let (first, second) = check_positions(&words);
+    let right = |typed: &str, at: usize| words.get(at).is_some_and(|w| w == typed.trim());
+    if !right(&form.first, first) || !right(&form.second, second) {
+        let response = confirm_page(
+            &state,
+            &create,
+            Some("Those words do not match: check what you wrote down.".into()),
+        );
+        let mut pending = state.new_wallets.lock().unwrap_or_else(|e| e.into_inner());
+        let _ = pending.insert(who.device_id, create, now);
+        return response;
+    }
+    create_wallet(&state, create).await
+}
+
+/// `POST /console/wallet/import`
+pub(super) async fn import_wallet(State(state): State<AppState>, request: Request) -> Response {
+    if !session::same_origin(request.headers(), request.uri()) {
+        return forbidden("a form of another site may not create a wallet");
+    }
+    if let Err(refused) = admin(&state, request.headers()) {
+        return refused.into_response();
+    }
+    let Ok(Form(form)) = Form::<WalletForm>::from_request(request, &()).await else {
+        return wallet_new_page(
+            &state,
+            StatusCode::BAD_REQUEST,
+            Some("The form is incomplete.".into()),
+        );
+    };
+    match form.request() {
+        Ok(create) if create.mnemonic.is_some() => create_wallet(&state, create).await,
+        Ok(_) => wallet_new_page(
+            &state,
+            StatusCode::BAD_REQUEST,
+            Some("Give the recovery phrase.".into()),
+        ),
+        Err(message) => wallet_new_page(&state, StatusCode::BAD_REQUEST, Some(message)),
+    }
+}
+
+async fn create_wallet(state: &AppState, create: crate::engine::CreateWallet) -> Response {
+    match state.engine.create(create).await {
+        Ok(fingerprint) => {
+            tracing::info!(target: "berth::console", %fingerprint, "wallet created from the console");
+            see_other("/", None)
+        }
+        Err(e) => {
+            let e = crate::api::error::ApiError::from(e);
+            wallet_new_page(
+                state,
+                e.status(),
+                Some(format!("The wallet was not created: {e}")),
+            )
+        }
+    }
+}
