@@ -1,7 +1,8 @@
 //! The web console in a real browser: Debian's headless Chromium, driven over the
 //! Chrome DevTools Protocol, against the real binary over TLS (the box's own CA,
 //! accepted by its key's hash, as a user who checked the pin would). Claim the box with
-//! a provisioned code, see the overview, open a pairing window and read the pairing
+//! a provisioned code, see the overview, create the wallet (its phrase shown once and
+//! confirmed), open a pairing window and read the pairing
 //! link by decoding the QR code in a screenshot of the page, as a phone's camera would;
 //! pair with it, revoke that device from the page, and see its token refused; a page
 //! of another origin that posts to the console changes nothing. Screenshots of each
@@ -297,10 +298,56 @@ fn a_browser_claims_the_box_pairs_a_phone_by_its_qr_code_and_revokes_it() {
         let cookies = page.eval("document.cookie").await;
         assert_eq!(cookies, json!(""), "HttpOnly: scripts see no cookie");
 
+        // Create the wallet (its servers are dead ports; "create it now" anyway): the
+        // phrase shown once, two of its words typed back.
+        page.open(&format!("{base}/console/wallet")).await;
+        page.wait_for("/console/wallet", "Create the wallet").await;
+        let dead = format!("http://127.0.0.1:{}", harness::free_port());
+        page.eval(&format!(
+            "(() => {{ const f = document.querySelector('form[action=\"/console/wallet/new\"]'); \
+             f.network.value = 'regtest'; f.ark_server.value = '{dead}'; \
+             f.esplora_url.value = '{dead}'; f.force.checked = true; f.submit(); return true }})()"
+        ))
+        .await;
+        page.wait_for("/console/wallet/new", "Your recovery phrase").await;
+        page.screenshot("3-phrase").await;
+        let asked = page
+            .eval(
+                "JSON.stringify({words: [...document.querySelectorAll('ol.phrase li')].map(li => li.textContent), \
+                 labels: [...document.querySelectorAll('form[action=\"/console/wallet/confirm\"] label')].map(l => l.textContent)})",
+            )
+            .await;
+        let asked: Value = serde_json::from_str(asked.as_str().expect("json")).expect("json");
+        let words: Vec<&str> = asked["words"]
+            .as_array()
+            .expect("words")
+            .iter()
+            .filter_map(Value::as_str)
+            .collect();
+        assert_eq!(words.len(), 12, "{asked}");
+        let position = |i: usize| -> usize {
+            asked["labels"][i]
+                .as_str()
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|n| n.parse::<usize>().ok())
+                .expect("a word's position")
+                - 1
+        };
+        page.eval(&format!(
+            "(() => {{ const f = document.querySelector('form[action=\"/console/wallet/confirm\"]'); \
+             f.first.value = '{}'; f.second.value = '{}'; f.submit(); return true }})()",
+            words[position(0)],
+            words[position(1)]
+        ))
+        .await;
+        let overview = page.wait_for("/", "Wallet").await;
+        assert!(!overview.contains("No wallet yet"), "{overview}");
+        page.screenshot("4-wallet").await;
+
         // Pair a phone: the QR code on the page, read from a screenshot.
         page.open(&format!("{base}/console/devices")).await;
         page.wait_for("/console/devices", "Chromium (this browser)").await;
-        page.screenshot("3-devices").await;
+        page.screenshot("5-devices").await;
         page.eval(
             "(() => { const f = document.querySelector('form[action=\"/console/pairing\"]'); \
              f.send.checked = false; f.submit(); return true })()",
@@ -309,7 +356,7 @@ fn a_browser_claims_the_box_pairs_a_phone_by_its_qr_code_and_revokes_it() {
         page.wait_for("/console/pairing", "Scan this with the phone").await;
         // The QR code in view, alone, large enough to read.
         page.eval("document.querySelector('.qr').scrollIntoView()").await;
-        let shot = page.screenshot("4-pairing").await;
+        let shot = page.screenshot("6-pairing").await;
         let link = decode_qr(&shot);
         assert!(link.starts_with("berth://pair?v=1&"), "{link}");
         let code = harness::uri_param(&link, "t").to_owned();
@@ -348,7 +395,7 @@ fn a_browser_claims_the_box_pairs_a_phone_by_its_qr_code_and_revokes_it() {
         ))
         .await;
         tokio::time::sleep(Duration::from_secs(2)).await;
-        page.screenshot("5-cross-site").await;
+        page.screenshot("7-cross-site").await;
         assert_eq!(wallet(&phone), 200, "a cross-site post revoked nothing");
 
         // The page's own revoke button: the phone's token is refused at once.
@@ -359,9 +406,17 @@ fn a_browser_claims_the_box_pairs_a_phone_by_its_qr_code_and_revokes_it() {
              return true }})()"
         ))
         .await;
-        let text = page.wait_for("/console/devices", "Chromium (this browser)").await;
-        assert!(!text.contains("Phone"), "{text}");
-        page.screenshot("6-revoked").await;
+        // The form's navigation may not have begun yet: wait for the page without it.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let text = page.wait_for("/console/devices", "Chromium (this browser)").await;
+            if !text.contains("Phone") {
+                break;
+            }
+            assert!(Instant::now() < deadline, "the phone is still listed: {text}");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        page.screenshot("8-revoked").await;
         assert_eq!(wallet(&phone), 401);
     });
 }
