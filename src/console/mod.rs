@@ -14,6 +14,7 @@
 //! the same operations, not a second implementation of them.
 
 mod backups;
+mod overview;
 pub mod session;
 pub mod wallet;
 
@@ -103,30 +104,6 @@ struct SignedOutPage {
     error: Option<String>,
 }
 
-/// The wallet as the overview shows it.
-enum WalletView {
-    None,
-    NotLoaded {
-        fingerprint: String,
-    },
-    Loaded {
-        fingerprint: String,
-        balances: Vec<(&'static str, u64)>,
-    },
-}
-
-#[derive(Template)]
-#[template(path = "overview.html")]
-struct OverviewPage {
-    hostname: String,
-    pin: Option<String>,
-    signed_in: bool,
-    wallet: WalletView,
-    backups_configured: bool,
-    newest_backup: Option<String>,
-    backup_error: Option<String>,
-}
-
 struct DeviceRow {
     id: String,
     name: String,
@@ -177,7 +154,7 @@ pub(super) fn forbidden(message: &'static str) -> Response {
 /// open claim, or the sign-in page.
 async fn home(State(state): State<AppState>, headers: HeaderMap) -> Response {
     match session::signed_in(&headers, &state.devices) {
-        Some(who) if who.scopes.allows(Scope::Read) => overview(&state).await,
+        Some(who) if who.scopes.allows(Scope::Read) => overview::overview(&state).await,
         Some(_) => forbidden("this device may not see the wallet (it lacks the read scope)"),
         None => signed_out(&state, StatusCode::OK, None),
     }
@@ -207,49 +184,6 @@ fn signed_out(state: &AppState, status: StatusCode, error: Option<String>) -> Re
             },
         )
     }
-}
-
-async fn overview(state: &AppState) -> Response {
-    let engine = &state.engine;
-    let wallet = match engine.wallet_record().await {
-        Ok(None) => WalletView::None,
-        Ok(Some(record)) => {
-            let fingerprint = record.fingerprint.to_string();
-            match engine.balance().await {
-                Ok(b) => WalletView::Loaded {
-                    fingerprint,
-                    balances: vec![
-                        ("Spendable", b.spendable.to_sat()),
-                        ("Pending in a round", b.pending_in_round.to_sat()),
-                        ("Pending board", b.pending_board.to_sat()),
-                        ("Pending Lightning send", b.pending_lightning_send.to_sat()),
-                        ("Pending exit", b.pending_exit.to_sat()),
-                    ],
-                },
-                Err(_) => WalletView::NotLoaded { fingerprint },
-            }
-        }
-        Err(e) => {
-            tracing::error!(target: "berth::console", error = %e, "cannot read the wallet");
-            return StatusCode::INTERNAL_SERVER_ERROR.into_response();
-        }
-    };
-    let backups = state.backups.status();
-    let frame = Frame::new(state);
-    page(
-        StatusCode::OK,
-        &OverviewPage {
-            hostname: frame.hostname,
-            pin: frame.pin,
-            signed_in: true,
-            wallet,
-            backups_configured: backups.configured,
-            newest_backup: backups
-                .newest_verified
-                .map(|(_, at)| at.format("%Y-%m-%d %H:%M UTC").to_string()),
-            backup_error: backups.last_error,
-        },
-    )
 }
 
 #[derive(Deserialize)]

@@ -142,6 +142,35 @@ fn a_backup_brings_the_wallet_back_after_the_card_dies() {
         onchain
     );
 
+    // The console's overview shows the restored wallet: its VTXOs' expiry chart and
+    // its movements.
+    let code = crate::harness::uri_param(&crate::harness::open_window(&alice.datadir, "read"), "t")
+        .to_owned();
+    let origin = format!("http://127.0.0.1:{}", alice.port());
+    let (status, raw) = crate::harness::post_form(
+        alice.port(),
+        "/console/sign-in",
+        &[("Origin", &origin)],
+        &format!("code={code}&name=Browser"),
+    );
+    assert_eq!(status, 303, "{raw}");
+    let cookie = raw
+        .lines()
+        .find_map(|l| l.strip_prefix("set-cookie: "))
+        .and_then(|c| c.split(';').next())
+        .expect("session cookie")
+        .to_owned();
+    let (status, page) =
+        crate::harness::request(alice.port(), "GET", "/", &[("Cookie", &cookie)], None);
+    assert_eq!(status, 200, "{page}");
+    for shown in [
+        "Unspent value by time left",
+        "Latest movements",
+        "bark.board",
+    ] {
+        assert!(page.contains(shown), "{shown}: {page}");
+    }
+
     // The exit goes on where it was, to claimable, with no call but status.
     mine_until_exit_is(&stack, &alice, &status_path, "claimable", 300);
     // And a payment goes out.

@@ -1,0 +1,198 @@
+//! The overview: the wallet's balances by state, when its VTXOs expire (a bar chart of
+//! value by blocks left), exits under way and whether the on-chain coins can pay for
+//! them, the Ark server and the chain as the autopilot last saw them, the newest
+//! movements, and the backups. A snapshot at each load (the same facts `/health` and
+//! `/metrics` read); nothing here probes anything.
+
+use askama::Template;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+
+use super::{Frame, page};
+use crate::api::AppState;
+
+/// The wallet as the overview shows it.
+pub(super) enum WalletView {
+    None,
+    NotLoaded {
+        fingerprint: String,
+    },
+    Loaded {
+        fingerprint: String,
+        balances: Vec<(&'static str, u64)>,
+    },
+}
+
+/// One bar of the expiry chart: unspent value whose exit deadline is within `label`.
+pub(super) struct ExpiryBar {
+    label: String,
+    sats: u64,
+    /// Of the largest bar, 0 to 100.
+    percent: u64,
+}
+
+pub(super) struct MovementRow {
+    when: String,
+    what: String,
+    sats: i64,
+    status: String,
+}
+
+#[derive(Template)]
+#[template(path = "overview.html")]
+struct OverviewPage {
+    hostname: String,
+    pin: Option<String>,
+    signed_in: bool,
+    wallet: WalletView,
+    ark_server: String,
+    chain_tip: String,
+    expiry: Vec<ExpiryBar>,
+    exits: Vec<(&'static str, u64)>,
+    reserve: Option<String>,
+    movements: Vec<MovementRow>,
+    backups_configured: bool,
+    newest_backup: Option<String>,
+    backup_error: Option<String>,
+}
+
+/// Upper bounds of the chart's bars, in blocks to the exit deadline, with their
+/// labels (about a day is 144 blocks).
+const BARS: [(i64, &str); 6] = [
+    (0, "past the deadline"),
+    (36, "within 6 hours"),
+    (144, "within a day"),
+    (1008, "within a week"),
+    (4032, "within four weeks"),
+    (i64::MAX, "later"),
+];
+
+/// How many newest movements the overview lists.
+const MOVEMENTS: usize = 8;
+
+pub(super) async fn overview(state: &AppState) -> Response {
+    let engine = &state.engine;
+    let wallet = match engine.wallet_record().await {
+        Ok(None) => WalletView::None,
+        Ok(Some(record)) => {
+            let fingerprint = record.fingerprint.to_string();
+            match engine.balance().await {
+                Ok(b) => WalletView::Loaded {
+                    fingerprint,
+                    balances: vec![
+                        ("Spendable", b.spendable.to_sat()),
+                        ("Pending in a round", b.pending_in_round.to_sat()),
+                        ("Pending board", b.pending_board.to_sat()),
+                        ("Pending Lightning send", b.pending_lightning_send.to_sat()),
+                        ("Pending exit", b.pending_exit.to_sat()),
+                    ],
+                },
+                Err(_) => WalletView::NotLoaded { fingerprint },
+            }
+        }
+        Err(e) => {
+            tracing::error!(target: "berth::console", error = %e, "cannot read the wallet");
+            return StatusCode::INTERNAL_SERVER_ERROR.into_response();
+        }
+    };
+    let seen = engine.autopilot_status();
+    let ark_server = match seen.ark_server.reachable {
+        Some(true) => "reachable".to_owned(),
+        Some(false) => format!(
+            "unreachable ({} failed checks in a row)",
+            seen.ark_server.consecutive_failures
+        ),
+        None => "not checked yet".to_owned(),
+    };
+    let chain_tip = match seen.chain_tip {
+        Some(tip) => {
+            let minutes = tip.seen_at.elapsed().map_or(0, |d| d.as_secs() / 60);
+            format!("block {}, seen {minutes} min ago", tip.height)
+        }
+        None => "not known yet".to_owned(),
+    };
+    let mut sums = [0u64; BARS.len()];
+    if let Some(tip) = seen.chain_tip {
+        for vtxo in &seen.vtxos {
+            let left = crate::engine::autopilot::blocks_to_deadline(vtxo, tip.height);
+            let bar = BARS
+                .iter()
+                .position(|(bound, _)| left <= *bound)
+                .unwrap_or(BARS.len() - 1);
+            sums[bar] = sums[bar].saturating_add(vtxo.amount.to_sat());
+        }
+    }
+    let largest = sums.iter().copied().max().unwrap_or(0).max(1);
+    let expiry = if seen.vtxos.is_empty() {
+        Vec::new()
+    } else {
+        BARS.iter()
+            .zip(sums)
+            .map(|((_, label), sats)| ExpiryBar {
+                label: (*label).to_owned(),
+                sats,
+                percent: sats.saturating_mul(100) / largest,
+            })
+            .collect()
+    };
+    let exits: Vec<(&'static str, u64)> = seen
+        .exits_by_phase
+        .iter()
+        .copied()
+        .filter(|(_, n)| *n > 0)
+        .collect();
+    let reserve = seen.reserve.map(|r| {
+        if r.sufficient() {
+            format!(
+                "the on-chain coins ({} sats) pay for exiting every VTXO (about {} sats)",
+                r.available.to_sat(),
+                r.needed.to_sat()
+            )
+        } else {
+            format!(
+                "the on-chain coins ({} sats) cannot pay for exiting every VTXO (about {} sats): \
+                 add {} sats",
+                r.available.to_sat(),
+                r.needed.to_sat(),
+                r.needed.to_sat().saturating_sub(r.available.to_sat())
+            )
+        }
+    });
+    let movements = match &wallet {
+        WalletView::Loaded { .. } => engine
+            .history_page(None, MOVEMENTS)
+            .await
+            .unwrap_or_default()
+            .into_iter()
+            .map(|m| MovementRow {
+                when: m.time.created_at.format("%Y-%m-%d %H:%M").to_string(),
+                what: format!("{} {}", m.subsystem.name, m.subsystem.kind),
+                sats: m.effective_balance.to_sat(),
+                status: format!("{:?}", m.status).to_lowercase(),
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
+    let backups = state.backups.status();
+    let frame = Frame::new(state);
+    page(
+        StatusCode::OK,
+        &OverviewPage {
+            hostname: frame.hostname,
+            pin: frame.pin,
+            signed_in: true,
+            wallet,
+            ark_server,
+            chain_tip,
+            expiry,
+            exits,
+            reserve,
+            movements,
+            backups_configured: backups.configured,
+            newest_backup: backups
+                .newest_verified
+                .map(|(_, at)| at.format("%Y-%m-%d %H:%M UTC").to_string()),
+            backup_error: backups.last_error,
+        },
+    )
+}
