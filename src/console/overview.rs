@@ -1,7 +1,7 @@
 //! The overview: the wallet's balances by state, when its VTXOs expire (a bar chart of
 //! value by blocks left), exits under way and whether the on-chain coins can pay for
 //! them, the Ark server and the chain as the autopilot last saw them, the newest
-//! movements, and the backups. A snapshot at each load (the same facts `/health` and
+//! movements, the newest alerts of the event log, and the backups. A snapshot at each load (the same facts `/health` and
 //! `/metrics` read); nothing here probes anything.
 
 use askama::Template;
@@ -31,6 +31,12 @@ pub(super) struct ExpiryBar {
     percent: u64,
 }
 
+pub(super) struct AlertRow {
+    when: String,
+    kind: String,
+    message: String,
+}
+
 pub(super) struct MovementRow {
     when: String,
     what: String,
@@ -51,6 +57,7 @@ struct OverviewPage {
     exits: Vec<(&'static str, u64)>,
     reserve: Option<String>,
     movements: Vec<MovementRow>,
+    alerts: Vec<AlertRow>,
     backups_configured: bool,
     newest_backup: Option<String>,
     backup_error: Option<String>,
@@ -69,6 +76,9 @@ const BARS: [(i64, &str); 6] = [
 
 /// How many newest movements the overview lists.
 const MOVEMENTS: usize = 8;
+/// How many newest alerts it lists, found among the newest events.
+const ALERTS: usize = 5;
+const ALERTS_AMONG: u64 = 500;
 
 pub(super) async fn overview(state: &AppState) -> Response {
     let engine = &state.engine;
@@ -173,6 +183,7 @@ pub(super) async fn overview(state: &AppState) -> Response {
             .collect(),
         _ => Vec::new(),
     };
+    let alerts = recent_alerts(state).await;
     let backups = state.backups.status();
     let frame = Frame::new(state);
     page(
@@ -188,6 +199,7 @@ pub(super) async fn overview(state: &AppState) -> Response {
             exits,
             reserve,
             movements,
+            alerts,
             backups_configured: backups.configured,
             newest_backup: backups
                 .newest_verified
@@ -195,4 +207,34 @@ pub(super) async fn overview(state: &AppState) -> Response {
             backup_error: backups.last_error,
         },
     )
+}
+
+/// The newest alerts of the event log (among its newest events), newest first.
+async fn recent_alerts(state: &AppState) -> Vec<AlertRow> {
+    let latest = state.events.latest_id();
+    let from = latest.saturating_sub(ALERTS_AMONG);
+    let Ok(page) = state
+        .events
+        .read_after(from, usize::try_from(ALERTS_AMONG).unwrap_or(usize::MAX))
+        .await
+    else {
+        return Vec::new();
+    };
+    page.events
+        .iter()
+        .rev()
+        .filter_map(|event| {
+            let alert = event.alert.as_ref()?;
+            let kind = serde_json::to_value(event.kind)
+                .ok()
+                .and_then(|v| v.as_str().map(String::from))
+                .unwrap_or_default();
+            Some(AlertRow {
+                when: event.at().format("%Y-%m-%d %H:%M UTC").to_string(),
+                kind,
+                message: alert.message.clone(),
+            })
+        })
+        .take(ALERTS)
+        .collect()
 }
