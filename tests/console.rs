@@ -81,6 +81,14 @@ fn a_browser_claims_the_box_pairs_a_phone_revokes_it_and_signs_out() {
         raw.contains("Claim this box") && raw.contains(r#"action="/console/sign-in""#),
         "{raw}"
     );
+    // No other site may frame it, and it loads nothing but its own stylesheet.
+    let head = raw.to_ascii_lowercase();
+    assert!(head.contains("x-frame-options: deny"), "{raw}");
+    assert!(
+        head.contains("content-security-policy: default-src 'none'")
+            && head.contains("frame-ancestors 'none'"),
+        "{raw}"
+    );
     let (status, css) = daemon.get("/console/style.css", &[]);
     assert_eq!(status, 200);
     assert!(
