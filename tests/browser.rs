@@ -258,7 +258,13 @@ fn a_browser_claims_the_box_pairs_a_phone_by_its_qr_code_and_revokes_it() {
     std::fs::write(&card, CODE).expect("card");
     std::fs::write(
         datadir.join("berth.toml"),
-        format!("[claim]\ncode_file = \"{}\"\n", card.display()),
+        // Backups go to a directory that is not there, and only when asked: the one
+        // asked for below fails, and its alert must reach the open overview by itself.
+        format!(
+            "[claim]\ncode_file = \"{}\"\n[backup]\ndirectory = \"{}\"\ndebounce_secs = 86400\n",
+            card.display(),
+            tmp.path().join("no-such-backup-dir").display()
+        ),
     )
     .expect("berth.toml");
     let (daemon, tls, ca) = harness::start_tls(&datadir, &["-q", "--tls"]);
@@ -343,6 +349,46 @@ fn a_browser_claims_the_box_pairs_a_phone_by_its_qr_code_and_revokes_it() {
         let overview = page.wait_for("/", "Wallet").await;
         assert!(!overview.contains("No wallet yet"), "{overview}");
         page.screenshot("4-wallet").await;
+
+        // The overview is live: its script holds the notifications websocket, and an
+        // event (a backup that fails) shows up without the page being loaded again.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while page.eval("document.getElementById('live').textContent").await
+            .as_str()
+            .is_none_or(|s| !s.starts_with("Live"))
+        {
+            assert!(Instant::now() < deadline, "the overview did not go live");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        page.eval("window.stillThisPage = true").await;
+        let admin = harness::bearer(&harness::token(&datadir));
+        let (status, raw) = harness::tls_request(
+            daemon.port,
+            Arc::clone(&tls),
+            "POST",
+            "/api/v1/backups",
+            &[("Authorization", &admin)],
+            None,
+        )
+        .expect("back up now");
+        assert_ne!(status, 200, "the backup directory is missing: {raw}");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let shown = page
+                .eval("document.getElementById('overview').innerText")
+                .await;
+            if shown.as_str().is_some_and(|s| s.contains("backup-failed")) {
+                break;
+            }
+            assert!(Instant::now() < deadline, "the alert did not arrive: {shown}");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        assert_eq!(
+            page.eval("window.stillThisPage === true").await,
+            json!(true),
+            "updated in place, not loaded again"
+        );
+        page.screenshot("4b-live-alert").await;
 
         // Pair a phone: the QR code on the page, read from a screenshot.
         page.open(&format!("{base}/console/devices")).await;

@@ -500,3 +500,98 @@ fn the_overview_of_a_loaded_wallet_shows_its_connections_expiry_exits_movements_
         assert!(raw.contains(shown), "{shown}: {raw}");
     }
 }
+
+#[test]
+fn a_wallet_sealed_with_a_passphrase_is_unlocked_from_the_console_after_a_restart() {
+    let (_tmp, datadir) = harness::datadir_with_berth_toml(
+        "[seed]\nargon2_memory_kib = 19456\nargon2_iterations = 2\n",
+    );
+    let daemon = Daemon::start(&datadir, &["-q"]);
+    let own = origin(&daemon);
+    let cookie = admin_session(&daemon, &datadir);
+    let phrase = common::wallet_datadir::MNEMONIC.replace(' ', "+");
+    let import = |passphrase: &str, again: &str| {
+        post_form(
+            daemon.port,
+            "/console/wallet/import",
+            &[("Origin", &own), ("Cookie", &cookie)],
+            &offline_wallet_form(&format!(
+                "&phrase={phrase}&seed_passphrase={passphrase}&seed_passphrase_again={again}"
+            )),
+        )
+    };
+    let (status, raw) = import("correct+horse+battery", "correct+horse+battry");
+    assert_eq!(status, 400, "{raw}");
+    assert!(raw.contains("The two passphrases differ"), "{raw}");
+    let (status, raw) = import("correct+horse+battery", "correct+horse+battery");
+    assert_eq!(status, 303, "{raw}");
+    assert!(datadir.join("seed.sealed").exists() && !datadir.join("mnemonic").exists());
+    let (_, raw) = page(&daemon, "/", &cookie);
+    assert!(!raw.contains("locked"), "usable at once: {raw}");
+    drop(daemon);
+
+    let daemon = Daemon::start(&datadir, &["-q"]);
+    let own = origin(&daemon);
+    let (status, raw) = page(&daemon, "/", &cookie);
+    assert_eq!(status, 200, "{raw}");
+    assert!(raw.contains("<strong>locked</strong>"), "{raw}");
+    assert!(raw.contains(r#"href="/console/unlock""#), "{raw}");
+    let (status, raw) = page(&daemon, "/console/unlock", &cookie);
+    assert_eq!(status, 200, "{raw}");
+    assert!(raw.contains("Unlock the wallet"), "{raw}");
+
+    let unlock = |origin: &str, passphrase: &str| {
+        post_form(
+            daemon.port,
+            "/console/unlock",
+            &[("Origin", origin), ("Cookie", &cookie)],
+            &format!("passphrase={passphrase}"),
+        )
+    };
+    let (status, _) = unlock("https://evil.example", "correct+horse+battery");
+    assert_eq!(status, 403, "a cross-site form unlocks nothing");
+    let (status, raw) = unlock(&own, "a+wrong+guess");
+    assert_eq!(status, 400, "{raw}");
+    assert!(raw.contains("does not open the seed"), "{raw}");
+    let (_, raw) = page(&daemon, "/", &cookie);
+    assert!(raw.contains("<strong>locked</strong>"), "{raw}");
+    let (status, raw) = unlock(&own, "correct+horse+battery");
+    assert_eq!(status, 303, "{raw}");
+    let (_, raw) = page(&daemon, "/", &cookie);
+    assert!(!raw.contains("<strong>locked</strong>"), "{raw}");
+    let (status, _) = page(&daemon, "/console/unlock", &cookie);
+    assert_eq!(status, 303, "nothing left to unlock");
+}
+
+#[test]
+fn the_overview_script_gets_a_websocket_ticket_for_its_session_only() {
+    let (_tmp, datadir) = harness::new_datadir();
+    let daemon = Daemon::start(&datadir, &["-q"]);
+    let own = origin(&daemon);
+    let cookie = admin_session(&daemon, &datadir);
+    let (status, raw) = page(&daemon, "/", &cookie);
+    assert_eq!(status, 200);
+    assert!(
+        raw.contains(r#"<script src="/console/live.js" defer></script>"#),
+        "{raw}"
+    );
+    assert!(
+        raw.contains("backup-failed"),
+        "it listens for every type: {raw}"
+    );
+    let (status, raw) = daemon.get("/console/live.js", &[]);
+    assert_eq!(status, 200);
+    assert!(raw.contains("/api/v1/notifications/ws?ticket="), "{raw}");
+
+    let ticket =
+        |headers: &[(&str, &str)]| post_form(daemon.port, "/console/live/ticket", headers, "");
+    let (status, _) = ticket(&[("Origin", &own)]);
+    assert_eq!(status, 401, "no session, no ticket");
+    let (status, _) = ticket(&[("Origin", "https://evil.example"), ("Cookie", &cookie)]);
+    assert_eq!(status, 403);
+    let (status, raw) = ticket(&[("Origin", &own), ("Cookie", &cookie)]);
+    assert_eq!(status, 200, "{raw}");
+    let body = raw.split("\r\n\r\n").nth(1).expect("body");
+    let issued: String = serde_json::from_str(body).expect("a JSON string");
+    assert_eq!(issued.len(), 64, "{issued}");
+}

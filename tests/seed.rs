@@ -1,7 +1,9 @@
-//! The sealed seed through the real `berthd`: a passphrase from the environment, a
-//! systemd credential file, no source (barkd's plaintext file) and `berthd seed seal`;
-//! restarts unlock the same wallet; wrong or missing keys stop the start with a clear
-//! message; the phrase never lands in a log or a datadir file once sealed.
+//! The sealed seed through the real `berthd`: a passphrase from the environment or
+//! given at create, a systemd credential file, no source (barkd's plaintext file) and
+//! `berthd seed seal`; restarts unlock the same wallet; wrong or missing keys stop the
+//! start with a clear message, except a passphrase nobody gave yet: berthd starts locked
+//! and `POST /api/v1/wallet/unlock` takes it; the phrase never lands in a log or a
+//! datadir file once sealed.
 
 mod harness;
 
@@ -97,6 +99,71 @@ fn assert_no_plaintext(datadir: &Path) {
     }
 }
 
+/// A wallet that waits for its passphrase: `GET /wallet` and `/health` say so, wallet
+/// requests are refused with what to do, a wrong passphrase opens nothing, the right
+/// one unlocks it (and only once).
+fn assert_locked_then_unlocks(daemon: &Daemon, datadir: &Path) {
+    let bearer = auth(datadir);
+    let (status, raw) = daemon.get("/api/v1/wallet", &[("Authorization", &bearer)]);
+    assert_eq!(status, 200, "{raw}");
+    let wallet = json_of(&raw);
+    assert_eq!(wallet["fingerprint"].as_str(), Some(fingerprint().as_str()));
+    assert_eq!(
+        (wallet["locked"].as_bool(), wallet["loaded"].as_bool()),
+        (Some(true), Some(false))
+    );
+    let (_, raw) = daemon.get("/health", &[("Authorization", &bearer)]);
+    let health = json_of(&raw);
+    assert_eq!(health["wallet"]["locked"], serde_json::json!(true), "{raw}");
+    assert!(raw.contains("the wallet is locked"), "{raw}");
+    for path in ["/api/v1/wallet/mnemonic", "/api/v1/wallet/balance"] {
+        let (status, raw) = daemon.get(path, &[("Authorization", &bearer)]);
+        assert_eq!(status, 503, "{path}: {raw}");
+        assert!(raw.contains("/api/v1/wallet/unlock"), "{path}: {raw}");
+    }
+
+    let unlock = |passphrase: &str| {
+        daemon.post(
+            "/api/v1/wallet/unlock",
+            &[("Authorization", &bearer)],
+            &serde_json::json!({ "passphrase": passphrase }).to_string(),
+        )
+    };
+    let started = std::time::Instant::now();
+    let (status, raw) = unlock("not the passphrase");
+    assert_eq!(status, 400, "{raw}");
+    assert!(raw.contains("does not open the seed"), "{raw}");
+    assert!(
+        started.elapsed() >= std::time::Duration::from_secs(2),
+        "a wrong guess is slowed"
+    );
+    let (status, raw) = daemon.get("/api/v1/wallet", &[("Authorization", &bearer)]);
+    assert_eq!(
+        json_of(&raw)["locked"],
+        serde_json::json!(true),
+        "{status} {raw}"
+    );
+    // Only an admin may try.
+    let (status, _) = daemon.post(
+        "/api/v1/wallet/unlock",
+        &[],
+        &serde_json::json!({ "passphrase": PASSPHRASE }).to_string(),
+    );
+    assert_eq!(status, 401);
+
+    let (status, raw) = unlock(PASSPHRASE);
+    assert_eq!(status, 200, "{raw}");
+    assert_eq!(
+        json_of(&raw)["fingerprint"].as_str(),
+        Some(fingerprint().as_str())
+    );
+    assert_unlocks(daemon, datadir);
+    let (_, raw) = daemon.get("/api/v1/wallet", &[("Authorization", &bearer)]);
+    assert_eq!(json_of(&raw)["locked"], serde_json::json!(false), "{raw}");
+    let (status, raw) = unlock(PASSPHRASE);
+    assert_eq!(status, 422, "not locked any more: {raw}");
+}
+
 fn start_fails(datadir: &Path, env: &[(&str, &str)]) -> String {
     match Daemon::try_start_with_env(datadir, &["--expose-mnemonic", "--no-logfile"], env) {
         Ok(_) => panic!("berthd started without the seed's key"),
@@ -126,11 +193,13 @@ fn a_passphrase_from_the_environment_seals_the_seed_and_unlocks_it_after_restart
 
     let wrong = start_fails(&datadir, &[("BERTH_SEED_PASSPHRASE", "not the passphrase")]);
     assert!(wrong.contains("wrong key"), "{wrong}");
-    let missing = start_fails(&datadir, &[]);
-    assert!(missing.contains("BERTH_SEED_PASSPHRASE"), "{missing}");
-    for output in [&wrong, &missing] {
-        assert!(!output.contains("legal winner"), "{output}");
-    }
+    assert!(!wrong.contains("legal winner"), "{wrong}");
+
+    // No passphrase at all: berthd starts locked and waits for one.
+    let daemon = Daemon::try_start_with_env(&datadir, &["--expose-mnemonic", "-v"], &[])
+        .expect("starts locked");
+    assert_locked_then_unlocks(&daemon, &datadir);
+    assert_eq!(daemon.terminate().0.code(), Some(0));
 
     let status = berthd_with_env(&datadir, &["seed", "status"], &[]);
     let shown = String::from_utf8_lossy(&status.stdout);
@@ -162,6 +231,55 @@ fn a_passphrase_from_the_environment_seals_the_seed_and_unlocks_it_after_restart
         "{message}"
     );
     assert!(other.join("seed.sealed").exists(), "left as it was");
+}
+
+#[test]
+fn a_passphrase_given_at_create_seals_the_seed_and_the_restarted_daemon_waits_for_it() {
+    // No key source configured: the passphrase alone seals the seed.
+    let (_tmp, datadir) = datadir_with_berth_toml(&format!("[seed]\n{CHEAP_ARGON2}"));
+    let daemon =
+        Daemon::try_start_with_env(&datadir, &["--expose-mnemonic", "-v"], &[]).expect("starts");
+    let bearer = auth(&datadir);
+    let mut body: serde_json::Value = serde_json::from_str(&create_body()).expect("json");
+    body["seed_passphrase"] = serde_json::json!("short");
+    let (status, raw) = daemon.post(
+        "/api/v1/wallet/create",
+        &[("Authorization", &bearer)],
+        &body.to_string(),
+    );
+    assert_eq!(status, 400, "{raw}");
+    assert!(raw.contains("at least 8 characters"), "{raw}");
+    assert!(!datadir.join("seed.sealed").exists() && !datadir.join("mnemonic").exists());
+
+    body["seed_passphrase"] = serde_json::json!(PASSPHRASE);
+    let (status, raw) = daemon.post(
+        "/api/v1/wallet/create",
+        &[("Authorization", &bearer)],
+        &body.to_string(),
+    );
+    assert_eq!(status, 200, "{raw}");
+    assert!(datadir.join("seed.sealed").exists());
+    assert!(!datadir.join("mnemonic").exists());
+    // Usable at once: the passphrase it was just given is kept while berthd runs.
+    assert_unlocks(&daemon, &datadir);
+    assert_eq!(daemon.terminate().0.code(), Some(0));
+
+    let status = berthd_with_env(&datadir, &["seed", "status"], &[]);
+    let shown = String::from_utf8_lossy(&status.stdout);
+    assert!(shown.contains("key sources: passphrase"), "{shown}");
+
+    let daemon = Daemon::try_start_with_env(&datadir, &["--expose-mnemonic", "-v"], &[])
+        .expect("starts locked");
+    assert_locked_then_unlocks(&daemon, &datadir);
+    assert_eq!(daemon.terminate().0.code(), Some(0));
+    // Neither the phrase nor the passphrase is in the log or any datadir file.
+    assert_no_plaintext(&datadir);
+    let log = std::fs::read_to_string(datadir.join("debug.log")).expect("the log");
+    assert!(
+        log.contains("the wallet was unlocked"),
+        "the log is this run's"
+    );
+    assert!(!log.contains(PASSPHRASE), "the passphrase is in the log");
 }
 
 #[test]

@@ -182,7 +182,7 @@ impl From<crate::engine::EngineError> for ApiError {
                     "{what} is unreachable right now; berthd's log has the details"
                 ))
             }
-            EngineError::NotLoaded | EngineError::Unavailable(_) => {
+            EngineError::NotLoaded | EngineError::Locked | EngineError::Unavailable(_) => {
                 ApiError::Unavailable(err.to_string())
             }
             EngineError::Store(store) => ApiError::internal("wallet database", store),

@@ -8,7 +8,7 @@
 //!
 //! - `failing`: the wallet database stopped after a storage error, the disk is nearly
 //!   full (< 64 MiB), or a VTXO is past its exit deadline.
-//! - `degraded`: the wallet is not loaded yet, the Ark server is unreachable, the chain
+//! - `degraded`: the wallet is locked or not loaded yet, the Ark server is unreachable, the chain
 //!   tip is unknown, VTXOs are within the exit margin, no refresh can complete under
 //!   the server's VTXO lifetime, the exit reserve is short, the disk is low (< 1 GiB),
 //!   a background task keeps failing, the wallet was imported and seed recovery
@@ -77,6 +77,8 @@ pub struct Health {
 pub struct WalletHealth {
     pub exists: bool,
     pub loaded: bool,
+    /// Waiting for its seed's passphrase (`POST /api/v1/wallet/unlock`).
+    pub locked: bool,
 }
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -260,7 +262,14 @@ pub async fn health(
         }
         _ => {}
     }
-    if exists && !loaded {
+    let locked = exists && engine.is_locked();
+    if locked {
+        degraded.push(
+            "the wallet is locked: it waits for its seed's passphrase (the console's unlock \
+             page, or POST /api/v1/wallet/unlock)"
+                .into(),
+        );
+    } else if exists && !loaded {
         degraded.push(
             "the wallet is not loaded yet (waiting for its chain source, or for an import, \
              its Ark server)"
@@ -370,7 +379,11 @@ pub async fn health(
     let body = Health {
         status,
         reasons,
-        wallet: Some(WalletHealth { exists, loaded }),
+        wallet: Some(WalletHealth {
+            exists,
+            loaded,
+            locked,
+        }),
         ark_server: Some(ArkServerHealth {
             reachable: seen.ark_server.reachable,
             last_reachable_at: seen.ark_server.last_reachable_at.map(utc),

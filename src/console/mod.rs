@@ -1,12 +1,15 @@
 //! The web console: the box looked after from a browser on the LAN, at `/` on the same
 //! origin (and the same TLS listener) as the API. Server-rendered pages (askama
 //! templates in `templates/`, checked at compile time and compiled in with the one
-//! stylesheet), plain forms, no scripts; QR codes are drawn on the server.
+//! stylesheet), plain forms; QR codes are drawn on the server. One small script
+//! (`live.js`) keeps the overview current over the notifications websocket; every page
+//! works without it.
 //!
 //! Pages: the claim page (an unclaimed box), sign-in with a claim or pairing code, the
-//! overview (the wallet and its balances, backups), the devices (list, revoke, and a
-//! pairing QR code for a phone), the backups (list, back up now, download a fresh one)
-//! and the settings in effect (read-only). A browser's session is a device credential in a cookie
+//! overview (the wallet and its balances, backups), create or import the wallet
+//! (`wallet`), unlock a wallet whose seed waits for its passphrase (`unlock`), the
+//! devices (list, revoke, and a pairing QR code for a phone), the backups (list, back up
+//! now, download a fresh one) and the settings in effect (read-only). A browser's session is a device credential in a cookie
 //! (`session`); every form post must come from this origin.
 //!
 //! The console goes through the same handles as the API (`api::v1::devices` for
@@ -16,6 +19,7 @@
 mod backups;
 mod overview;
 pub mod session;
+mod unlock;
 pub mod wallet;
 
 use std::net::IpAddr;
@@ -41,6 +45,12 @@ pub fn routes() -> Router<AppState> {
     Router::new()
         .route("/", get(home))
         .route("/console/style.css", get(style))
+        .route("/console/live.js", get(live_script))
+        .route("/console/live/ticket", post(live_ticket))
+        .route(
+            "/console/unlock",
+            get(unlock::unlock_form).post(unlock::unlock),
+        )
         .route("/console/sign-in", post(sign_in))
         .route("/console/logout", post(sign_out))
         .route("/console/devices", get(devices))
@@ -59,6 +69,39 @@ pub fn routes() -> Router<AppState> {
 }
 
 const STYLE: &str = include_str!("style.css");
+const LIVE_SCRIPT: &str = include_str!("live.js");
+
+async fn live_script() -> impl IntoResponse {
+    (
+        [
+            (header::CONTENT_TYPE, "text/javascript; charset=utf-8"),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        LIVE_SCRIPT,
+    )
+}
+
+/// `POST /console/live/ticket`: a websocket ticket for the overview's script, owned by
+/// this browser's device (its socket ends when the device is revoked). A post, so the
+/// same-origin check applies; the answer is the API's (a JSON string).
+async fn live_ticket(State(state): State<AppState>, uri: Uri, headers: HeaderMap) -> Response {
+    if !session::same_origin(&headers, &uri) {
+        return forbidden("a page of another site may not open this box's event stream");
+    }
+    match session::signed_in(&headers, &state.devices) {
+        Some(who) if who.scopes.allows(Scope::Read) => {
+            match state
+                .tickets
+                .issue(&crate::access::Credential::Device(who.device_id))
+            {
+                Some(ticket) => axum::Json(ticket).into_response(),
+                None => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+            }
+        }
+        Some(_) => forbidden("this device may not see the wallet (it lacks the read scope)"),
+        None => StatusCode::UNAUTHORIZED.into_response(),
+    }
+}
 
 async fn style() -> impl IntoResponse {
     (
@@ -127,11 +170,13 @@ struct DevicesPage {
     pairing: Option<PairingView>,
 }
 
-/// What a console page may load and who may frame it: nothing but its own stylesheet
-/// and forms, no scripts (there are none), never inside another site's frame (against
-/// clickjacking). Inline `style` attributes draw the expiry chart's bars.
-const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; style-src 'self' 'unsafe-inline'; \
-    img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+/// What a console page may load and who may frame it: nothing but its own stylesheet,
+/// script and forms, connections only to this origin (the script's fetches and its
+/// websocket), never inside another site's frame (against clickjacking). Inline
+/// `style` attributes draw the expiry chart's bars; no inline script runs.
+const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; \
+    connect-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; \
+    form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 
 pub(super) fn page(status: StatusCode, template: &impl Template) -> Response {
     match template.render() {

@@ -1,8 +1,9 @@
-//! The overview: the wallet's balances by state, when its VTXOs expire (a bar chart of
+//! The overview: the wallet's balances by state (or that it is locked), when its VTXOs expire (a bar chart of
 //! value by blocks left), exits under way and whether the on-chain coins can pay for
 //! them, the Ark server and the chain as the autopilot last saw them, the newest
-//! movements, the newest alerts of the event log, and the backups. A snapshot at each load (the same facts `/health` and
-//! `/metrics` read); nothing here probes anything.
+//! movements, the newest alerts of the event log, and the backups: the same facts `/health`
+//! and `/metrics` read; nothing here probes anything. The page's script (`live.js`)
+//! keeps it current: each event on the notifications websocket fetches it again.
 
 use askama::Template;
 use axum::http::StatusCode;
@@ -14,6 +15,10 @@ use crate::api::AppState;
 /// The wallet as the overview shows it.
 pub(super) enum WalletView {
     None,
+    /// Waiting for its seed's passphrase (the unlock page).
+    Locked {
+        fingerprint: String,
+    },
     NotLoaded {
         fingerprint: String,
     },
@@ -61,6 +66,8 @@ struct OverviewPage {
     backups_configured: bool,
     newest_backup: Option<String>,
     backup_error: Option<String>,
+    /// The notification types the page's script listens for (`live.js`).
+    live_types: String,
 }
 
 /// Upper bounds of the chart's bars, in blocks to the exit deadline, with their
@@ -84,6 +91,9 @@ pub(super) async fn overview(state: &AppState) -> Response {
     let engine = &state.engine;
     let wallet = match engine.wallet_record().await {
         Ok(None) => WalletView::None,
+        Ok(Some(record)) if engine.is_locked() => WalletView::Locked {
+            fingerprint: record.fingerprint.to_string(),
+        },
         Ok(Some(record)) => {
             let fingerprint = record.fingerprint.to_string();
             match engine.balance().await {
@@ -205,6 +215,7 @@ pub(super) async fn overview(state: &AppState) -> Response {
                 .newest_verified
                 .map(|(_, at)| at.format("%Y-%m-%d %H:%M UTC").to_string()),
             backup_error: backups.last_error,
+            live_types: crate::api::v1::notifications::type_names().join(","),
         },
     )
 }

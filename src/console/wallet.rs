@@ -57,6 +57,10 @@ struct WalletForm {
     #[serde(default)]
     bitcoind_pass: String,
     force: Option<String>,
+    #[serde(default)]
+    seed_passphrase: String,
+    #[serde(default)]
+    seed_passphrase_again: String,
     /// Import only.
     phrase: Option<String>,
     birthday_height: Option<String>,
@@ -84,6 +88,10 @@ impl WalletForm {
                     .map_err(|_| "The birthday height is a block height.")?,
             ),
         };
+        if self.seed_passphrase != self.seed_passphrase_again {
+            return Err("The two passphrases differ.".into());
+        }
+        let passphrase = (!self.seed_passphrase.is_empty()).then_some(&self.seed_passphrase);
         let body = serde_json::json!({
             "network": self.network,
             "mnemonic": self.phrase.as_deref().map(str::trim),
@@ -91,6 +99,7 @@ impl WalletForm {
             "ark_server": self.ark_server.trim(),
             "chain_source": chain,
             "force": self.force.is_some(),
+            "seed_passphrase": passphrase,
         });
         let request: crate::api::v1::wallet::lifecycle::CreateWalletRequest =
             serde_json::from_value(body).map_err(|e| format!("The form is incomplete: {e}"))?;

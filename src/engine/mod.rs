@@ -52,6 +52,13 @@ pub enum EngineError {
     /// answered since start or create).
     #[error("the wallet is not loaded yet: berthd keeps trying to reach its chain source")]
     NotLoaded,
+    /// The seed is sealed with a passphrase that berthd was not given at start: the
+    /// wallet waits for an admin to unlock it.
+    #[error(
+        "the wallet is locked: its seed is sealed with a passphrase; unlock it in the \
+         console or with POST /api/v1/wallet/unlock"
+    )]
+    Locked,
     /// The request names VTXOs the wallet does not have.
     #[error("the wallet has no VTXO {}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "))]
     UnknownVtxos(Vec<ark::VtxoId>),
@@ -213,6 +220,9 @@ pub struct CreateWallet {
     /// Create even when the Ark server or the chain source is unreachable, or the
     /// datadir holds files berthd does not know (they are left untouched).
     pub force: bool,
+    /// Also seal the seed with this passphrase (berthd then starts locked until it is
+    /// given again: `Engine::unlock`).
+    pub seed_passphrase: Option<zeroize::Zeroizing<String>>,
 }
 
 impl std::fmt::Debug for CreateWallet {
@@ -224,6 +234,10 @@ impl std::fmt::Debug for CreateWallet {
             .field("config", &self.config)
             .field("force", &self.force)
             .field("new_seed", &self.new_seed.as_ref().map(|_| "<redacted>"))
+            .field(
+                "seed_passphrase",
+                &self.seed_passphrase.as_ref().map(|_| "<redacted>"),
+            )
             .finish()
     }
 }
@@ -263,6 +277,8 @@ pub struct Engine {
     /// The wallet's backup key, derived from its seed when the wallet is created or
     /// berthd starts with one; `None` without a wallet (`engine::backup::service`).
     backup_key: tokio::sync::watch::Sender<Option<Arc<crate::engine::backup::BackupKey>>>,
+    /// True while the wallet waits for its seed's passphrase (`lifecycle::unlock`).
+    locked: tokio::sync::watch::Sender<bool>,
 }
 
 struct Recorder {
@@ -292,6 +308,7 @@ impl Engine {
             exit_lock: Mutex::new(()),
             wallet_tasks: std::sync::Mutex::new(Vec::new()),
             backup_key: tokio::sync::watch::Sender::new(None),
+            locked: tokio::sync::watch::Sender::new(false),
         })
     }
 
@@ -425,7 +442,7 @@ impl Engine {
     pub async fn connected(&self) -> Result<bool, EngineError> {
         match self.loaded().await {
             Ok(loaded) => Ok(loaded.wallet.ark_info().await.ok().flatten().is_some()),
-            Err(EngineError::NotLoaded) => Ok(false),
+            Err(EngineError::NotLoaded | EngineError::Locked) => Ok(false),
             Err(e) => Err(e),
         }
     }
@@ -433,6 +450,9 @@ impl Engine {
     /// The mnemonic phrase, unsealed (or from barkd's plaintext file).
     pub async fn mnemonic(&self) -> Result<zeroize::Zeroizing<String>, EngineError> {
         self.require_wallet().await?;
+        if self.is_locked() {
+            return Err(EngineError::Locked);
+        }
         self.read_seed().await
     }
 
@@ -445,6 +465,11 @@ impl Engine {
                 context: "reading the seed",
                 source: e.into(),
             })??)
+    }
+
+    /// Whether the wallet waits for its seed's passphrase.
+    pub fn is_locked(&self) -> bool {
+        *self.locked.borrow()
     }
 
     /// Whether a wallet is loaded (for status and tests).

@@ -63,6 +63,13 @@ pub enum KeyError {
         sealed_with: String,
         configured: String,
     },
+    /// The seed is sealed with a passphrase and none is configured or was given: berthd
+    /// starts locked and waits for one (`Engine::unlock`).
+    #[error(
+        "the seed needs its passphrase: unlock it in the console or with POST \
+         /api/v1/wallet/unlock, or set {PASSPHRASE_ENV} or berth.toml [seed] passphrase_file"
+    )]
+    PassphraseNeeded,
     #[error("{0}")]
     Source(String),
     #[error("the secure element failed: {0}")]
@@ -167,6 +174,10 @@ pub type SecureElementOpener = std::sync::Arc<
 pub struct Seeds {
     files: SeedFiles,
     settings: SeedSettings,
+    /// A passphrase a person gave while berthd runs (the console's unlock page, or a
+    /// create that adds one), used when the settings give none. Shared by every clone;
+    /// held for the process's life, as the unsealed seed itself is.
+    given: std::sync::Arc<std::sync::Mutex<Option<Zeroizing<String>>>>,
     open_secure_element: SecureElementOpener,
 }
 
@@ -184,8 +195,39 @@ impl Seeds {
         Seeds {
             files,
             settings,
+            given: Default::default(),
             open_secure_element: std::sync::Arc::new(open_i2c_secure_element),
         }
+    }
+
+    /// These seeds with `passphrase` given (not yet kept: see [`Seeds::keep_given`]),
+    /// to try it without changing what the running daemon uses.
+    pub fn with_given(&self, passphrase: Zeroizing<String>) -> Seeds {
+        Seeds {
+            given: std::sync::Arc::new(std::sync::Mutex::new(Some(passphrase))),
+            ..self.clone()
+        }
+    }
+
+    /// Keep the passphrase `tried` was given (it opened the seed, or sealed a new one)
+    /// for every later read of these seeds.
+    pub fn keep_given(&self, tried: &Seeds) {
+        let passphrase = tried
+            .given
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        *self.given.lock().unwrap_or_else(|e| e.into_inner()) = passphrase;
+    }
+
+    /// Forget a given passphrase (the wallet was deleted).
+    pub fn forget_given(&self) {
+        *self.given.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+
+    /// Whether the settings give a passphrase (then berthd never starts locked).
+    pub fn passphrase_configured(&self) -> bool {
+        self.settings.passphrase.is_some() || self.settings.passphrase_file.is_some()
     }
 
     /// The same seeds, with the secure element opened by `open` (tests: a fake chip).
@@ -302,10 +344,24 @@ impl Seeds {
     /// source configured at all) in barkd's plaintext file, with a warning. Never
     /// overwrites a seed. Returns where it went.
     pub fn create(&self, phrase: &str) -> Result<SeedLocation, KeyError> {
+        self.create_sealed(phrase, false)
+    }
+
+    /// [`Seeds::create`], and with `add_passphrase` the given passphrase
+    /// ([`Seeds::with_given`]) seals it too, on top of the configured sources.
+    pub fn create_sealed(
+        &self,
+        phrase: &str,
+        add_passphrase: bool,
+    ) -> Result<SeedLocation, KeyError> {
         if self.location().is_some() {
             return Err(KeyError::Source("the datadir already holds a seed".into()));
         }
-        match self.sources_for_new_seed() {
+        let mut sources = self.sources_for_new_seed();
+        if add_passphrase {
+            sources = Some(sources.map_or(Sources::PASSPHRASE, |s| s.union(Sources::PASSPHRASE)));
+        }
+        match sources {
             Some(sources) => {
                 let mut source = self.source(sources)?;
                 self.vault()
@@ -444,9 +500,8 @@ impl Seeds {
             return Ok(passphrase.clone());
         }
         let Some(path) = &self.settings.passphrase_file else {
-            return Err(KeyError::Source(format!(
-                "the seed needs its passphrase: set {PASSPHRASE_ENV} or berth.toml [seed] passphrase_file"
-            )));
+            let given = self.given.lock().unwrap_or_else(|e| e.into_inner());
+            return given.clone().ok_or(KeyError::PassphraseNeeded);
         };
         let text = Zeroizing::new(
             std::fs::read_to_string(path).map_err(KeyError::io("cannot read", path))?,

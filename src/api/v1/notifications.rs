@@ -203,6 +203,11 @@ const TYPES: [(EventKind, &str, bool); 10] = [
     (EventKind::BackupFailed, "backup-failed", false),
 ];
 
+/// Every notification type's API name (the console's overview listens for them all).
+pub fn type_names() -> Vec<&'static str> {
+    TYPES.iter().map(|t| t.1).collect()
+}
+
 /// The API name of a kind.
 fn type_name(kind: EventKind) -> &'static str {
     TYPES

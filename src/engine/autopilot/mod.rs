@@ -247,7 +247,7 @@ impl Autopilot {
         memory.checks += 1;
         let loaded = match engine.loaded().await {
             Ok(loaded) => loaded,
-            Err(EngineError::NoWallet | EngineError::NotLoaded) => {
+            Err(EngineError::NoWallet | EngineError::NotLoaded | EngineError::Locked) => {
                 // Nothing is known without a wallet.
                 self.update(|s| *s = Status::default());
                 return Ok(());

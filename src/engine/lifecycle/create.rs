@@ -92,16 +92,30 @@ impl Engine {
         let fingerprint = bark::WalletSeed::new_from_mnemonic(req.network, &mnemonic).fingerprint();
         let mut written_seed = None;
         if !seed_file_exists {
-            let seeds = self.seeds.clone();
+            let adds_passphrase = req.seed_passphrase.is_some();
+            let seeds = match req.seed_passphrase {
+                Some(passphrase) => self.seeds.with_given(passphrase),
+                None => self.seeds.clone(),
+            };
+            let sealing = seeds.clone();
             let phrase = zeroize::Zeroizing::new(mnemonic.to_string());
-            let location = tokio::task::spawn_blocking(move || seeds.create(&phrase))
-                .await
-                .map_err(|e| EngineError::Internal {
-                    context: "storing the seed",
-                    source: e.into(),
-                })??;
+            let location = tokio::task::spawn_blocking(move || {
+                sealing.create_sealed(&phrase, adds_passphrase)
+            })
+            .await
+            .map_err(|e| EngineError::Internal {
+                context: "storing the seed",
+                source: e.into(),
+            })??;
+            if adds_passphrase {
+                self.seeds.keep_given(&seeds);
+            }
             let file = self.seeds.path_of(location).to_path_buf();
             written_seed = Some(RemoveOnDrop(Some(file)));
+        } else if req.seed_passphrase.is_some() {
+            return Err(EngineError::InvalidRequest(
+                "seed_passphrase seals a new seed, but the datadir holds one already".into(),
+            ));
         }
         self.store
             .begin_wallet_creation(req.network, fingerprint, imported, initial_scan)

@@ -43,6 +43,9 @@ const CHAIN_CHECK_BOUND: Duration = Duration::from_secs(30);
 /// How long warming up the Ark server connection may delay a create or a load.
 const SERVER_WARM_UP_BOUND: Duration = Duration::from_secs(15);
 
+/// How long a wrong passphrase for [`Engine::unlock`] is answered late.
+const WRONG_PASSPHRASE_PAUSE: Duration = Duration::from_secs(2);
+
 /// How the wallet is opened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum OpenMode {
@@ -87,7 +90,9 @@ struct Opened {
 
 impl Engine {
     /// On start: load the wallet in the background (no network is needed to start). A
-    /// creation that a crash interrupted is taken up again, recovery included.
+    /// creation that a crash interrupted is taken up again, recovery included. A seed
+    /// sealed with a passphrase that berthd was not given leaves the wallet locked
+    /// until [`Engine::unlock`].
     pub async fn start(self: &Arc<Self>) -> Result<(), EngineError> {
         let Some(record) = self.store.wallet_record().await? else {
             return Ok(());
@@ -99,8 +104,74 @@ impl Engine {
             return Ok(());
         }
         // A seed that cannot be unlocked (a wrong passphrase, a missing credential or
-        // secure element) stops the start: the error names what is missing.
-        let phrase = self.read_seed().await?;
+        // secure element) stops the start: the error names what is missing. Only a
+        // passphrase nobody gave yet is waited for: a person types it after a reboot.
+        let phrase = match self.read_seed().await {
+            Err(EngineError::Seed(crate::keys::KeyError::PassphraseNeeded)) => {
+                self.locked.send_replace(true);
+                tracing::warn!(fingerprint = %record.fingerprint,
+                    "the wallet is locked: its seed is sealed with a passphrase; unlock it in \
+                     the console or with POST /api/v1/wallet/unlock");
+                return Ok(());
+            }
+            other => other?,
+        };
+        self.load_from(record, phrase)
+    }
+
+    /// Unlock a wallet that started locked with its seed's passphrase, and load it. A
+    /// wrong passphrase is answered after a pause (Argon2id already costs about a
+    /// second; the pause keeps guessing slow even on a fast machine). One attempt runs
+    /// at a time: each takes the KDF's memory.
+    pub async fn unlock(
+        self: &Arc<Self>,
+        passphrase: zeroize::Zeroizing<String>,
+    ) -> Result<bitcoin::bip32::Fingerprint, EngineError> {
+        let _lifecycle = self.lifecycle.lock().await;
+        let Some(record) = self.store.wallet_record().await? else {
+            return Err(EngineError::NoWallet);
+        };
+        if !self.is_locked() {
+            return Err(EngineError::WrongState("the wallet is not locked".into()));
+        }
+        if passphrase.is_empty() {
+            return Err(EngineError::InvalidRequest(
+                "the passphrase is empty".into(),
+            ));
+        }
+        let candidate = self.seeds.with_given(passphrase);
+        let trying = candidate.clone();
+        let opened = tokio::task::spawn_blocking(move || trying.read())
+            .await
+            .map_err(|e| EngineError::Internal {
+                context: "unlocking the seed",
+                source: e.into(),
+            })?;
+        let phrase = match opened {
+            Ok(phrase) => phrase,
+            Err(crate::keys::KeyError::WrongKey) => {
+                tracing::warn!("a wrong passphrase was given to unlock the wallet");
+                tokio::time::sleep(WRONG_PASSPHRASE_PAUSE).await;
+                return Err(EngineError::InvalidRequest(
+                    "that passphrase does not open the seed".into(),
+                ));
+            }
+            Err(e) => return Err(e.into()),
+        };
+        self.seeds.keep_given(&candidate);
+        let fingerprint = record.fingerprint;
+        self.load_from(record, phrase)?;
+        self.locked.send_replace(false);
+        tracing::info!(%fingerprint, "the wallet was unlocked");
+        Ok(fingerprint)
+    }
+
+    /// Hold the backup key and start loading the wallet whose seed is `phrase`.
+    fn load_from(
+        self: &Arc<Self>,
+        record: crate::store::WalletRecord,
+        phrase: zeroize::Zeroizing<String>,
+    ) -> Result<(), EngineError> {
         let mnemonic =
             bark::bip39::Mnemonic::parse(phrase.trim()).map_err(|e| EngineError::Internal {
                 context: "parsing the seed phrase",
@@ -137,6 +208,9 @@ impl Engine {
             return Ok(loaded.clone());
         }
         self.require_wallet().await?;
+        if self.is_locked() {
+            return Err(EngineError::Locked);
+        }
         let mut opening = self.opening.subscribe();
         if *opening.borrow_and_update() {
             // Whatever the outcome, look again below; a timeout is "not loaded yet".
@@ -382,6 +456,8 @@ impl Engine {
         }
         self.unload().await;
         self.backup_key.send_replace(None);
+        self.locked.send_replace(false);
+        self.seeds.forget_given();
         self.store.wipe_wallet().await?;
         self.events.forget_recent();
         if let Err(e) = self.seeds.remove() {

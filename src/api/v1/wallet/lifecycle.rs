@@ -18,6 +18,9 @@ pub struct WalletExistsResponse {
     /// Berth extension: whether the wallet is open in bark and its background work
     /// runs (false while its chain source has not been reached yet).
     pub loaded: bool,
+    /// Berth extension: whether the wallet waits for its seed's passphrase (it was
+    /// sealed with one and berthd restarted): `POST /api/v1/wallet/unlock`.
+    pub locked: bool,
     /// Berth extension: what seed recovery found when this wallet was imported from its
     /// phrase; null for a wallet made from a new seed (nothing to recover), for one
     /// made before berthd recorded it, and without a wallet.
@@ -119,8 +122,9 @@ impl RecoveryStatus {
     tag = "wallet",
     summary = "Whether a wallet exists",
     description = "The wallet's fingerprint, or null when there is none. `loaded` (Berth) says \
-        whether it is open and its background work runs; `recovery` (Berth) what seed \
-        recovery found when it was imported from its phrase.",
+        whether it is open and its background work runs; `locked` (Berth) whether it waits \
+        for its seed's passphrase; `recovery` (Berth) what seed recovery found when it was \
+        imported from its phrase.",
     responses(
         (status = 200, description = "Wallet existence", body = WalletExistsResponse),
         (status = 500, description = "Internal error", body = ErrorResponse),
@@ -133,6 +137,7 @@ pub async fn wallet_exists(
     Ok(Json(WalletExistsResponse {
         fingerprint: record.as_ref().map(|r| r.fingerprint.to_string()),
         loaded: state.engine.is_loaded().await,
+        locked: state.engine.is_locked(),
         recovery: record.as_ref().and_then(RecoveryStatus::of),
     }))
 }
@@ -194,6 +199,12 @@ pub struct CreateWalletRequest {
     /// or when the datadir holds files berthd does not know (they are left untouched).
     #[serde(default)]
     pub force: bool,
+    /// Berth: also seal the seed with this passphrase, on top of the key sources
+    /// `berth.toml [seed]` configures. berthd then starts locked after each restart
+    /// until an admin unlocks the wallet with it (`POST /api/v1/wallet/unlock`, or the
+    /// console). Nothing recovers the seed without it but the recovery phrase.
+    #[schema(min_length = 8)]
+    pub seed_passphrase: Option<String>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -284,6 +295,11 @@ async fn create(
     }))
 }
 
+/// The shortest passphrase a new seed may be sealed with: a short one would add little
+/// against someone who holds the card (Argon2id slows each guess, it cannot make up for
+/// a tiny search space).
+const MIN_SEED_PASSPHRASE: usize = 8;
+
 /// A create request as the engine takes it, checked: the API's and the console's.
 pub(crate) fn create_request(req: CreateWalletRequest) -> Result<CreateWallet, ApiError> {
     let network = match req.network {
@@ -337,6 +353,14 @@ pub(crate) fn create_request(req: CreateWalletRequest) -> Result<CreateWallet, A
         config,
         force: req.force,
         new_seed: None,
+        seed_passphrase: match req.seed_passphrase {
+            Some(p) if p.chars().count() < MIN_SEED_PASSPHRASE => {
+                return Err(ApiError::BadRequest(format!(
+                    "seed_passphrase must have at least {MIN_SEED_PASSPHRASE} characters"
+                )));
+            }
+            p => p.map(zeroize::Zeroizing::new),
+        },
     })
 }
 
@@ -367,6 +391,53 @@ pub async fn mnemonic(State(state): State<AppState>) -> Result<Json<MnemonicResp
     }
     Ok(Json(MnemonicResponse {
         mnemonic: state.engine.mnemonic().await?.to_string(),
+    }))
+}
+
+#[derive(Deserialize, ToSchema)]
+pub struct UnlockRequest {
+    /// The passphrase the seed was sealed with.
+    #[schema(min_length = 1)]
+    pub passphrase: String,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct UnlockResponse {
+    /// The unlocked wallet's fingerprint; it loads in the background, as at start.
+    pub fingerprint: String,
+}
+
+/// `POST /api/v1/wallet/unlock` (Berth): a seed sealed with a passphrase that berthd was
+/// not given at start leaves the wallet locked until an admin gives it here.
+#[utoipa::path(
+    post,
+    path = "/wallet/unlock",
+    tag = "wallet",
+    summary = "Unlock a wallet whose seed waits for its passphrase",
+    description = "Berth. When the seed is sealed with a passphrase (`seed_passphrase` at \
+        create, or `berth.toml [seed] sources`) and berthd was not given it at start, the \
+        wallet is locked (`GET /wallet` says `locked`; wallet requests answer 503) until \
+        this call gives it. A wrong passphrase is answered after a pause. The passphrase \
+        is kept in memory until berthd stops, never on disk.",
+    request_body = UnlockRequest,
+    responses(
+        (status = 200, description = "Unlocked; the wallet loads", body = UnlockResponse),
+        (status = 400, description = "A wrong or empty passphrase, or malformed", body = ErrorResponse),
+        (status = 422, description = "No wallet, or it is not locked", body = ErrorResponse),
+        (status = 500, description = "Internal error", body = ErrorResponse),
+    )
+)]
+pub async fn unlock(
+    State(state): State<AppState>,
+    body: Result<Json<UnlockRequest>, JsonRejection>,
+) -> Result<Json<UnlockResponse>, ApiError> {
+    let Json(body) = body?;
+    let fingerprint = state
+        .engine
+        .unlock(zeroize::Zeroizing::new(body.passphrase))
+        .await?;
+    Ok(Json(UnlockResponse {
+        fingerprint: fingerprint.to_string(),
     }))
 }
 

@@ -22,6 +22,7 @@ pub(super) fn routes(routes: Routes) -> Routes {
         .admin(routes!(lifecycle::create_wallet_alias))
         .admin(routes!(lifecycle::wallet_delete))
         .admin(routes!(lifecycle::mnemonic))
+        .admin(routes!(lifecycle::unlock))
         // Balance and VTXOs.
         .read(routes!(vtxos::balance))
         .read(routes!(vtxos::vtxos))
