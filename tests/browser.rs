@@ -7,6 +7,13 @@
 //! pair with it, revoke that device from the page, and see its token refused; a page
 //! of another origin that posts to the console changes nothing. Screenshots of each
 //! page are kept under `target/tmp/browser-screenshots/`.
+//!
+//! The same flow runs against a booted appliance image (`image/boot-test` with
+//! `BERTH_BOOT_BROWSER=1`): `BERTH_BROWSER_BOX_PORT` (the box's API, forwarded to
+//! 127.0.0.1), `BERTH_BROWSER_BOX_CHAIN` (the PEM chain the box served, leaf first),
+//! `BERTH_BROWSER_BOX_CLAIM_CODE` (the code `image/provision` wrote), and optionally
+//! `BERTH_BROWSER_BOX_BITCOIND` (`URL USER PASS`: the chain source the box's wallet is
+//! created with). Its screenshots go to `target/tmp/browser-screenshots-box/`.
 
 mod harness;
 
@@ -20,6 +27,7 @@ use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 
 const TEST: &str = "a_browser_claims_the_box_pairs_a_phone_by_its_qr_code_and_revokes_it";
+const BOX_TEST: &str = "a_booted_box_is_claimed_and_paired_from_a_browser";
 const CODE: &str = "browser-claim-code-0123456789";
 
 /// Headless Chromium with a DevTools port, killed when dropped.
@@ -125,6 +133,8 @@ struct Page {
     >,
     next_id: u64,
     shots: PathBuf,
+    /// How long a page may take to come (a booted box under emulation is slow).
+    patience: Duration,
 }
 
 impl Page {
@@ -163,7 +173,7 @@ impl Page {
 
     /// Wait until the page at `path` has loaded and its text contains `marker`.
     async fn wait_for(&mut self, path: &str, marker: &str) -> String {
-        let deadline = Instant::now() + Duration::from_secs(30);
+        let deadline = Instant::now() + self.patience;
         loop {
             let state = self
                 .eval("JSON.stringify([document.readyState, location.pathname, document.body ? document.body.innerText : ''])")
@@ -237,19 +247,50 @@ fn pem_pin(pem: &str) -> String {
     chromium_pin(&berth::tls::spki_pin(&der).expect("pin"))
 }
 
-#[test]
-fn a_browser_claims_the_box_pairs_a_phone_by_its_qr_code_and_revokes_it() {
-    let Some(chromium) = ["chromium", "chromium-browser"].iter().find_map(|name| {
+fn chromium_binary(test: &str) -> Option<PathBuf> {
+    let found = ["chromium", "chromium-browser"].iter().find_map(|name| {
         std::env::var_os("PATH").and_then(|paths| {
             std::env::split_paths(&paths)
                 .map(|dir| dir.join(name))
                 .find(|p| p.is_file())
         })
-    }) else {
+    });
+    if found.is_none() {
         harness::skip(
-            TEST,
+            test,
             "chromium is not installed (scripts/ensure-deps installs it)",
         );
+    }
+    found
+}
+
+/// Where the browser goes and how the test checks what it did there.
+struct Target {
+    port: u16,
+    /// Trusts the box's CA, for the requests a phone makes.
+    tls: Arc<rustls::ClientConfig>,
+    /// The SPKI hashes Chromium accepts (the box's CA and leaf).
+    pins: String,
+    /// The pin the pages must show (the CA's).
+    ca_pin: String,
+    claim_code: String,
+    /// The chain source of the wallet the browser creates (a form's fields).
+    chain: String,
+    /// The admin token, where the test can read it (a local daemon's datadir).
+    admin: Option<String>,
+    shots: PathBuf,
+    patience: Duration,
+}
+
+fn shots_dir(name: &str) -> PathBuf {
+    let shots = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
+    std::fs::create_dir_all(&shots).expect("screenshots dir");
+    shots
+}
+
+#[test]
+fn a_browser_claims_the_box_pairs_a_phone_by_its_qr_code_and_revokes_it() {
+    let Some(chromium) = chromium_binary(TEST) else {
         return;
     };
     let (tmp, datadir) = harness::new_datadir();
@@ -259,7 +300,7 @@ fn a_browser_claims_the_box_pairs_a_phone_by_its_qr_code_and_revokes_it() {
     std::fs::write(
         datadir.join("berth.toml"),
         // Backups go to a directory that is not there, and only when asked: the one
-        // asked for below fails, and its alert must reach the open overview by itself.
+        // asked for in the flow fails, and its alert must reach the open overview.
         format!(
             "[claim]\ncode_file = \"{}\"\n[backup]\ndirectory = \"{}\"\ndebounce_secs = 86400\n",
             card.display(),
@@ -269,14 +310,100 @@ fn a_browser_claims_the_box_pairs_a_phone_by_its_qr_code_and_revokes_it() {
     .expect("berth.toml");
     let (daemon, tls, ca) = harness::start_tls(&datadir, &["-q", "--tls"]);
     let leaf = std::fs::read_to_string(datadir.join("tls").join("leaf.pem")).expect("leaf");
-    let pins = format!("{},{}", pem_pin(&ca), pem_pin(&leaf));
-    let base = format!("https://localhost:{}", daemon.port);
-    let shots = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("browser-screenshots");
-    std::fs::create_dir_all(&shots).expect("screenshots dir");
+    let dead = format!("http://127.0.0.1:{}", harness::free_port());
+    let target = Target {
+        port: daemon.port,
+        tls,
+        pins: format!("{},{}", pem_pin(&ca), pem_pin(&leaf)),
+        ca_pin: berth_pin(&ca),
+        claim_code: CODE.to_owned(),
+        chain: format!("f.chain.value = 'esplora'; f.esplora_url.value = '{dead}';"),
+        admin: Some(harness::bearer(&harness::token(&datadir))),
+        shots: shots_dir("browser-screenshots"),
+        patience: Duration::from_secs(30),
+    };
+    run_flow(&chromium, &target);
+}
 
-    let browser = Chromium::start(&chromium, &pins);
+/// The flow against a booted image (`image/boot-test`); skipped without one.
+#[test]
+fn a_booted_box_is_claimed_and_paired_from_a_browser() {
+    let Some(port) = std::env::var("BERTH_BROWSER_BOX_PORT").ok() else {
+        harness::skip(
+            BOX_TEST,
+            "no booted box (image/boot-test runs it with BERTH_BOOT_BROWSER=1)",
+        );
+        return;
+    };
+    let Some(chromium) = chromium_binary(BOX_TEST) else {
+        return;
+    };
+    let port: u16 = port.parse().expect("BERTH_BROWSER_BOX_PORT is a port");
+    let chain_file = std::env::var("BERTH_BROWSER_BOX_CHAIN").expect("BERTH_BROWSER_BOX_CHAIN");
+    let chain_pem = std::fs::read_to_string(&chain_file).expect("the served chain");
+    let certs: Vec<String> = chain_pem
+        .split_inclusive("-----END CERTIFICATE-----")
+        .filter(|c| c.contains("BEGIN CERTIFICATE"))
+        .map(|c| c.trim_start().to_owned())
+        .collect();
+    assert!(
+        certs.len() >= 2,
+        "the box serves its leaf and its CA: {chain_pem}"
+    );
+    let ca = certs.last().expect("ca").clone();
+    let chain = match std::env::var("BERTH_BROWSER_BOX_BITCOIND") {
+        Ok(spec) => {
+            let parts: Vec<&str> = spec.split_whitespace().collect();
+            let [url, user, pass] = parts[..] else {
+                panic!("BERTH_BROWSER_BOX_BITCOIND is `URL USER PASS`: {spec}");
+            };
+            format!(
+                "f.chain.value = 'bitcoind'; f.bitcoind_url.value = '{url}'; \
+                 f.bitcoind_user.value = '{user}'; f.bitcoind_pass.value = '{pass}';"
+            )
+        }
+        Err(_) => {
+            let dead = "http://10.0.2.2:9";
+            format!("f.chain.value = 'esplora'; f.esplora_url.value = '{dead}';")
+        }
+    };
+    let target = Target {
+        port,
+        tls: harness::tls::pinned_client_config(&ca, false),
+        pins: certs
+            .iter()
+            .map(|c| pem_pin(c))
+            .collect::<Vec<_>>()
+            .join(","),
+        ca_pin: berth_pin(&ca),
+        claim_code: std::env::var("BERTH_BROWSER_BOX_CLAIM_CODE")
+            .expect("BERTH_BROWSER_BOX_CLAIM_CODE"),
+        chain,
+        admin: None,
+        shots: shots_dir("browser-screenshots-box"),
+        patience: Duration::from_secs(180),
+    };
+    run_flow(&chromium, &target);
+}
+
+/// The pin as berthd shows it (`sha256/<base64url>`).
+fn berth_pin(pem: &str) -> String {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject as _;
+    let der = CertificateDer::pem_slice_iter(pem.as_bytes())
+        .next()
+        .expect("a certificate")
+        .expect("pem");
+    berth::tls::spki_pin(&der).expect("pin")
+}
+
+fn run_flow(chromium: &Path, target: &Target) {
+    let base = format!("https://localhost:{}", target.port);
+    let browser = Chromium::start(chromium, &target.pins);
     let socket = browser.page_socket();
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let tls = &target.tls;
+    let port = target.port;
     runtime.block_on(async {
         let (socket, _) = tokio_tungstenite::connect_async(socket)
             .await
@@ -284,17 +411,21 @@ fn a_browser_claims_the_box_pairs_a_phone_by_its_qr_code_and_revokes_it() {
         let mut page = Page {
             socket,
             next_id: 0,
-            shots,
+            shots: target.shots.clone(),
+            patience: target.patience,
         };
         page.call("Page.enable", json!({})).await;
 
-        // The unclaimed box: its claim page; the code claims it.
+        // The unclaimed box: its claim page, with the pin of the CA this browser
+        // trusted; the code claims it.
         page.open(&format!("{base}/")).await;
-        page.wait_for("/", "Claim this box").await;
+        let claim = page.wait_for("/", "Claim this box").await;
+        assert!(claim.contains(&target.ca_pin), "the page shows the CA's pin: {claim}");
         page.screenshot("1-claim").await;
         page.eval(&format!(
             "(() => {{ const f = document.querySelector('form[action=\"/console/sign-in\"]'); \
-             f.code.value = '{CODE}'; f.name.value = 'Chromium'; f.submit(); return true }})()"
+             f.code.value = '{}'; f.name.value = 'Chromium'; f.submit(); return true }})()",
+            target.claim_code
         ))
         .await;
         let overview = page.wait_for("/", "Overview").await;
@@ -304,15 +435,16 @@ fn a_browser_claims_the_box_pairs_a_phone_by_its_qr_code_and_revokes_it() {
         let cookies = page.eval("document.cookie").await;
         assert_eq!(cookies, json!(""), "HttpOnly: scripts see no cookie");
 
-        // Create the wallet (its servers are dead ports; "create it now" anyway): the
-        // phrase shown once, two of its words typed back.
+        // Create the wallet (its Ark server is a dead port; "create it now" anyway):
+        // the phrase shown once, two of its words typed back.
         page.open(&format!("{base}/console/wallet")).await;
         page.wait_for("/console/wallet", "Create the wallet").await;
         let dead = format!("http://127.0.0.1:{}", harness::free_port());
         page.eval(&format!(
             "(() => {{ const f = document.querySelector('form[action=\"/console/wallet/new\"]'); \
-             f.network.value = 'regtest'; f.ark_server.value = '{dead}'; \
-             f.esplora_url.value = '{dead}'; f.force.checked = true; f.submit(); return true }})()"
+             f.network.value = 'regtest'; f.ark_server.value = '{dead}'; {} \
+             f.force.checked = true; f.submit(); return true }})()",
+            target.chain
         ))
         .await;
         page.wait_for("/console/wallet/new", "Your recovery phrase").await;
@@ -350,9 +482,8 @@ fn a_browser_claims_the_box_pairs_a_phone_by_its_qr_code_and_revokes_it() {
         assert!(!overview.contains("No wallet yet"), "{overview}");
         page.screenshot("4-wallet").await;
 
-        // The overview is live: its script holds the notifications websocket, and an
-        // event (a backup that fails) shows up without the page being loaded again.
-        let deadline = Instant::now() + Duration::from_secs(30);
+        // The overview is live: its script holds the notifications websocket.
+        let deadline = Instant::now() + target.patience;
         while page.eval("document.getElementById('live').textContent").await
             .as_str()
             .is_none_or(|s| !s.starts_with("Live"))
@@ -360,35 +491,38 @@ fn a_browser_claims_the_box_pairs_a_phone_by_its_qr_code_and_revokes_it() {
             assert!(Instant::now() < deadline, "the overview did not go live");
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
-        page.eval("window.stillThisPage = true").await;
-        let admin = harness::bearer(&harness::token(&datadir));
-        let (status, raw) = harness::tls_request(
-            daemon.port,
-            Arc::clone(&tls),
-            "POST",
-            "/api/v1/backups",
-            &[("Authorization", &admin)],
-            None,
-        )
-        .expect("back up now");
-        assert_ne!(status, 200, "the backup directory is missing: {raw}");
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let shown = page
-                .eval("document.getElementById('overview').innerText")
-                .await;
-            if shown.as_str().is_some_and(|s| s.contains("backup-failed")) {
-                break;
+        // Where the test holds the admin token: an event (a backup that fails, its
+        // directory missing) shows up without the page being loaded again.
+        if let Some(admin) = &target.admin {
+            page.eval("window.stillThisPage = true").await;
+            let (status, raw) = harness::tls_request(
+                port,
+                Arc::clone(tls),
+                "POST",
+                "/api/v1/backups",
+                &[("Authorization", admin)],
+                None,
+            )
+            .expect("back up now");
+            assert_ne!(status, 200, "the backup directory is missing: {raw}");
+            let deadline = Instant::now() + Duration::from_secs(30);
+            loop {
+                let shown = page
+                    .eval("document.getElementById('overview').innerText")
+                    .await;
+                if shown.as_str().is_some_and(|s| s.contains("backup-failed")) {
+                    break;
+                }
+                assert!(Instant::now() < deadline, "the alert did not arrive: {shown}");
+                tokio::time::sleep(Duration::from_millis(200)).await;
             }
-            assert!(Instant::now() < deadline, "the alert did not arrive: {shown}");
-            tokio::time::sleep(Duration::from_millis(200)).await;
+            assert_eq!(
+                page.eval("window.stillThisPage === true").await,
+                json!(true),
+                "updated in place, not loaded again"
+            );
+            page.screenshot("4b-live-alert").await;
         }
-        assert_eq!(
-            page.eval("window.stillThisPage === true").await,
-            json!(true),
-            "updated in place, not loaded again"
-        );
-        page.screenshot("4b-live-alert").await;
 
         // Pair a phone: the QR code on the page, read from a screenshot.
         page.open(&format!("{base}/console/devices")).await;
@@ -407,8 +541,8 @@ fn a_browser_claims_the_box_pairs_a_phone_by_its_qr_code_and_revokes_it() {
         assert!(link.starts_with("berth://pair?v=1&"), "{link}");
         let code = harness::uri_param(&link, "t").to_owned();
         let (status, raw) = harness::tls_request(
-            daemon.port,
-            Arc::clone(&tls),
+            port,
+            Arc::clone(tls),
             "POST",
             "/api/v1/pair",
             &[("Content-Type", "application/json")],
@@ -422,8 +556,8 @@ fn a_browser_claims_the_box_pairs_a_phone_by_its_qr_code_and_revokes_it() {
         let phone_id = paired["device"]["id"].as_str().expect("id").to_owned();
         let wallet = |token: &str| {
             harness::tls_request(
-                daemon.port,
-                Arc::clone(&tls),
+                port,
+                Arc::clone(tls),
                 "GET",
                 "/api/v1/wallet",
                 &[("Authorization", token)],
@@ -453,7 +587,7 @@ fn a_browser_claims_the_box_pairs_a_phone_by_its_qr_code_and_revokes_it() {
         ))
         .await;
         // The form's navigation may not have begun yet: wait for the page without it.
-        let deadline = Instant::now() + Duration::from_secs(30);
+        let deadline = Instant::now() + target.patience;
         loop {
             let text = page.wait_for("/console/devices", "Chromium (this browser)").await;
             if !text.contains("Phone") {
