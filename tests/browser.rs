@@ -276,8 +276,11 @@ struct Target {
     claim_code: String,
     /// The chain source of the wallet the browser creates (a form's fields).
     chain: String,
-    /// The admin token, where the test can read it (a local daemon's datadir).
-    admin: Option<String>,
+    /// The admin token and the backup directory, where the test can reach them (a
+    /// local daemon).
+    admin: Option<(String, PathBuf)>,
+    /// The wallet's chain source answers, so it loads and can receive.
+    loads: bool,
     shots: PathBuf,
     patience: Duration,
 }
@@ -297,28 +300,42 @@ fn a_browser_claims_the_box_pairs_a_phone_by_its_qr_code_and_revokes_it() {
     std::fs::create_dir_all(&datadir).expect("datadir");
     let card = tmp.path().join("berth-claim-code");
     std::fs::write(&card, CODE).expect("card");
+    let backups = tmp.path().join("backups");
+    std::fs::create_dir_all(&backups).expect("backup directory");
     std::fs::write(
         datadir.join("berth.toml"),
-        // Backups go to a directory that is not there, and only when asked: the one
-        // asked for in the flow fails, and its alert must reach the open overview.
+        // The first backup (made when the wallet is) succeeds; later ones only when
+        // asked. The flow then removes the directory and asks: that failure's alert
+        // must reach the open overview by itself.
         format!(
             "[claim]\ncode_file = \"{}\"\n[backup]\ndirectory = \"{}\"\ndebounce_secs = 86400\n",
             card.display(),
-            tmp.path().join("no-such-backup-dir").display()
+            backups.display()
         ),
     )
     .expect("berth.toml");
     let (daemon, tls, ca) = harness::start_tls(&datadir, &["-q", "--tls"]);
     let leaf = std::fs::read_to_string(datadir.join("tls").join("leaf.pem")).expect("leaf");
     let dead = format!("http://127.0.0.1:{}", harness::free_port());
+    // With a regtest bitcoind (scripts/e2e) the wallet loads, and the flow receives too.
+    let bitcoind = std::env::var_os("BITCOIND_EXEC").map(|_| harness::Bitcoind::start(TEST));
+    let chain = match &bitcoind {
+        Some(node) => format!(
+            "f.chain.value = 'bitcoind'; f.bitcoind_url.value = '{}'; f.bitcoind_cookie.value = '{}';",
+            node.url(),
+            node.cookie().display()
+        ),
+        None => format!("f.chain.value = 'esplora'; f.esplora_url.value = '{dead}';"),
+    };
     let target = Target {
         port: daemon.port,
         tls,
         pins: format!("{},{}", pem_pin(&ca), pem_pin(&leaf)),
         ca_pin: berth_pin(&ca),
         claim_code: CODE.to_owned(),
-        chain: format!("f.chain.value = 'esplora'; f.esplora_url.value = '{dead}';"),
-        admin: Some(harness::bearer(&harness::token(&datadir))),
+        chain,
+        admin: Some((harness::bearer(&harness::token(&datadir)), backups.clone())),
+        loads: bitcoind.is_some(),
         shots: shots_dir("browser-screenshots"),
         patience: Duration::from_secs(30),
     };
@@ -351,8 +368,12 @@ fn a_booted_box_is_claimed_and_paired_from_a_browser() {
         "the box serves its leaf and its CA: {chain_pem}"
     );
     let ca = certs.last().expect("ca").clone();
-    let chain = match std::env::var("BERTH_BROWSER_BOX_BITCOIND") {
-        Ok(spec) => {
+    let loads = std::env::var_os("BERTH_BROWSER_BOX_BITCOIND").is_some_and(|v| !v.is_empty());
+    let chain = match std::env::var("BERTH_BROWSER_BOX_BITCOIND")
+        .ok()
+        .filter(|v| !v.is_empty())
+    {
+        Some(spec) => {
             let parts: Vec<&str> = spec.split_whitespace().collect();
             let [url, user, pass] = parts[..] else {
                 panic!("BERTH_BROWSER_BOX_BITCOIND is `URL USER PASS`: {spec}");
@@ -362,7 +383,7 @@ fn a_booted_box_is_claimed_and_paired_from_a_browser() {
                  f.bitcoind_user.value = '{user}'; f.bitcoind_pass.value = '{pass}';"
             )
         }
-        Err(_) => {
+        None => {
             let dead = "http://10.0.2.2:9";
             format!("f.chain.value = 'esplora'; f.esplora_url.value = '{dead}';")
         }
@@ -380,6 +401,7 @@ fn a_booted_box_is_claimed_and_paired_from_a_browser() {
             .expect("BERTH_BROWSER_BOX_CLAIM_CODE"),
         chain,
         admin: None,
+        loads,
         shots: shots_dir("browser-screenshots-box"),
         patience: Duration::from_secs(180),
     };
@@ -491,9 +513,23 @@ fn run_flow(chromium: &Path, target: &Target) {
             assert!(Instant::now() < deadline, "the overview did not go live");
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
-        // Where the test holds the admin token: an event (a backup that fails, its
-        // directory missing) shows up without the page being loaded again.
-        if let Some(admin) = &target.admin {
+        // Where the test holds the admin token: an event (a backup that fails once its
+        // directory is gone) shows up without the page being loaded again.
+        if let Some((admin, backups)) = &target.admin {
+            // The first backup is written (and verified) before the directory goes.
+            harness::wait_until("the wallet's first backup", 60, || {
+                std::fs::read_dir(backups).is_ok_and(|entries| {
+                    entries
+                        .flatten()
+                        .any(|e| !e.file_name().to_string_lossy().starts_with('.'))
+                })
+            });
+            std::fs::remove_dir_all(backups).expect("remove the backup directory");
+            let before = page.eval("document.getElementById('overview').innerText").await;
+            assert!(
+                before.as_str().is_some_and(|s| !s.contains("backup-failed")),
+                "no failure yet: {before}"
+            );
             page.eval("window.stillThisPage = true").await;
             let (status, raw) = harness::tls_request(
                 port,
@@ -522,6 +558,27 @@ fn run_flow(chromium: &Path, target: &Target) {
                 "updated in place, not loaded again"
             );
             page.screenshot("4b-live-alert").await;
+        }
+
+        // Receive (a wallet that loads): a new on-chain address as a QR code, read from
+        // a screenshot as the payer's phone would.
+        if target.loads {
+            page.open(&format!("{base}/console/receive")).await;
+            page.wait_for("/console/receive", "A new bitcoin (on-chain) address").await;
+            page.eval(
+                "(() => { document.querySelector('button[value=\"onchain\"]').click(); return true })()",
+            )
+            .await;
+            let shown = page.wait_for("/console/receive", "A new bitcoin address").await;
+            page.eval("document.querySelector('.qr').scrollIntoView()").await;
+            let shot = page.screenshot("4c-receive").await;
+            let uri = decode_qr(&shot);
+            let address = uri.strip_prefix("bitcoin:").unwrap_or_else(|| panic!("{uri}"));
+            assert!(address.starts_with("BCRT1"), "{uri}");
+            assert!(
+                shown.contains(&address.to_lowercase()),
+                "the QR code holds the address shown: {shown}"
+            );
         }
 
         // Pair a phone: the QR code on the page, read from a screenshot.

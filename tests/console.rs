@@ -471,6 +471,24 @@ fn a_recovery_phrase_is_imported_from_the_console() {
         expected.fingerprint(),
         "{raw}"
     );
+    // Its chain source is a dead port: no address yet, and the page says why.
+    let (status, raw) = page(&daemon, "/console/receive", &cookie);
+    assert_eq!(status, 200, "{raw}");
+    let (status, raw) = post_form(
+        daemon.port,
+        "/console/receive",
+        &[("Origin", &origin(&daemon)), ("Cookie", &cookie)],
+        "kind=onchain",
+    );
+    assert_eq!(status, 503, "{raw}");
+    assert!(raw.contains("No address"), "{raw}");
+    let (status, _) = post_form(
+        daemon.port,
+        "/console/receive",
+        &[("Origin", "https://evil.example"), ("Cookie", &cookie)],
+        "kind=onchain",
+    );
+    assert_eq!(status, 403);
 }
 
 #[test]
@@ -499,6 +517,27 @@ fn the_overview_of_a_loaded_wallet_shows_its_connections_expiry_exits_movements_
     ] {
         assert!(raw.contains(shown), "{shown}: {raw}");
     }
+
+    // Receive: a new on-chain address each time, with its QR code.
+    let receive = || {
+        post_form(
+            daemon.port,
+            "/console/receive",
+            &[("Origin", &origin(&daemon)), ("Cookie", &cookie)],
+            "kind=onchain",
+        )
+    };
+    let address = |raw: &str| -> String {
+        let at = raw
+            .find("bcrt1")
+            .unwrap_or_else(|| panic!("an address: {raw}"));
+        raw[at..].split('<').next().expect("address").to_owned()
+    };
+    let (status, first) = receive();
+    assert_eq!(status, 200, "{first}");
+    assert!(first.contains("<svg"), "a QR code: {first}");
+    let (_, second) = receive();
+    assert_ne!(address(&first), address(&second), "a new address each time");
 }
 
 #[test]

@@ -7,7 +7,8 @@
 //!
 //! Pages: the claim page (an unclaimed box), sign-in with a claim or pairing code, the
 //! overview (the wallet and its balances, backups), create or import the wallet
-//! (`wallet`), unlock a wallet whose seed waits for its passphrase (`unlock`), the
+//! (`wallet`), unlock a wallet whose seed waits for its passphrase (`unlock`), receive
+//! (a new on-chain or Ark address with its QR code, `receive`), the
 //! devices (list, revoke, and a pairing QR code for a phone), the backups (list, back up
 //! now, download a fresh one) and the settings in effect (read-only). A browser's session is a device credential in a cookie
 //! (`session`); every form post must come from this origin.
@@ -18,6 +19,7 @@
 
 mod backups;
 mod overview;
+mod receive;
 pub mod session;
 mod unlock;
 pub mod wallet;
@@ -62,6 +64,10 @@ pub fn routes() -> Router<AppState> {
         )
         .route("/console/backups/download", post(backups::download_backup))
         .route("/console/settings", get(backups::settings))
+        .route(
+            "/console/receive",
+            get(receive::receive_form).post(receive::new_address),
+        )
         .route("/console/wallet", get(wallet::wallet_form))
         .route("/console/wallet/new", post(wallet::new_wallet))
         .route("/console/wallet/confirm", post(wallet::confirm_wallet))
@@ -196,6 +202,22 @@ pub(super) fn page(status: StatusCode, template: &impl Template) -> Response {
         Err(e) => {
             tracing::error!(target: "berth::console", error = %e, "cannot render a console page");
             StatusCode::INTERNAL_SERVER_ERROR.into_response()
+        }
+    }
+}
+
+/// `text` as a QR code, an SVG drawn on the server (no script, no image request).
+pub(super) fn qr_svg(text: &str) -> Option<String> {
+    match qrcode::QrCode::new(text.as_bytes()) {
+        Ok(qr) => Some(
+            qr.render::<qrcode::render::svg::Color<'_>>()
+                .quiet_zone(true)
+                .min_dimensions(240, 240)
+                .build(),
+        ),
+        Err(e) => {
+            tracing::error!(target: "berth::console", error = %e, "the text does not fit a QR code");
+            None
         }
     }
 }
@@ -442,16 +464,8 @@ async fn pairing(State(state): State<AppState>, request: Request) -> Response {
     let uri = state
         .pairing_target
         .uri(&crate::tls::lan_ips(), code.expose(), expires_at);
-    let qr_svg = match qrcode::QrCode::new(uri.as_bytes()) {
-        Ok(qr) => qr
-            .render::<qrcode::render::svg::Color<'_>>()
-            .quiet_zone(true)
-            .min_dimensions(240, 240)
-            .build(),
-        Err(e) => {
-            tracing::error!(target: "berth::console", error = %e, "the pairing link does not fit a QR code");
-            return StatusCode::INTERNAL_SERVER_ERROR.into_response();
-        }
+    let Some(qr_svg) = qr_svg(&uri) else {
+        return StatusCode::INTERNAL_SERVER_ERROR.into_response();
     };
     tracing::info!(target: "berth::console", scopes = ?scopes, "pairing window opened from the console");
     devices_page(&state, &who, Some(PairingView { uri, qr_svg })).await
