@@ -655,5 +655,35 @@ fn run_flow(chromium: &Path, target: &Target) {
         }
         page.screenshot("8-revoked").await;
         assert_eq!(wallet(&phone), 401);
+
+        // A phone-sized screen: every page fits its width (nothing to scroll sideways).
+        page.call(
+            "Emulation.setDeviceMetricsOverride",
+            json!({"width": 390, "height": 844, "deviceScaleFactor": 2, "mobile": true}),
+        )
+        .await;
+        for (path, marker, shot) in [
+            ("/", "Overview", "9-phone-overview"),
+            ("/console/devices", "Pair a device", "9-phone-devices"),
+            ("/console/receive", "Receive", "9-phone-receive"),
+            ("/console/backups", "Backups", "9-phone-backups"),
+            ("/console/settings", "Settings", "9-phone-settings"),
+        ] {
+            page.open(&format!("{base}{path}")).await;
+            page.wait_for(path, marker).await;
+            // The rightmost edge of anything laid out (a mobile browser widens its
+            // viewport to fit content, so the window's own width proves nothing).
+            let right = page
+                .eval(
+                    "Math.max(...[...document.querySelectorAll('body *')]\
+                     .map(e => e.getBoundingClientRect().right))",
+                )
+                .await;
+            assert!(
+                right.as_f64().is_some_and(|r| r <= 390.0),
+                "{path} is wider than a phone's 390 px: {right}"
+            );
+            page.screenshot(shot).await;
+        }
     });
 }
