@@ -62,7 +62,7 @@ fn ping_auth_matrix_and_error_shapes() {
     assert_eq!(status, 200, "{raw}");
     assert_eq!(
         json_of(&raw),
-        serde_json::json!({ "fingerprint": null, "loaded": false, "recovery": null })
+        serde_json::json!({ "fingerprint": null, "loaded": false, "locked": false, "recovery": null })
     );
 
     // barkd's deprecated exit list moved permanently, query kept.
