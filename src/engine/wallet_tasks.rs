@@ -5,10 +5,15 @@
 //! | task | what it does | when |
 //! |---|---|---|
 //! | `onchain-sync` | fee-rate estimates, the on-chain wallet | each new tip, at least every `daemon_sync_interval_secs` |
-//! | `ark-sync` | pending boards, offboards and rounds (the first pass is bark's full `sync`: mailbox, Lightning, force-exited VTXOs) | the same |
+//! | `ark-sync` | pending boards, offboards, rounds, Lightning sends and receives (the first pass is bark's full `sync`: mailbox, Lightning, force-exited VTXOs) | the same |
 //! | `rounds` | follows the Ark server's round events: advances the wallet's round participations, and joins each new round with the VTXOs due for a maintenance refresh | a stream |
 //! | `mailbox` | receives arkoor payments and the server's other mailbox messages | a stream |
 //! | `exit-driver` | advances exits (`exits.rs`) | each new tip |
+//!
+//! Pending Lightning payments are driven on every pass, unlike bark's daemon (which
+//! drives them from mailbox messages and its start-up sync only): a claim the server
+//! refused for a moment (its VTXO pool empty) or a send whose step failed is retried
+//! within a pass, not left until the next restart.
 //!
 //! The two syncs are separate so that an unreachable Ark server does not hold up the
 //! on-chain wallet behind its backoff. A stream task's step lasts as long as its stream;
@@ -121,7 +126,16 @@ impl Engine {
                     .await
                     .map(drop)
                     .map_err(|e| format!("syncing pending rounds: {e:#}"));
-                failures([boards, offboards, rounds])
+                let sends = wallet
+                    .sync_pending_lightning_send_vtxos()
+                    .await
+                    .map_err(|e| format!("syncing pending Lightning payments: {e:#}"));
+                // Each receive is driven one step; bark logs a step that fails.
+                let receives = wallet
+                    .sync_pending_lightning_receives()
+                    .await
+                    .map_err(|e| format!("syncing pending Lightning receives: {e:#}"));
+                failures([boards, offboards, rounds, sends, receives])
             }
         };
         self.tasks

@@ -11,6 +11,8 @@ mod backup_restore;
 mod barkd_fidelity;
 #[path = "../harness/mod.rs"]
 mod harness;
+mod lightning;
+mod lightning_payments;
 mod refresh_window;
 mod stack;
 
@@ -280,7 +282,7 @@ fn boards_become_spendable() {
 }
 
 /// Fund, board `sats` and wait until the VTXO is spendable.
-fn board_and_confirm(stack: &Stack, berthd: &stack::Berthd, sats: u64) {
+pub(crate) fn board_and_confirm(stack: &Stack, berthd: &stack::Berthd, sats: u64) {
     fund_onchain(stack, berthd, sats + 100_000);
     let before = berthd.get_ok("/api/v1/wallet/balance")["spendable_sat"]
         .as_u64()

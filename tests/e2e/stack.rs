@@ -55,7 +55,7 @@ pub struct Process {
 }
 
 impl Process {
-    fn spawn(name: &str, command: &mut Command, log: &Path) -> Process {
+    pub fn spawn(name: &str, command: &mut Command, log: &Path) -> Process {
         let out = std::fs::File::create(log).expect("create log file");
         let err = out.try_clone().expect("log file handle");
         let child = command
@@ -71,7 +71,7 @@ impl Process {
     }
 
     /// Panics (with the log's tail) if the process has exited.
-    fn assert_running(&mut self, log: &Path) {
+    pub fn assert_running(&mut self, log: &Path) {
         if let Some(status) = self.child.try_wait().expect("try_wait") {
             panic!(
                 "{} exited with {status}; its log ({}) ends:\n{}",
@@ -257,6 +257,8 @@ pub struct Stack {
     captaind_log: PathBuf,
     captaind_admin: String,
     captaind_exec: PathBuf,
+    /// The Lightning nodes (`Stack::start_with_lightning`), stopped after captaind.
+    pub lightning: Option<crate::lightning::Lightning>,
     /// Held for its drop, which stops PostgreSQL.
     _postgres: Process,
     /// Declared last: dropped after every process has stopped.
@@ -273,6 +275,32 @@ impl Stack {
     /// blocks (its rounds' and its VTXO pool's) and whose exits wait `vtxo_exit_delta`
     /// blocks before they are claimable.
     pub fn start_with_terms(test: &str, vtxo_lifetime: u16, vtxo_exit_delta: u16) -> Stack {
+        Self::start_full(test, [vtxo_lifetime, vtxo_exit_delta], None)
+    }
+
+    /// [`Stack::start`] with Core Lightning: the Ark server's node (which captaind
+    /// pays and receives through) and a node outside with a channel to it
+    /// (`crate::lightning`). `None`, reported as skipped, without Core Lightning.
+    pub fn start_with_lightning(test: &str) -> Option<Stack> {
+        let bins = match crate::lightning::LightningBinaries::from_env() {
+            Ok(bins) => bins,
+            Err(why) => {
+                harness::skip(test, &why);
+                return None;
+            }
+        };
+        Some(Self::start_full(
+            test,
+            [DEFAULT_VTXO_LIFETIME, DEFAULT_VTXO_EXIT_DELTA],
+            Some(bins),
+        ))
+    }
+
+    fn start_full(
+        test: &str,
+        [vtxo_lifetime, vtxo_exit_delta]: [u16; 2],
+        lightning_bins: Option<crate::lightning::LightningBinaries>,
+    ) -> Stack {
         let bins = Binaries::from_env(test);
         let started = Instant::now();
         let dir = tempfile::Builder::new()
@@ -286,17 +314,30 @@ impl Stack {
 
         let bitcoind = start_bitcoind(&bins.bitcoind, &dir.path().join("bitcoind"));
         let (postgres, pg_port) = start_postgres(&bins.postgres_bins, &dir.path().join("postgres"));
+        // The nodes and their channel first: captaind connects to its node at start.
+        let lightning =
+            lightning_bins.map(|ln| crate::lightning::Lightning::start(&ln, dir.path(), &bitcoind));
         let captaind_dir = dir.path().join("captaind");
         std::fs::create_dir_all(&captaind_dir).expect("captaind dir");
         let public_port = free_port();
         let admin_port = free_port();
-        let config = captaind_config(
+        let mut config = captaind_config(
             &captaind_dir,
             &bitcoind,
             pg_port,
             [public_port, admin_port],
             [vtxo_lifetime, vtxo_exit_delta],
         );
+        if let Some(lightning) = &lightning {
+            // Lightning receives are paid from the server's VTXO pool: enough small
+            // VTXOs for a run of receives (an empty pool refuses claims until it is
+            // refilled), and larger ones too.
+            config = config.replace(
+                r#"vtxo_targets = ["10000sat:3"]"#,
+                r#"vtxo_targets = ["10000sat:30", "1000000sat:3"]"#,
+            );
+            config.push_str(&lightning.captaind_config());
+        }
         let config_path = captaind_dir.join("captaind.toml");
         std::fs::write(&config_path, config).expect("captaind.toml");
         let create = Command::new(&bins.captaind)
@@ -328,12 +369,36 @@ impl Stack {
             captaind_log,
             captaind_admin: format!("127.0.0.1:{admin_port}"),
             captaind_exec: bins.captaind,
+            lightning,
             _postgres: postgres,
             dir: Some(dir),
         };
         stack.fund_captaind();
+        if stack.lightning.is_some() {
+            stack.wait_for_captaind_log(
+                "captaind to connect to its Lightning node",
+                "Successfully connected to CLN node",
+            );
+        }
         stack.started_in = started.elapsed();
         stack
+    }
+
+    /// Wait until captaind's log holds `line`.
+    pub fn wait_for_captaind_log(&mut self, what: &str, line: &str) {
+        let log = self.captaind_log.clone();
+        wait_for(what, 120, || {
+            self.captaind.assert_running(&log);
+            std::fs::read_to_string(&log)
+                .ok()
+                .filter(|text| text.contains(line))
+                .map(|_| ())
+        });
+    }
+
+    /// The Lightning nodes (a stack from [`Stack::start_with_lightning`]).
+    pub fn ln(&self) -> &crate::lightning::Lightning {
+        self.lightning.as_ref().expect("a stack with Lightning")
     }
 
     pub fn dir(&self) -> &Path {
