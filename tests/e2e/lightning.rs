@@ -420,11 +420,63 @@ impl LnurlServer {
         let calls = std::sync::Arc::new(std::sync::Mutex::new(LnurlCalls::default()));
         let (socket, seen) = (payee.socket(), std::sync::Arc::clone(&calls));
         std::thread::spawn(move || {
-            for stream in listener.incoming().flatten() {
-                serve_lnurl(stream, port, &socket, &seen);
+            let base = format!("http://127.0.0.1:{port}");
+            for mut stream in listener.incoming().flatten() {
+                serve_lnurl(&mut stream, &base, &socket, &seen);
             }
         });
         LnurlServer { port, calls }
+    }
+
+    /// The same server over HTTPS on `127.0.0.1:443`, as the host `localhost` of the
+    /// Lightning address `alice@localhost` (LUD-16 always resolves to
+    /// `https://<domain>/.well-known/lnurlp/<user>`, port 443). Its certificate comes from
+    /// a CA made here, written to `ca_file` for berthd's `SSL_CERT_FILE`. `Err` when port
+    /// 443 cannot be bound (not root).
+    pub fn start_https(payee: &Lightningd, ca_file: &Path) -> Result<LnurlServer, String> {
+        let listener = std::net::TcpListener::bind("127.0.0.1:443")
+            .map_err(|e| format!("cannot listen on 127.0.0.1:443 ({e}); run as root"))?;
+        let ca_key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).expect("key");
+        let mut ca_params = rcgen::CertificateParams::default();
+        ca_params.distinguished_name = rcgen::DistinguishedName::new();
+        ca_params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, "berth e2e LNURL CA");
+        ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        ca_params.key_usages = vec![rcgen::KeyUsagePurpose::KeyCertSign];
+        let ca = ca_params.self_signed(&ca_key).expect("CA");
+        std::fs::write(ca_file, ca.pem()).expect("write the CA");
+        let issuer = rcgen::Issuer::new(ca_params, ca_key);
+        let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).expect("key");
+        let mut params =
+            rcgen::CertificateParams::new(vec!["localhost".to_string()]).expect("params");
+        params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
+        let leaf = params.signed_by(&key, &issuer).expect("leaf");
+        let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("versions")
+            .with_no_client_auth()
+            .with_single_cert(
+                vec![leaf.der().clone(), ca.der().clone()],
+                rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+            )
+            .expect("server config");
+        let config = std::sync::Arc::new(config);
+        let calls = std::sync::Arc::new(std::sync::Mutex::new(LnurlCalls::default()));
+        let (socket, seen) = (payee.socket(), std::sync::Arc::clone(&calls));
+        std::thread::spawn(move || {
+            for tcp in listener.incoming().flatten() {
+                let Ok(conn) = rustls::ServerConnection::new(std::sync::Arc::clone(&config)) else {
+                    continue;
+                };
+                let mut tls = rustls::StreamOwned::new(conn, tcp);
+                serve_lnurl(&mut tls, "https://localhost", &socket, &seen);
+                tls.conn.send_close_notify();
+                let _ = tls.flush();
+            }
+        });
+        Ok(LnurlServer { port: 443, calls })
     }
 
     /// The `lnurl1…` link of the pay endpoint.
@@ -442,8 +494,8 @@ impl LnurlServer {
 }
 
 fn serve_lnurl(
-    mut stream: std::net::TcpStream,
-    port: u16,
+    stream: &mut (impl std::io::Read + std::io::Write),
+    base: &str,
     payee: &Path,
     calls: &std::sync::Mutex<LnurlCalls>,
 ) {
@@ -465,11 +517,11 @@ fn serve_lnurl(
         })
     };
     let (status, body) = match path {
-        "/lnurlp/alice" => (
+        "/lnurlp/alice" | "/.well-known/lnurlp/alice" => (
             "200 OK",
             json!({
                 "tag": "payRequest",
-                "callback": format!("http://127.0.0.1:{port}/lnurlp/alice/callback"),
+                "callback": format!("{base}/lnurlp/alice/callback"),
                 "minSendable": 1_000,
                 "maxSendable": 100_000_000_000u64,
                 "metadata": LNURL_METADATA,

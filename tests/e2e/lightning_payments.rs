@@ -593,3 +593,97 @@ fn lightning_payments_in_flight_survive_a_sigkill() {
         started.elapsed().as_secs_f64()
     );
 }
+
+/// A Lightning address (LUD-16), `alice@localhost`: resolved over HTTPS at
+/// `https://localhost/.well-known/lnurlp/alice` (port 443, a CA the OS store is told
+/// about through `SSL_CERT_FILE`, as an owner would add a CA to the box), `amount_sat`
+/// required, a long comment refused with a 400 before anything is asked or paid, a
+/// short one delivered, paid through `lightning/pay` and `wallet/send`. Skipped when port
+/// 443 cannot be bound.
+#[test]
+#[ignore = "needs the regtest stack: run scripts/e2e"]
+fn a_lightning_address_is_paid_over_https() {
+    const TEST: &str = "a_lightning_address_is_paid_over_https";
+    if let Err(why) = std::net::TcpListener::bind("127.0.0.1:443") {
+        harness::skip(
+            TEST,
+            &format!("cannot listen on 127.0.0.1:443 ({why}); run as root"),
+        );
+        return;
+    }
+    let Some(stack) = Stack::start_with_lightning(TEST) else {
+        return;
+    };
+    let started = Instant::now();
+    let ln = stack.ln();
+    let ca_file = stack.dir().join("lnurl-ca.pem");
+    let server = crate::lightning::LnurlServer::start_https(&ln.external, &ca_file)
+        .expect("the HTTPS LNURL server");
+    let datadir = stack.datadir_with_config("alice", "");
+    let alice = Berthd::start_with_env(
+        "alice",
+        &datadir,
+        &[("SSL_CERT_FILE", ca_file.to_str().expect("utf-8 path"))],
+    );
+    let (status, body) = alice.post("/api/v1/wallet/create", json!({"network": "regtest"}));
+    assert_eq!(status, 200, "{body}");
+    board_and_confirm(&stack, &alice, 500_000);
+    let height = stack.bitcoind.height();
+    ln.internal.wait_for_block(height);
+    ln.external.wait_for_block(height);
+
+    let address = "alice@localhost";
+    let (status, body) = alice.post("/api/v1/lightning/pay", json!({"destination": address}));
+    assert_eq!(status, 400, "a Lightning address needs amount_sat: {body}");
+    let before = spendable(&alice);
+    let (status, body) = alice.post(
+        "/api/v1/lightning/pay",
+        json!({"destination": address, "amount_sat": 11_000, "comment": "y".repeat(40)}),
+    );
+    assert_eq!(
+        status, 400,
+        "a comment longer than the server allows: {body}"
+    );
+    assert!(
+        server.calls().amounts.is_empty(),
+        "no invoice was asked for"
+    );
+    assert_eq!(spendable(&alice), before, "nothing moved");
+
+    let paid = alice.post_ok(
+        "/api/v1/lightning/pay",
+        json!({"destination": address, "amount_sat": 11_000, "comment": "from berth"}),
+    );
+    let hash = paid["payment_hash"]
+        .as_str()
+        .expect("payment_hash")
+        .to_string();
+    wait_for("the Lightning address payment to settle", 90, || {
+        (alice.get_ok(&format!("/api/v1/lightning/sends/{hash}"))["state"] == "paid").then_some(())
+    });
+    let calls = server.calls();
+    assert_eq!(calls.amounts, vec![11_000_000], "{calls:?}");
+    assert_eq!(calls.comments, vec!["from berth".to_string()], "{calls:?}");
+    assert_eq!(ln.external.invoice_status(&calls.labels[0]), "paid");
+    let sent = alice.post_ok(
+        "/api/v1/wallet/send",
+        json!({"destination": address, "amount_sat": 9_000}),
+    );
+    let hash = sent["payment_hash"]
+        .as_str()
+        .expect("payment_hash")
+        .to_string();
+    wait_for("the second Lightning address payment to settle", 90, || {
+        (alice.get_ok(&format!("/api/v1/lightning/sends/{hash}"))["state"] == "paid").then_some(())
+    });
+    assert_eq!(server.calls().amounts, vec![11_000_000, 9_000_000]);
+    assert!(
+        spendable(&alice) <= before - 20_000,
+        "both payments left the balance"
+    );
+    println!(
+        "e2e {TEST}: stack up in {:.1} s, scenario {:.1} s",
+        stack.started_in.as_secs_f64(),
+        started.elapsed().as_secs_f64()
+    );
+}

@@ -777,6 +777,18 @@ impl Berthd {
         }
     }
 
+    /// [`Berthd::start`] with these environment variables.
+    pub fn start_with_env(name: &str, datadir: &Path, env: &[(&str, &str)]) -> Berthd {
+        let daemon = Daemon::try_start_with_env(datadir, &["-v"], env)
+            .unwrap_or_else(|log| panic!("{name}: berthd did not start: {log}"));
+        Berthd {
+            name: name.to_string(),
+            datadir: datadir.to_path_buf(),
+            token: harness::token(datadir),
+            daemon: Some(daemon),
+        }
+    }
+
     fn daemon(&self) -> &Daemon {
         self.daemon.as_ref().expect("berthd is running")
     }
