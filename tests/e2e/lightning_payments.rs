@@ -440,6 +440,15 @@ fn lightning_pays_and_receives_over_real_nodes() {
         (send["state"] == "unknown" && send["movement_status"] == "failed").then_some(send)
     });
     assert!(failed["preimage"].is_null(), "{failed}");
+    let history = alice.get_ok("/api/v1/history");
+    assert!(
+        history.as_array().expect("history").iter().any(|m| {
+            m["id"] == failed["movement_id"]
+                && m["subsystem"]["name"] == "bark.lightning_send"
+                && m["status"] == "failed"
+        }),
+        "the history says it failed: {history}"
+    );
     wait_for("the funds to return", 60, || {
         (spendable(&alice) == before).then_some(())
     });
