@@ -68,6 +68,7 @@ pub fn routes() -> Router<AppState> {
             "/console/receive",
             get(receive::receive_form).post(receive::new_address),
         )
+        .route("/console/board", post(receive::board))
         .route("/console/wallet", get(wallet::wallet_form))
         .route("/console/wallet/new", post(wallet::new_wallet))
         .route("/console/wallet/confirm", post(wallet::confirm_wallet))

@@ -96,8 +96,8 @@ pub(super) async fn overview(state: &AppState) -> Response {
         },
         Ok(Some(record)) => {
             let fingerprint = record.fingerprint.to_string();
-            match engine.balance().await {
-                Ok(b) => WalletView::Loaded {
+            match (engine.balance().await, engine.onchain_balance().await) {
+                (Ok(b), Ok(chain)) => WalletView::Loaded {
                     fingerprint,
                     balances: vec![
                         ("Spendable", b.spendable.to_sat()),
@@ -105,9 +105,14 @@ pub(super) async fn overview(state: &AppState) -> Response {
                         ("Pending board", b.pending_board.to_sat()),
                         ("Pending Lightning send", b.pending_lightning_send.to_sat()),
                         ("Pending exit", b.pending_exit.to_sat()),
+                        ("On-chain, confirmed", chain.confirmed.to_sat()),
+                        (
+                            "On-chain, unconfirmed",
+                            (chain.trusted_pending + chain.untrusted_pending).to_sat(),
+                        ),
                     ],
                 },
-                Err(_) => WalletView::NotLoaded { fingerprint },
+                _ => WalletView::NotLoaded { fingerprint },
             }
         }
         Err(e) => {

@@ -15,9 +15,7 @@ impl Engine {
         let loaded = self.loaded().await?;
         self.check_board_amount(&loaded, amount).await?;
         refresh_fee_rates(&loaded).await;
-        loaded
-            .wallet
-            .board_amount(amount)
+        while_server_catches_up(|| loaded.wallet.board_amount(amount))
             .await
             .map_err(EngineError::classify("boarding"))
     }
@@ -34,9 +32,7 @@ impl Engine {
             ));
         }
         refresh_fee_rates(&loaded).await;
-        loaded
-            .wallet
-            .board_all()
+        while_server_catches_up(|| loaded.wallet.board_all())
             .await
             .map_err(EngineError::classify("boarding"))
     }
@@ -89,11 +85,85 @@ impl Engine {
     }
 }
 
+/// How often, and how far apart, a board the Ark server refused for being ahead of its
+/// chain tip is tried again.
+const SERVER_BEHIND_ATTEMPTS: u32 = 4;
+const SERVER_BEHIND_PAUSE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Run `attempt` again while the Ark server refuses it for a VTXO lifetime "too high":
+/// bark dates a new VTXO's expiry from the wallet's chain tip, the server checks it
+/// against its own, and just after a block the wallet may have seen it first. The
+/// server catches up within seconds. Retrying is safe: a refused board has spent only
+/// a VTXO key index (nothing is signed, stored as a movement or broadcast before the
+/// server's cosignature).
+async fn while_server_catches_up<T, F, Fut>(mut attempt: F) -> anyhow::Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<T>>,
+{
+    let mut tries = 1;
+    loop {
+        match attempt().await {
+            Err(e) if tries < SERVER_BEHIND_ATTEMPTS && server_is_behind(&e) => {
+                tracing::info!(error = %format!("{e:#}"), "the Ark server has not seen the newest block yet; boarding again shortly");
+                tries += 1;
+                tokio::time::sleep(SERVER_BEHIND_PAUSE).await;
+            }
+            other => return other,
+        }
+    }
+}
+
+/// Whether the server refused a new VTXO whose expiry is beyond its lifetime as the
+/// server counts it (its tip behind the wallet's).
+fn server_is_behind(e: &anyhow::Error) -> bool {
+    let text = format!("{e:#}");
+    text.contains("requested VTXO lifetime") && text.contains("too high")
+}
+
 /// bark's fee-rate cache starts at the configured fallback and only its daemon
 /// refreshes it; refresh it before building a transaction (a no-op within its TTL).
 pub(super) async fn refresh_fee_rates(loaded: &super::LoadedWallet) {
     let fallback = loaded.wallet.config().fallback_fee_rate;
     if let Err(e) = loaded.wallet.chain().update_fee_rates(fallback).await {
         tracing::warn!(error = %format!("{e:#}"), "cannot refresh fee rates; using the cached ones");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_board_refused_while_the_server_is_behind_is_tried_again_and_others_are_not() {
+        let calls = std::cell::Cell::new(0);
+        let behind = || {
+            anyhow::anyhow!("bad user input: requested VTXO lifetime 437 is too high (server VTXO lifetime is 432)").context("error requesting board cosign")
+        };
+        let done = while_server_catches_up(|| {
+            calls.set(calls.get() + 1);
+            let n = calls.get();
+            async move { if n < 3 { Err(behind()) } else { Ok(n) } }
+        })
+        .await;
+        assert_eq!(done.expect("third attempt"), 3);
+
+        calls.set(0);
+        let gave_up = while_server_catches_up(|| {
+            calls.set(calls.get() + 1);
+            async { Err::<(), _>(behind()) }
+        })
+        .await;
+        assert!(gave_up.is_err());
+        assert_eq!(calls.get(), SERVER_BEHIND_ATTEMPTS, "bounded");
+
+        calls.set(0);
+        let other = while_server_catches_up(|| {
+            calls.set(calls.get() + 1);
+            async { Err::<(), _>(anyhow::anyhow!("insufficient funds")) }
+        })
+        .await;
+        assert!(other.is_err());
+        assert_eq!(calls.get(), 1, "another error is not retried");
     }
 }

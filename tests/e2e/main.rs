@@ -9,6 +9,7 @@
 
 mod backup_restore;
 mod barkd_fidelity;
+mod console_funding;
 #[path = "../harness/mod.rs"]
 mod harness;
 mod lightning;
@@ -145,7 +146,7 @@ fn mine_until_exit_is(
 }
 
 /// Fund `berthd`'s on-chain wallet with `sats` and wait until it is confirmed there.
-fn fund_onchain(stack: &Stack, berthd: &stack::Berthd, sats: u64) {
+pub(crate) fn fund_onchain(stack: &Stack, berthd: &stack::Berthd, sats: u64) {
     let address = berthd.post_ok("/api/v1/onchain/addresses/next", json!({}))["address"]
         .as_str()
         .expect("address")
