@@ -214,16 +214,7 @@ fn a_device_without_admin_sees_the_overview_but_cannot_administer() {
     let daemon = Daemon::start(&datadir, &["-q"]);
     let own = origin(&daemon);
     // A pairing window opened on the box, redeemed by a browser as its sign-in.
-    let uri = harness::open_window(&datadir, "read");
-    let code = harness::uri_param(&uri, "t");
-    let (status, raw) = post_form(
-        daemon.port,
-        "/console/sign-in",
-        &[("Origin", &own)],
-        &format!("code={code}&name=Display"),
-    );
-    assert_eq!(status, 303, "{raw}");
-    let (cookie, _) = set_cookie(&raw);
+    let cookie = harness::console_session(daemon.port, &datadir, "read", "Display");
     let (status, raw) = page(&daemon, "/", &cookie);
     assert_eq!(status, 200, "{raw}");
     assert!(raw.contains("<h1>Overview</h1>"), "{raw}");
@@ -254,16 +245,7 @@ fn the_backups_page_backs_up_and_downloads_and_the_settings_page_shows_the_confi
     .expect("berth.toml");
     let daemon = Daemon::start(&datadir, &["-q"]);
     let own = origin(&daemon);
-    let uri = harness::open_window(&datadir, "read,receive,send,admin");
-    let code = harness::uri_param(&uri, "t");
-    let (status, raw) = post_form(
-        daemon.port,
-        "/console/sign-in",
-        &[("Origin", &own)],
-        &format!("code={code}&name=Laptop"),
-    );
-    assert_eq!(status, 303, "{raw}");
-    let (cookie, _) = set_cookie(&raw);
+    let cookie = admin_session(&daemon, &datadir);
     let backups_in = || {
         std::fs::read_dir(&dir)
             .expect("dir")
@@ -329,16 +311,7 @@ fn the_backups_page_backs_up_and_downloads_and_the_settings_page_shows_the_confi
 
 /// An admin browser session on a new box (a pairing window opened on the box).
 fn admin_session(daemon: &Daemon, datadir: &Path) -> String {
-    let uri = harness::open_window(datadir, "read,receive,send,admin");
-    let code = harness::uri_param(&uri, "t");
-    let (status, raw) = post_form(
-        daemon.port,
-        "/console/sign-in",
-        &[("Origin", &origin(daemon))],
-        &format!("code={code}&name=Laptop"),
-    );
-    assert_eq!(status, 303, "{raw}");
-    set_cookie(&raw).0
+    harness::console_session(daemon.port, datadir, "read,receive,send,admin", "Laptop")
 }
 
 /// A wallet form whose Ark server and chain source are dead ports, created anyway.

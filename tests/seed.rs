@@ -129,6 +129,9 @@ fn assert_locked_then_unlocks(daemon: &Daemon, datadir: &Path) {
             &serde_json::json!({ "passphrase": passphrase }).to_string(),
         )
     };
+    let (status, raw) = unlock("");
+    assert_eq!(status, 400, "{raw}");
+    assert!(raw.contains("empty"), "{raw}");
     let started = std::time::Instant::now();
     let (status, raw) = unlock("not the passphrase");
     assert_eq!(status, 400, "{raw}");

@@ -46,8 +46,14 @@ use crate::api::v1::devices as device_ops;
 pub fn routes() -> Router<AppState> {
     Router::new()
         .route("/", get(home))
-        .route("/console/style.css", get(style))
-        .route("/console/live.js", get(live_script))
+        .route(
+            "/console/style.css",
+            get(|| asset("text/css; charset=utf-8", STYLE)),
+        )
+        .route(
+            "/console/live.js",
+            get(|| asset("text/javascript; charset=utf-8", LIVE_SCRIPT)),
+        )
         .route("/console/live/ticket", post(live_ticket))
         .route(
             "/console/unlock",
@@ -78,13 +84,14 @@ pub fn routes() -> Router<AppState> {
 const STYLE: &str = include_str!("style.css");
 const LIVE_SCRIPT: &str = include_str!("live.js");
 
-async fn live_script() -> impl IntoResponse {
+/// One of the console's compiled-in files.
+async fn asset(content_type: &'static str, body: &'static str) -> impl IntoResponse {
     (
         [
-            (header::CONTENT_TYPE, "text/javascript; charset=utf-8"),
+            (header::CONTENT_TYPE, content_type),
             (header::CACHE_CONTROL, "no-cache"),
         ],
-        LIVE_SCRIPT,
+        body,
     )
 }
 
@@ -108,16 +115,6 @@ async fn live_ticket(State(state): State<AppState>, uri: Uri, headers: HeaderMap
         Some(_) => forbidden("this device may not see the wallet (it lacks the read scope)"),
         None => StatusCode::UNAUTHORIZED.into_response(),
     }
-}
-
-async fn style() -> impl IntoResponse {
-    (
-        [
-            (header::CONTENT_TYPE, "text/css; charset=utf-8"),
-            (header::CACHE_CONTROL, "no-cache"),
-        ],
-        STYLE,
-    )
 }
 
 /// What every page shows: the box's name and TLS pin.

@@ -278,7 +278,7 @@ pub struct Engine {
     /// berthd starts with one; `None` without a wallet (`engine::backup::service`).
     backup_key: tokio::sync::watch::Sender<Option<Arc<crate::engine::backup::BackupKey>>>,
     /// True while the wallet waits for its seed's passphrase (`lifecycle::unlock`).
-    locked: tokio::sync::watch::Sender<bool>,
+    locked: std::sync::atomic::AtomicBool,
 }
 
 struct Recorder {
@@ -308,7 +308,7 @@ impl Engine {
             exit_lock: Mutex::new(()),
             wallet_tasks: std::sync::Mutex::new(Vec::new()),
             backup_key: tokio::sync::watch::Sender::new(None),
-            locked: tokio::sync::watch::Sender::new(false),
+            locked: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -469,7 +469,7 @@ impl Engine {
 
     /// Whether the wallet waits for its seed's passphrase.
     pub fn is_locked(&self) -> bool {
-        *self.locked.borrow()
+        self.locked.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Whether a wallet is loaded (for status and tests).

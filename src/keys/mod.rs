@@ -225,11 +225,6 @@ impl Seeds {
         *self.given.lock().unwrap_or_else(|e| e.into_inner()) = None;
     }
 
-    /// Whether the settings give a passphrase (then berthd never starts locked).
-    pub fn passphrase_configured(&self) -> bool {
-        self.settings.passphrase.is_some() || self.settings.passphrase_file.is_some()
-    }
-
     /// The same seeds, with the secure element opened by `open` (tests: a fake chip).
     pub fn with_secure_element(mut self, open: SecureElementOpener) -> Seeds {
         self.open_secure_element = open;

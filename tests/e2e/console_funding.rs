@@ -16,25 +16,9 @@ fn the_console_boards_the_funds_that_arrived_on_chain() {
     let alice = stack.berthd("alice");
     fund_onchain(&stack, &alice, 400_000);
 
-    let uri = harness::open_window(&alice.datadir, "read,receive,send");
-    let code = harness::uri_param(&uri, "t").to_owned();
+    let cookie =
+        harness::console_session(alice.port(), &alice.datadir, "read,receive,send", "Laptop");
     let origin = format!("http://127.0.0.1:{}", alice.port());
-    let (status, raw) = harness::post_form(
-        alice.port(),
-        "/console/sign-in",
-        &[("Origin", &origin)],
-        &format!("code={code}&name=Laptop"),
-    );
-    assert_eq!(status, 303, "{raw}");
-    let cookie = raw
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("set-cookie: ")
-                .or_else(|| l.strip_prefix("Set-Cookie: "))
-        })
-        .and_then(|v| v.split(';').next())
-        .expect("a session cookie")
-        .to_owned();
 
     let page = |path: &str| {
         harness::try_request(alice.port(), "GET", path, &[("Cookie", &cookie)], None).expect("GET")

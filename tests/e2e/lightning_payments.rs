@@ -72,6 +72,14 @@ fn preimage_matches(preimage: &str, hash: &str) -> bool {
     sha256::Hash::hash(&bytes).to_string() == hash
 }
 
+/// Follow the send of `hash` until it is paid (as a client polls it); the send.
+fn wait_paid(berthd: &Berthd, hash: &str, what: &str) -> Value {
+    wait_for(what, 120, || {
+        let send = berthd.get_ok(&format!("/api/v1/lightning/sends/{hash}"));
+        (send["state"] == "paid").then_some(send)
+    })
+}
+
 /// Pay `invoice` and follow the send until it is paid; the final send and how long it
 /// took.
 fn pay_and_settle(alice: &Berthd, body: Value, hash: &str) -> (Value, Value, Duration) {
@@ -95,35 +103,6 @@ fn poll_fast<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
         assert!(Instant::now() < deadline, "timed out waiting for {what}");
         std::thread::sleep(Duration::from_millis(20));
     }
-}
-
-/// Listen on berthd's notifications websocket from now on; the frames received so far.
-fn websocket_frames(
-    rt: &tokio::runtime::Runtime,
-    berthd: &Berthd,
-) -> std::sync::Arc<std::sync::Mutex<Vec<Value>>> {
-    use futures_util::StreamExt as _;
-    use tokio_tungstenite::tungstenite::Message;
-    let ticket = berthd.get_ok("/api/v1/notifications/ws/ticket");
-    let url = format!(
-        "ws://127.0.0.1:{}/api/v1/notifications/ws?ticket={}",
-        berthd.port(),
-        ticket.as_str().expect("ticket")
-    );
-    let (mut ws, _) = rt
-        .block_on(tokio_tungstenite::connect_async(url))
-        .expect("websocket");
-    let frames = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-    let collected = std::sync::Arc::clone(&frames);
-    rt.spawn(async move {
-        while let Some(Ok(msg)) = ws.next().await {
-            if let Message::Text(text) = msg {
-                let value: Value = serde_json::from_str(&text).expect("a JSON frame");
-                collected.lock().expect("frames").push(value);
-            }
-        }
-    });
-    frames
 }
 
 fn percentile(sorted: &[Duration], p: usize) -> f64 {
@@ -204,9 +183,7 @@ fn lightning_pays_and_receives_over_real_nodes() {
         json!({"destination": invoice, "amount_sat": 21_000}),
     );
     assert_eq!(sent["payment_hash"], hash.as_str(), "{sent}");
-    wait_for("the amountless payment to settle", 90, || {
-        (alice.get_ok(&format!("/api/v1/lightning/sends/{hash}"))["state"] == "paid").then_some(())
-    });
+    wait_paid(&alice, &hash, "the amountless payment to settle");
     let received = ln
         .external
         .rpc("listinvoices", json!({"label": "amountless"}))["invoices"][0]
@@ -231,9 +208,7 @@ fn lightning_pays_and_receives_over_real_nodes() {
         .as_str()
         .expect("payment_hash")
         .to_string();
-    wait_for("the offer's payment to settle", 90, || {
-        (alice.get_ok(&format!("/api/v1/lightning/sends/{hash}"))["state"] == "paid").then_some(())
-    });
+    wait_paid(&alice, &hash, "the offer's payment to settle");
     assert_eq!(ln.external.offer_payments(&offer), vec![15_000_000]);
     let sent = alice.post_ok(
         "/api/v1/wallet/send",
@@ -243,9 +218,7 @@ fn lightning_pays_and_receives_over_real_nodes() {
         .as_str()
         .expect("payment_hash")
         .to_string();
-    wait_for("the second offer payment to settle", 90, || {
-        (alice.get_ok(&format!("/api/v1/lightning/sends/{hash}"))["state"] == "paid").then_some(())
-    });
+    wait_paid(&alice, &hash, "the second offer payment to settle");
     let mut got = ln.external.offer_payments(&offer);
     got.sort_unstable();
     assert_eq!(got, vec![15_000_000, 16_000_000]);
@@ -284,9 +257,7 @@ fn lightning_pays_and_receives_over_real_nodes() {
         .as_str()
         .expect("payment_hash")
         .to_string();
-    wait_for("the LNURL payment to settle", 90, || {
-        (alice.get_ok(&format!("/api/v1/lightning/sends/{hash}"))["state"] == "paid").then_some(())
-    });
+    wait_paid(&alice, &hash, "the LNURL payment to settle");
     let calls = lnurl_server.calls();
     assert_eq!(calls.amounts, vec![12_000_000], "{calls:?}");
     assert_eq!(
@@ -303,16 +274,14 @@ fn lightning_pays_and_receives_over_real_nodes() {
         .as_str()
         .expect("payment_hash")
         .to_string();
-    wait_for("the LNURL payment by wallet/send to settle", 90, || {
-        (alice.get_ok(&format!("/api/v1/lightning/sends/{hash}"))["state"] == "paid").then_some(())
-    });
+    wait_paid(&alice, &hash, "the LNURL payment by wallet/send to settle");
     assert_eq!(lnurl_server.calls().amounts, vec![12_000_000, 13_000_000]);
 
     // Receive: an invoice the outside node pays; berthd claims it and the balance rises,
     // and a websocket client sees the receive's movement created, then updated.
     let before = spendable(&alice);
     let rt = tokio::runtime::Runtime::new().expect("runtime");
-    let frames = websocket_frames(&rt, &alice);
+    let frames = alice.websocket_frames(&rt);
     let made = alice.post_ok(
         "/api/v1/lightning/receives/invoice",
         json!({"amount_sat": 30_000}),
@@ -559,10 +528,11 @@ fn lightning_payments_in_flight_survive_a_sigkill() {
         if settle {
             ln.external
                 .rpc("settleholdinvoice", json!({"preimage": preimage_hex}));
-            let send = wait_for("the payment to be seen paid after the restart", 120, || {
-                let send = alice.get_ok(&format!("/api/v1/lightning/sends/{hash}"));
-                (send["state"] == "paid").then_some(send)
-            });
+            let send = wait_paid(
+                &alice,
+                &hash,
+                "the payment to be seen paid after the restart",
+            );
             assert_eq!(send["preimage"], preimage_hex.as_str(), "{send}");
             let history = alice.get_ok("/api/v1/history");
             let sends: Vec<&Value> = history
@@ -667,9 +637,7 @@ fn a_lightning_address_is_paid_over_https() {
         .as_str()
         .expect("payment_hash")
         .to_string();
-    wait_for("the Lightning address payment to settle", 90, || {
-        (alice.get_ok(&format!("/api/v1/lightning/sends/{hash}"))["state"] == "paid").then_some(())
-    });
+    wait_paid(&alice, &hash, "the Lightning address payment to settle");
     let calls = server.calls();
     assert_eq!(calls.amounts, vec![11_000_000], "{calls:?}");
     assert_eq!(calls.comments, vec!["from berth".to_string()], "{calls:?}");
@@ -682,9 +650,11 @@ fn a_lightning_address_is_paid_over_https() {
         .as_str()
         .expect("payment_hash")
         .to_string();
-    wait_for("the second Lightning address payment to settle", 90, || {
-        (alice.get_ok(&format!("/api/v1/lightning/sends/{hash}"))["state"] == "paid").then_some(())
-    });
+    wait_paid(
+        &alice,
+        &hash,
+        "the second Lightning address payment to settle",
+    );
     assert_eq!(server.calls().amounts, vec![11_000_000, 9_000_000]);
     assert!(
         spendable(&alice) <= before - 20_000,

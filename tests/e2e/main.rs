@@ -866,9 +866,6 @@ fn summary(notifications: &[serde_json::Value]) -> Vec<(String, u64, String)> {
 #[test]
 #[ignore = "needs the regtest stack: run scripts/e2e"]
 fn notifications_follow_board_and_payment() {
-    use futures_util::StreamExt as _;
-    use tokio_tungstenite::tungstenite::Message;
-
     let stack = Stack::start("notifications_follow_board_and_payment");
     let started = Instant::now();
     let alice = stack.berthd("alice");
@@ -876,26 +873,7 @@ fn notifications_follow_board_and_payment() {
     let rt = tokio::runtime::Runtime::new().expect("runtime");
 
     // The websocket listens from before anything happens, live.
-    let ticket = alice.get_ok("/api/v1/notifications/ws/ticket");
-    let url = format!(
-        "ws://127.0.0.1:{}/api/v1/notifications/ws?ticket={}",
-        alice.port(),
-        ticket.as_str().expect("ticket string")
-    );
-    let (ws, _) = rt
-        .block_on(tokio_tungstenite::connect_async(url))
-        .expect("websocket");
-    let frames = std::sync::Arc::new(std::sync::Mutex::new(Vec::<serde_json::Value>::new()));
-    let collected = std::sync::Arc::clone(&frames);
-    rt.spawn(async move {
-        let mut ws = ws;
-        while let Some(Ok(msg)) = ws.next().await {
-            if let Message::Text(text) = msg {
-                let value = serde_json::from_str(&text).expect("a JSON frame");
-                collected.lock().expect("frames").push(value);
-            }
-        }
-    });
+    let frames = alice.websocket_frames(&rt);
 
     board_and_confirm(&stack, &alice, 300_000);
     let bob_address = bob.post_ok("/api/v1/wallet/addresses/next", json!({}))["address"]

@@ -789,6 +789,36 @@ impl Berthd {
         }
     }
 
+    /// Listen on the notifications websocket from now on, as a phone app does (a
+    /// ticket, then the socket); the frames received so far, growing.
+    pub fn websocket_frames(
+        &self,
+        rt: &tokio::runtime::Runtime,
+    ) -> std::sync::Arc<std::sync::Mutex<Vec<Value>>> {
+        use futures_util::StreamExt as _;
+        use tokio_tungstenite::tungstenite::Message;
+        let ticket = self.get_ok("/api/v1/notifications/ws/ticket");
+        let url = format!(
+            "ws://127.0.0.1:{}/api/v1/notifications/ws?ticket={}",
+            self.port(),
+            ticket.as_str().expect("ticket string")
+        );
+        let (mut ws, _) = rt
+            .block_on(tokio_tungstenite::connect_async(url))
+            .expect("websocket");
+        let frames = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let collected = std::sync::Arc::clone(&frames);
+        rt.spawn(async move {
+            while let Some(Ok(msg)) = ws.next().await {
+                if let Message::Text(text) = msg {
+                    let value: Value = serde_json::from_str(&text).expect("a JSON frame");
+                    collected.lock().expect("frames").push(value);
+                }
+            }
+        });
+        frames
+    }
+
     fn daemon(&self) -> &Daemon {
         self.daemon.as_ref().expect("berthd is running")
     }

@@ -329,6 +329,31 @@ pub fn open_window(datadir: &Path, scopes: &str) -> String {
         .to_string()
 }
 
+/// Sign a browser in to the console of the daemon on `port` as a new device with
+/// `scopes`: a pairing window opened on the box, its code posted to the sign-in form
+/// from the console's own origin. The session cookie (`name=value`) the answer sets.
+pub fn console_session(port: u16, datadir: &Path, scopes: &str, name: &str) -> String {
+    let uri = open_window(datadir, scopes);
+    let code = uri_param(&uri, "t");
+    let (status, raw) = post_form(
+        port,
+        "/console/sign-in",
+        &[("Origin", &format!("http://127.0.0.1:{port}"))],
+        &format!("code={code}&name={name}"),
+    );
+    assert_eq!(status, 303, "{raw}");
+    raw.lines()
+        .find_map(|l| {
+            let (header, value) = l.split_once(':')?;
+            header
+                .eq_ignore_ascii_case("set-cookie")
+                .then(|| value.trim())
+        })
+        .and_then(|v| v.split(';').next())
+        .unwrap_or_else(|| panic!("no session cookie: {raw}"))
+        .to_owned()
+}
+
 pub fn uri_param<'a>(uri: &'a str, key: &str) -> &'a str {
     uri.split(['?', '&'])
         .find_map(|kv| kv.strip_prefix(&format!("{key}=")))

@@ -108,7 +108,7 @@ impl Engine {
         // passphrase nobody gave yet is waited for: a person types it after a reboot.
         let phrase = match self.read_seed().await {
             Err(EngineError::Seed(crate::keys::KeyError::PassphraseNeeded)) => {
-                self.locked.send_replace(true);
+                self.locked.store(true, std::sync::atomic::Ordering::SeqCst);
                 tracing::warn!(fingerprint = %record.fingerprint,
                     "the wallet is locked: its seed is sealed with a passphrase; unlock it in \
                      the console or with POST /api/v1/wallet/unlock");
@@ -161,7 +161,8 @@ impl Engine {
         self.seeds.keep_given(&candidate);
         let fingerprint = record.fingerprint;
         self.load_from(record, phrase)?;
-        self.locked.send_replace(false);
+        self.locked
+            .store(false, std::sync::atomic::Ordering::SeqCst);
         tracing::info!(%fingerprint, "the wallet was unlocked");
         Ok(fingerprint)
     }
@@ -456,7 +457,8 @@ impl Engine {
         }
         self.unload().await;
         self.backup_key.send_replace(None);
-        self.locked.send_replace(false);
+        self.locked
+            .store(false, std::sync::atomic::Ordering::SeqCst);
         self.seeds.forget_given();
         self.store.wipe_wallet().await?;
         self.events.forget_recent();
