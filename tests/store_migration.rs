@@ -172,6 +172,21 @@ async fn version_3_fixture_migrates_and_keeps_its_wallet_and_devices() {
     assert_eq!(db.devices().await.expect("devices"), vec![fixture_device()]);
 }
 
+/// Version 5 added the VTXO totals the balance reads: counted from the VTXOs at
+/// migration (the invariant check in `open_migrated` compares them with the rows), so
+/// the balance of a migrated wallet is the one its VTXOs make.
+#[tokio::test]
+async fn version_4_fixture_migrates_and_counts_its_vtxos_into_the_totals() {
+    let (_dir, db) = open_migrated(4).await;
+    assert_wallet_state(&db).await;
+    assert!(db.wallet_record().await.expect("read").is_some());
+    let balance = db.ark_balance(None, None).await.expect("balance");
+    // The board VTXO is spendable, the round VTXO spent.
+    assert_eq!(balance.spendable, VTXO_VECTORS.board_vtxo.amount());
+    assert_eq!(balance.total(), VTXO_VECTORS.board_vtxo.amount());
+    assert_eq!(db.chain_view().await.expect("view"), Default::default());
+}
+
 #[tokio::test]
 async fn newer_version_fixture_is_refused_and_left_alone() {
     let (_dir, path) = copy_of("store-v999.redb");

@@ -16,6 +16,7 @@ const MIGRATIONS: [Migration; SCHEMA_VERSION as usize] = [
     add_berth_tables,
     add_device_tables,
     add_wallet_setup,
+    add_vtxo_totals,
 ];
 
 fn create_v1(tx: &redb::WriteTransaction) -> Result<(), StoreError> {
@@ -48,6 +49,28 @@ fn add_device_tables(tx: &redb::WriteTransaction) -> Result<(), StoreError> {
 fn add_wallet_setup(tx: &redb::WriteTransaction) -> Result<(), StoreError> {
     tx.open_table(schema::WALLET_SETUP)
         .map_err(|e| from_redb("adding the wallet setup table", e))?;
+    Ok(())
+}
+
+/// Version 5: the VTXO totals by state and exit depth, counted from the VTXOs the file
+/// holds (one pass over the rows, inside the migration's transaction).
+fn add_vtxo_totals(tx: &redb::WriteTransaction) -> Result<(), StoreError> {
+    const CTX: &str = "adding the vtxo totals";
+    let e = |e| from_redb(CTX, e);
+    let rows = tx.open_table(schema::VTXOS).map_err(e)?;
+    let mut totals = std::collections::BTreeMap::<(u8, u16), (u64, u64)>::new();
+    for entry in rows.iter().map_err(|e| from_redb(CTX, e))? {
+        let row = entry.map_err(|e| from_redb(CTX, e))?.1.value().decode()?;
+        let total = totals
+            .entry(crate::store::bark::vtxo_totals_key(&row, row.state.kind()))
+            .or_default();
+        total.0 += 1;
+        total.1 += row.bare.amount().to_sat();
+    }
+    let mut table = tx.open_table(schema::VTXO_TOTALS).map_err(e)?;
+    for (key, total) in totals {
+        table.insert(key, total).map_err(|e| from_redb(CTX, e))?;
+    }
     Ok(())
 }
 

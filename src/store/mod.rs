@@ -36,7 +36,7 @@ use std::sync::Arc;
 
 use redb::{Database, Durability, ReadableDatabase, ReadableTable, ReadableTableMetadata};
 
-pub use self::bark::InitialScan;
+pub use self::bark::{ChainView, InitialScan};
 pub use self::error::StoreError;
 use self::error::{RedbResultExt, from_redb};
 pub use self::events::{EventBounds, EventPage, EventRetention};
@@ -394,7 +394,7 @@ mod invariants {
     use ::bark::vtxo::{VtxoLockHolder, VtxoState};
 
     use super::*;
-    use crate::store::bark::{payment_method_index_keys, vtxo_state_index_key};
+    use crate::store::bark::{payment_method_index_keys, vtxo_state_index_key, vtxo_totals_key};
 
     const CTX: &str = "verifying store invariants";
 
@@ -414,6 +414,7 @@ mod invariants {
         };
 
         let mut report = InvariantReport::default();
+        let mut totals = std::collections::BTreeMap::<(u8, u16), (u64, u64)>::new();
         for row in vtxos.iter().ctx(CTX)? {
             let (key, value) = row.ctx(CTX)?;
             let key = key.value();
@@ -441,6 +442,11 @@ mod invariants {
             if last != row.state {
                 return Err(bad(format!("vtxo {id} history does not end in its state")));
             }
+            let total = totals
+                .entry(vtxo_totals_key(&row, row.state.kind()))
+                .or_default();
+            total.0 += 1;
+            total.1 += row.bare.amount().to_sat();
             if let VtxoState::Locked {
                 holder: Some(VtxoLockHolder::Movement { id: m }),
             } = &row.state
@@ -455,6 +461,14 @@ mod invariants {
             return Err(bad(
                 "the state index has entries for no vtxo or a stale state".into(),
             ));
+        }
+        let mut stored_totals = std::collections::BTreeMap::new();
+        for entry in tx.open_table(VTXO_TOTALS).ctx(CTX)?.iter().ctx(CTX)? {
+            let (key, total) = entry.ctx(CTX)?;
+            stored_totals.insert(key.value(), total.value());
+        }
+        if stored_totals != totals {
+            return Err(bad("the vtxo totals disagree with the vtxos".into()));
         }
 
         let last_movement = counter(meta_keys::LAST_MOVEMENT_ID)?;

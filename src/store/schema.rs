@@ -21,7 +21,7 @@ use crate::store::codec::{
 
 /// The schema version this code writes. Bump it together with a migration in
 /// `migrations.rs`; a database with a higher version is refused.
-pub const SCHEMA_VERSION: u64 = 4;
+pub const SCHEMA_VERSION: u64 = 5;
 
 /// A VTXO id as `VtxoId::to_bytes`: txid (32 bytes) + output index (u32 little-endian,
 /// ark's encoding). Not ordered by output index; nothing relies on that.
@@ -54,6 +54,13 @@ pub mod meta_keys {
     /// Set while a new wallet's first on-chain scan is still to run: the block height
     /// to scan from, or `u64::MAX` for "from the chain tip" (a fresh seed has no past).
     pub const INITIAL_SCAN_FROM: &str = "initial_scan_from";
+    /// The chain tip the wallet last saw (since schema version 5; absent: none yet).
+    /// With [`MAX_VTXO_EXIT_DEPTH`] it is what the balance is judged against while the
+    /// chain source is unreachable. Removed with the wallet.
+    pub const LAST_SEEN_TIP: &str = "last_seen_tip";
+    /// The Ark server's `max_vtxo_exit_depth` as last seen (since schema version 5).
+    /// Removed with the wallet.
+    pub const MAX_VTXO_EXIT_DEPTH: &str = "max_vtxo_exit_depth";
     /// Last event id handed out (ids start at 1 and only grow, across wallet deletes).
     pub const LAST_EVENT_ID: &str = "last_event_id";
     /// Highest event id removed from the log (retention or wallet delete); absent = 0.
@@ -93,6 +100,13 @@ pub const VTXO_STATE_HISTORY: TableDefinition<(VtxoKey, u32), Stored<VtxoStateRe
 // <VtxoStateIndexKey, ()>
 pub const VTXOS_BY_STATE: TableDefinition<VtxoStateIndexKey, ()> =
     TableDefinition::new("vtxos_by_state");
+
+/// What the balance needs of the VTXOs, kept with them (since schema version 5): the
+/// number of VTXOs and their amount, by state and exit depth. Changed in the same
+/// transaction as every [`VTXOS`] write that adds, removes or moves a VTXO between
+/// states; an entry whose count falls to zero is removed.
+// <(u8 state kind, u16 exit depth), (u64 count, u64 amount in sats)>
+pub const VTXO_TOTALS: TableDefinition<(u8, u16), (u64, u64)> = TableDefinition::new("vtxo_totals");
 
 /// VTXO key derivation: public key (33-byte compressed) to derivation index.
 // <[u8; 33], u32>
@@ -206,6 +220,7 @@ pub fn create_all(tx: &redb::WriteTransaction) -> Result<(), redb::TableError> {
     tx.open_table(VTXOS_FULL)?;
     tx.open_table(VTXO_STATE_HISTORY)?;
     tx.open_table(VTXOS_BY_STATE)?;
+    tx.open_table(VTXO_TOTALS)?;
     tx.open_table(VTXO_KEYS)?;
     tx.open_table(VTXO_KEYS_BY_INDEX)?;
     tx.open_table(MOVEMENTS)?;

@@ -129,7 +129,8 @@ macro_rules! every_table {
             IDEMPOTENCY_KEYS_BY_TIME,
             DEVICES,
             TOKENS,
-            WALLET_SETUP
+            WALLET_SETUP,
+            VTXO_TOTALS
         )
     };
 }

@@ -115,6 +115,26 @@ pub enum Op {
         locktime: u32,
         confirmed: bool,
     },
+    // What the balance tells apart (`balance_op_strategy`): rounds, boards and exits
+    // that hold VTXOs of the pool.
+    /// A round whose inputs are these VTXOs, owned by one of the owner movements (its
+    /// locks name it) or by none.
+    StoreRoundWithInputs {
+        inputs: Vec<usize>,
+        owner: Option<u8>,
+        done: bool,
+    },
+    /// A board action waiting for confirmations on this VTXO.
+    UpsertBoardOf {
+        id: u8,
+        vtxo: usize,
+    },
+    /// An exit of this VTXO, at stage `stage` (start, awaiting delta, claimable,
+    /// claimed, canceled).
+    StoreExitOf {
+        vtxo: usize,
+        stage: u8,
+    },
 }
 
 /// The VTXOs operations refer to: bark's six signed test vectors plus boards of ours.
@@ -424,6 +444,74 @@ pub async fn apply(db: &impl BarkPersister, op: &Op, pool: &[Vtxo<Full>]) -> Res
                 .await
                 .map_err(e)
         }
+        Op::StoreRoundWithInputs {
+            inputs,
+            owner,
+            done,
+        } => {
+            let inputs: Vec<String> = inputs
+                .iter()
+                .map(|i| pool[i % pool.len()].serialize_hex())
+                .collect();
+            let json = serde_json::json!({
+                "done": done,
+                "participation": { "inputs": inputs, "outputs": [] },
+                "movement_id": owner.map(|n| u32::from(n) % OWNER_MOVEMENTS + 1),
+                "flow": "InteractivePending",
+                "new_vtxos": [],
+                "sent_forfeit_sigs": false,
+            });
+            let round: bark::round::RoundState =
+                serde_json::from_value::<bark::persist::models::SerdeRoundState>(json)
+                    .expect("round state model parses")
+                    .into();
+            db.store_round_state(&round).await.map(|_| ()).map_err(e)
+        }
+        Op::UpsertBoardOf { id, vtxo } => {
+            let cp = board_checkpoint(
+                &format!("board.{}", id % 6),
+                pool[vtxo % pool.len()].id(),
+                None,
+            );
+            db.upsert_wallet_action_checkpoint(&cp.id(), &cp)
+                .await
+                .map_err(e)
+        }
+        Op::StoreExitOf { vtxo, stage } => {
+            let block = |h: u32| BlockRef {
+                height: BlockHeight::new(h),
+                hash: BlockHash::from_slice(&[h as u8; 32]).expect("32"),
+            };
+            let start = ExitState::Start(ExitStartState {
+                tip_height: BlockHeight::new(100),
+            });
+            let state = match stage % 5 {
+                0 => start.clone(),
+                1 => ExitState::AwaitingDelta(bark::exit::ExitAwaitingDeltaState {
+                    tip_height: BlockHeight::new(110),
+                    confirmed_block: block(105),
+                    claimable_height: BlockHeight::new(250),
+                }),
+                2 => ExitState::Claimable(bark::exit::ExitClaimableState {
+                    tip_height: BlockHeight::new(260),
+                    claimable_since: block(250),
+                    last_scanned_block: None,
+                }),
+                3 => ExitState::Claimed(bark::exit::ExitClaimedState {
+                    tip_height: BlockHeight::new(270),
+                    txid: txid(9),
+                    block: block(265),
+                }),
+                _ => ExitState::new_canceled(BlockHeight::new(150)),
+            };
+            let exit = StoredExit {
+                vtxo_id: pool[vtxo % pool.len()].id(),
+                state,
+                history: vec![start],
+                movement_id: Some(MovementId::new(1)),
+            };
+            db.store_exit_vtxo_entry(&exit).await.map_err(e)
+        }
     }
 }
 
@@ -650,6 +738,21 @@ fn state_strategy() -> impl Strategy<Value = State> {
 /// Indices into the pool (16 VTXOs).
 fn vtxo_idx() -> impl Strategy<Value = usize> {
     0usize..16
+}
+
+/// [`op_strategy`] with operations that hold pool VTXOs in rounds, boards and exits,
+/// so every field of the balance is exercised.
+pub fn balance_op_strategy() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        6 => op_strategy(),
+        2 => (prop::collection::vec(vtxo_idx(), 0..4), prop::option::of(any::<u8>()), any::<bool>())
+            .prop_map(|(inputs, owner, done)| Op::StoreRoundWithInputs { inputs, owner, done }),
+        1 => (any::<u8>(), vtxo_idx()).prop_map(|(id, vtxo)| Op::UpsertBoardOf { id, vtxo }),
+        2 => (vtxo_idx(), any::<u8>()).prop_map(|(vtxo, stage)| Op::StoreExitOf { vtxo, stage }),
+        // Exited VTXOs, for the exits above to hold.
+        2 => (vtxo_idx(), prop::collection::vec(0u8..4, 0..4))
+            .prop_map(|(vtxo, allowed)| Op::UpdateState { vtxo, to: State::Exited, allowed }),
+    ]
 }
 
 pub fn op_strategy() -> impl Strategy<Value = Op> {

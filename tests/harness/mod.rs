@@ -476,15 +476,19 @@ impl Bitcoind {
         bitcoind
     }
 
-    fn rpc_answers(&self) -> bool {
+    fn basic_auth(&self) -> Option<String> {
         use base64::Engine as _;
-        let Ok(cookie) = std::fs::read_to_string(self.cookie()) else {
-            return false;
-        };
-        let basic = format!(
+        let cookie = std::fs::read_to_string(self.cookie()).ok()?;
+        Some(format!(
             "Basic {}",
             base64::engine::general_purpose::STANDARD.encode(cookie.trim())
-        );
+        ))
+    }
+
+    fn rpc_answers(&self) -> bool {
+        let Some(basic) = self.basic_auth() else {
+            return false;
+        };
         let call = r#"{"jsonrpc":"1.0","id":"ready","method":"getblockcount","params":[]}"#;
         matches!(
             try_request(
@@ -496,6 +500,22 @@ impl Bitcoind {
             ),
             Ok((200, _))
         )
+    }
+
+    /// Call `method` with `params` (a JSON array); its `result`. Panics on an error.
+    pub fn rpc(&self, method: &str, params: &str) -> serde_json::Value {
+        let basic = self.basic_auth().expect("bitcoind's cookie");
+        let call =
+            format!(r#"{{"jsonrpc":"1.0","id":"test","method":"{method}","params":{params}}}"#);
+        let (status, raw) = request(
+            self.rpc_port,
+            "POST",
+            "/",
+            &[("Authorization", &basic)],
+            Some(&call),
+        );
+        assert_eq!(status, 200, "{method}: {raw}");
+        json_of(&raw)["result"].clone()
     }
 
     pub fn url(&self) -> String {
@@ -796,7 +816,31 @@ pub fn start_tls(datadir: &Path, args: &[&str]) -> (Daemon, Arc<rustls::ClientCo
 
 /// Run `oha` (the binary `oha`) with `args` (connections, requests, headers, URL…) and
 /// say what it measured: requests per second, p50/p99 latency and status codes.
+/// What one `oha` run measured.
+pub struct OhaFigures {
+    pub requests_per_sec: f64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    /// Status code to count, as oha reports it.
+    pub statuses: serde_json::Value,
+}
+
+impl std::fmt::Display for OhaFigures {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{:.0} req/s, p50 {:.2} ms, p99 {:.2} ms, status codes {}",
+            self.requests_per_sec, self.p50_ms, self.p99_ms, self.statuses
+        )
+    }
+}
+
 pub fn oha(oha: &str, args: &[&str]) -> String {
+    oha_figures(oha, args).to_string()
+}
+
+/// Run `oha` with `args`; its figures.
+pub fn oha_figures(oha: &str, args: &[&str]) -> OhaFigures {
     let out = Command::new(oha)
         .args(["--no-tui", "--output-format", "json"])
         .args(args)
@@ -809,13 +853,12 @@ pub fn oha(oha: &str, args: &[&str]) -> String {
     );
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("oha's JSON report");
     let pct = |p: &str| report["latencyPercentiles"][p].as_f64().unwrap_or(f64::NAN) * 1000.0;
-    format!(
-        "{:.0} req/s, p50 {:.2} ms, p99 {:.2} ms, status codes {}",
-        report["summary"]["requestsPerSec"]
+    OhaFigures {
+        requests_per_sec: report["summary"]["requestsPerSec"]
             .as_f64()
             .unwrap_or(f64::NAN),
-        pct("p50"),
-        pct("p99"),
-        report["statusCodeDistribution"],
-    )
+        p50_ms: pct("p50"),
+        p99_ms: pct("p99"),
+        statuses: report["statusCodeDistribution"].clone(),
+    }
 }

@@ -30,6 +30,7 @@
 //! - `exits`: exit entries and exit child transactions.
 //! - `tables`: helpers they share (id counters in `META`, decoded reads).
 
+mod balance;
 mod checkpoints;
 mod exits;
 mod lightning;
@@ -63,8 +64,9 @@ use bitcoin::{Amount, Transaction, Txid};
 use chrono::{DateTime, Local};
 use lightning_invoice::Bolt11Invoice;
 
+pub use self::balance::ChainView;
 pub(crate) use self::movements::payment_method_index_keys;
-pub(crate) use self::vtxos::vtxo_state_index_key;
+pub(crate) use self::vtxos::{vtxo_state_index_key, vtxo_totals_key};
 pub use self::wallet::InitialScan;
 pub(in crate::store) use self::wallet::clear_ark_state;
 use crate::store::Store;

@@ -1,6 +1,7 @@
 //! VTXO rows: storing, reading and listing them, their full records, removal and the
-//! `registered` flag; and [`VtxoTables`], which keeps a VTXO's row, state index entry
-//! and state history in step on every write (state changes: `vtxo_states`).
+//! `registered` flag; and [`VtxoTables`], which keeps a VTXO's row, state index entry,
+//! state history and the totals by state in step on every write (state changes:
+//! `vtxo_states`).
 
 use ark::vtxo::{Bare, Full};
 use ark::{Vtxo, VtxoId};
@@ -26,6 +27,18 @@ pub(crate) fn vtxo_state_index_key(vtxo: &Vtxo<Bare>, state: VtxoStateKind) -> V
     key
 }
 
+/// Key of [`VTXO_TOTALS`] a VTXO in `state` counts under.
+pub(crate) fn vtxo_totals_key(row: &VtxoRow, state: VtxoStateKind) -> (u8, u16) {
+    (state.as_byte(), row.exit_depth)
+}
+
+/// Whether a write counts a VTXO into the totals or out of them.
+#[derive(Clone, Copy)]
+enum Tally {
+    In,
+    Out,
+}
+
 fn vtxo_not_found(id: VtxoId) -> StoreError {
     StoreError::NotFound(format!("vtxo {id}"))
 }
@@ -34,6 +47,7 @@ fn vtxo_not_found(id: VtxoId) -> StoreError {
 pub(super) struct VtxoTables<'t> {
     rows: redb::Table<'t, VtxoKey, Stored<crate::store::codec::VtxoRowRecord>>,
     by_state: redb::Table<'t, VtxoStateIndexKey, ()>,
+    totals: redb::Table<'t, (u8, u16), (u64, u64)>,
     history: redb::Table<'t, (VtxoKey, u32), Stored<crate::store::codec::VtxoStateRecord>>,
     ctx: &'static str,
 }
@@ -43,6 +57,7 @@ impl<'t> VtxoTables<'t> {
         Ok(VtxoTables {
             rows: tx.open_table(VTXOS).ctx(ctx)?,
             by_state: tx.open_table(VTXOS_BY_STATE).ctx(ctx)?,
+            totals: tx.open_table(VTXO_TOTALS).ctx(ctx)?,
             history: tx.open_table(VTXO_STATE_HISTORY).ctx(ctx)?,
             ctx,
         })
@@ -76,7 +91,40 @@ impl<'t> VtxoTables<'t> {
         Ok(())
     }
 
-    /// Insert a new VTXO row with its index entry and first history entry.
+    /// Count `row`, in its current state, into or out of [`VTXO_TOTALS`].
+    fn tally(&mut self, row: &VtxoRow, tally: Tally) -> Result<(), StoreError> {
+        let key = vtxo_totals_key(row, row.state.kind());
+        let amount = row.bare.amount().to_sat();
+        let (count, sum) = self
+            .totals
+            .get(key)
+            .ctx(self.ctx)?
+            .map(|v| v.value())
+            .unwrap_or((0, 0));
+        let next = match tally {
+            Tally::In => count.checked_add(1).zip(sum.checked_add(amount)),
+            Tally::Out => count.checked_sub(1).zip(sum.checked_sub(amount)),
+        };
+        match next {
+            Some((0, _)) => {
+                self.totals.remove(key).ctx(self.ctx)?;
+            }
+            Some(next) => {
+                self.totals.insert(key, next).ctx(self.ctx)?;
+            }
+            // Only a file whose totals disagree with its rows gets here; refuse the
+            // write rather than make the disagreement worse.
+            None => {
+                return Err(StoreError::Invariant(format!(
+                    "vtxo {}: the totals of its state do not count it",
+                    row.bare.id()
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Insert a new VTXO row with its index entry, first history entry and totals.
     fn insert_new(&mut self, row: &VtxoRow) -> Result<(), StoreError> {
         let key = row.bare.id().to_bytes();
         self.rows
@@ -85,10 +133,11 @@ impl<'t> VtxoTables<'t> {
         self.by_state
             .insert(vtxo_state_index_key(&row.bare, row.state.kind()), ())
             .ctx(self.ctx)?;
+        self.tally(row, Tally::In)?;
         self.append_history(key, &row.state)
     }
 
-    /// Move `row` to `new_state`: row, index entry and history change together.
+    /// Move `row` to `new_state`: row, index entry, totals and history change together.
     pub(super) fn set_state(
         &mut self,
         mut row: VtxoRow,
@@ -98,10 +147,12 @@ impl<'t> VtxoTables<'t> {
         self.by_state
             .remove(vtxo_state_index_key(&row.bare, row.state.kind()))
             .ctx(self.ctx)?;
+        self.tally(&row, Tally::Out)?;
         row.state = new_state;
         self.by_state
             .insert(vtxo_state_index_key(&row.bare, row.state.kind()), ())
             .ctx(self.ctx)?;
+        self.tally(&row, Tally::In)?;
         self.rows
             .insert(key, Envelope::encode(&row)?)
             .ctx(self.ctx)?;
@@ -328,6 +379,7 @@ pub(super) async fn remove(store: &Store, id: VtxoId) -> anyhow::Result<Option<V
                 .by_state
                 .remove(vtxo_state_index_key(&row.bare, row.state.kind()))
                 .ctx(CTX)?;
+            tables.tally(&row, Tally::Out)?;
             tables
                 .history
                 .retain_in((key, 0)..=(key, u32::MAX), |_, _| false)

@@ -143,8 +143,8 @@ impl Store {
 }
 
 /// Empty every table of bark's Ark wallet (its properties, VTXOs and keys, movements,
-/// rounds, actions, Lightning records, exits) and reset the mailbox checkpoint, inside
-/// the caller's transaction. The on-chain (BDK) state is left alone.
+/// rounds, actions, Lightning records, exits) and reset the mailbox checkpoint and the
+/// chain view, inside the caller's transaction. The on-chain (BDK) state is left alone.
 pub(in crate::store) fn clear_ark_state(
     tx: &redb::WriteTransaction,
     ctx: &'static str,
@@ -154,6 +154,7 @@ pub(in crate::store) fn clear_ark_state(
     tx.delete_table(VTXOS_FULL).ctx(ctx)?;
     tx.delete_table(VTXO_STATE_HISTORY).ctx(ctx)?;
     tx.delete_table(VTXOS_BY_STATE).ctx(ctx)?;
+    tx.delete_table(VTXO_TOTALS).ctx(ctx)?;
     tx.delete_table(VTXO_KEYS).ctx(ctx)?;
     tx.delete_table(VTXO_KEYS_BY_INDEX).ctx(ctx)?;
     tx.delete_table(MOVEMENTS).ctx(ctx)?;
@@ -165,10 +166,15 @@ pub(in crate::store) fn clear_ark_state(
     tx.delete_table(SETTLED_LIGHTNING_RECEIVES).ctx(ctx)?;
     tx.delete_table(EXITS).ctx(ctx)?;
     tx.delete_table(EXIT_CHILD_TXS).ctx(ctx)?;
-    tx.open_table(META)
-        .ctx(ctx)?
-        .remove(meta_keys::MAILBOX_CHECKPOINT)
-        .ctx(ctx)?;
+    let mut meta = tx.open_table(META).ctx(ctx)?;
+    for name in [
+        meta_keys::MAILBOX_CHECKPOINT,
+        meta_keys::LAST_SEEN_TIP,
+        meta_keys::MAX_VTXO_EXIT_DEPTH,
+    ] {
+        meta.remove(name).ctx(ctx)?;
+    }
+    drop(meta);
     create_all(tx).ctx(ctx)?;
     Ok(())
 }
