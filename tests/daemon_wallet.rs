@@ -2,6 +2,8 @@
 //! chain source reachable), import, restart, mnemonic exposure, refusals.
 
 mod harness;
+#[path = "common/vtxos.rs"]
+mod vtxos;
 
 use std::time::Duration;
 
@@ -416,10 +418,9 @@ fn wallet_operations_say_not_loaded_while_the_chain_source_is_down() {
     let (status, raw) = daemon.post("/api/v1/wallet/create", &auth, &create_body(None, true));
     assert_eq!(status, 200, "{raw}");
 
+    // Operations that need the chain source or the open wallet say so.
     for path in [
         "/api/v1/onchain/balance",
-        "/api/v1/wallet/balance",
-        "/api/v1/wallet/vtxos",
         "/api/v1/boards/pending",
         "/api/v1/bitcoin/tip",
     ] {
@@ -429,6 +430,20 @@ fn wallet_operations_say_not_loaded_while_the_chain_source_is_down() {
             json_of(&raw)["message"]
                 .as_str()
                 .is_some_and(|m| m.contains("not loaded yet")),
+            "{path}: {raw}"
+        );
+    }
+    // Reads answer from the store (empty here: bark never opened this wallet), marked.
+    for path in [
+        "/api/v1/wallet/balance",
+        "/api/v1/wallet/vtxos",
+        "/api/v1/history",
+    ] {
+        let (status, raw) = daemon.get(path, &auth);
+        assert_eq!(status, 200, "{path}: {raw}");
+        assert!(
+            raw.to_ascii_lowercase()
+                .contains("\r\nberth-freshness: possibly-stale\r\n"),
             "{path}: {raw}"
         );
     }
@@ -487,4 +502,100 @@ fn receiving_without_the_ark_server_is_a_503_that_names_it() {
     // Still loaded: the server's absence is not the wallet's failure.
     let (_, raw) = daemon.get("/api/v1/wallet", &auth);
     assert_eq!(json_of(&raw)["loaded"], true, "{raw}");
+}
+
+/// While bark cannot open the wallet (its chain source down at start), the balance, the
+/// VTXOs, the history and the exits are what the wallet's database holds, answered at
+/// once and marked possibly stale; they are never a 503 that leaves a phone blank.
+#[test]
+fn wallet_reads_come_from_the_store_while_the_chain_source_is_down() {
+    let (_tmp, datadir) = new_datadir();
+    let daemon = Daemon::start(&datadir, &["-q"]);
+    let bearer = format!("Bearer {}", token(&datadir));
+    let auth = [("Authorization", bearer.as_str())];
+    let (status, raw) = daemon.post("/api/v1/wallet/create", &auth, &create_body(None, true));
+    assert_eq!(status, 200, "{raw}");
+    assert_eq!(daemon.terminate().0.code(), Some(0));
+
+    // What the wallet held when it was last open: three VTXOs (one spent, one locked
+    // by a movement) and that movement.
+    let pool = vtxos::vtxo_pool(3);
+    let amounts: Vec<u64> = pool.iter().map(|v| v.amount().to_sat()).collect();
+    with_store(&datadir, async |store| {
+        use bark::persist::BarkPersister as _;
+        let id = store
+            .create_new_movement(
+                bark::movement::MovementStatus::Pending,
+                &bark::movement::MovementSubsystem {
+                    name: "bark.round".into(),
+                    kind: "refresh".into(),
+                },
+                chrono::Local::now(),
+                None,
+            )
+            .await
+            .expect("movement");
+        let locked = bark::vtxo::VtxoState::Locked {
+            holder: Some(id.into()),
+        };
+        let spendable = bark::vtxo::VtxoState::Spendable;
+        let spent = bark::vtxo::VtxoState::Spent;
+        store
+            .store_vtxos(&[
+                (&pool[0], &spendable),
+                (&pool[1], &locked),
+                (&pool[2], &spent),
+            ])
+            .await
+            .expect("vtxos");
+    });
+
+    let daemon = Daemon::start(&datadir, &["-q"]);
+    let started = std::time::Instant::now();
+    let (status, raw) = daemon.get("/api/v1/wallet/balance", &auth);
+    let answered_in = started.elapsed();
+    assert_eq!(status, 200, "{raw}");
+    let balance = json_of(&raw);
+    assert_eq!(balance["spendable_sat"], amounts[0], "{raw}");
+    // Locked by a movement no operation claims: owned, held by nothing bark names.
+    assert_eq!(balance["total_sat"], amounts[0], "{raw}");
+    assert_eq!(balance["possibly_stale"], true, "{raw}");
+    // Not the up to 20 s a request that needs the wallet waits for an open under way.
+    assert!(
+        answered_in < Duration::from_secs(5),
+        "the balance took {answered_in:?}"
+    );
+    let stale = |raw: &str| {
+        raw.to_ascii_lowercase()
+            .contains("\r\nberth-freshness: possibly-stale\r\n")
+    };
+    assert!(stale(&raw), "{raw}");
+
+    let (status, raw) = daemon.get("/api/v1/wallet/vtxos", &auth);
+    assert_eq!(status, 200, "{raw}");
+    assert!(stale(&raw), "{raw}");
+    assert_eq!(
+        json_of(&raw).as_array().map(Vec::len),
+        Some(2),
+        "unspent: {raw}"
+    );
+    let (_, raw) = daemon.get("/api/v1/wallet/vtxos?all=true", &auth);
+    assert_eq!(json_of(&raw).as_array().map(Vec::len), Some(3), "{raw}");
+    let (status, raw) = daemon.get(&format!("/api/v1/wallet/vtxos/{}", pool[2].id()), &auth);
+    assert_eq!(status, 200, "{raw}");
+    assert_eq!(json_of(&raw)["state"]["type"], "spent", "{raw}");
+    let (status, raw) = daemon.get("/api/v1/history?limit=10", &auth);
+    assert_eq!(status, 200, "{raw}");
+    assert!(stale(&raw), "{raw}");
+    assert_eq!(json_of(&raw).as_array().map(Vec::len), Some(1), "{raw}");
+    let (status, raw) = daemon.get("/api/v1/exits/status/all", &auth);
+    assert_eq!(status, 200, "{raw}");
+    assert!(stale(&raw), "{raw}");
+
+    // What needs the network still waits for the wallet, and says so.
+    let (status, raw) = daemon.get("/api/v1/onchain/balance", &auth);
+    assert_eq!(status, 503, "{raw}");
+    let (status, raw) = daemon.get("/api/v1/wallet", &auth);
+    assert_eq!(status, 200, "{raw}");
+    assert_eq!(json_of(&raw)["loaded"], false, "{raw}");
 }

@@ -13,6 +13,7 @@ use std::time::Duration;
 use ark::VtxoId;
 use bark::exit::{ExitError, ExitStateKind};
 use bark::onchain::OnchainWalletTrait;
+use bark::persist::BarkPersister;
 
 use super::{Engine, EngineError, LoadedWallet};
 
@@ -104,7 +105,27 @@ impl Engine {
         history: bool,
         transactions: bool,
     ) -> Result<Vec<bark::exit::ExitTransactionStatus>, EngineError> {
-        let loaded = self.loaded().await?;
+        let Some(loaded) = self.loaded.read().await.clone() else {
+            // Not open: the exits as stored, without their transactions (their
+            // on-chain status needs the chain source).
+            self.freshness().await?;
+            let states = match which {
+                ExitList::All => None,
+                ExitList::Live => Some(ExitStateKind::LIVE_STATES),
+                ExitList::Finished => Some(ExitStateKind::FINISHED_STATES),
+            };
+            let stored = match states {
+                None => BarkPersister::get_exit_vtxo_entries(&self.store).await,
+                Some(states) => {
+                    BarkPersister::get_exit_vtxo_entries_with_states(&self.store, states).await
+                }
+            }
+            .map_err(EngineError::internal("listing exits"))?;
+            return Ok(stored
+                .into_iter()
+                .map(|exit| stored_exit_status(exit, history))
+                .collect());
+        };
         let exits = loaded.wallet.exit_mgr();
         match which {
             ExitList::All => exits.list_all(history, transactions).await,
@@ -120,7 +141,13 @@ impl Engine {
         history: bool,
         transactions: bool,
     ) -> Result<Option<bark::exit::ExitTransactionStatus>, EngineError> {
-        let loaded = self.loaded().await?;
+        let Some(loaded) = self.loaded.read().await.clone() else {
+            self.freshness().await?;
+            let stored = BarkPersister::get_exit_vtxo_entry(&self.store, &id)
+                .await
+                .map_err(EngineError::internal("reading an exit"))?;
+            return Ok(stored.map(|exit| stored_exit_status(exit, history)));
+        };
         loaded
             .wallet
             .exit_mgr()
@@ -333,5 +360,19 @@ fn exit_error(context: &'static str, e: ExitError) -> EngineError {
             context,
             source: other.into(),
         },
+    }
+}
+
+/// An exit's status from its stored record alone (the wallet not open): its state and
+/// history, no transactions.
+fn stored_exit_status(
+    exit: bark::persist::models::StoredExit,
+    history: bool,
+) -> bark::exit::ExitTransactionStatus {
+    bark::exit::ExitTransactionStatus {
+        vtxo_id: exit.vtxo_id,
+        state: exit.state,
+        history: history.then_some(exit.history),
+        transactions: Vec::new(),
     }
 }

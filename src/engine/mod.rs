@@ -29,6 +29,7 @@ mod lifecycle;
 pub mod lightning;
 mod offchain;
 mod onchain;
+mod reads;
 mod recovery;
 mod rounds;
 pub mod supervisor;
@@ -36,6 +37,7 @@ mod wallet_tasks;
 
 pub use exits::{ExitList, ExitProgress};
 pub use lifecycle::{LOAD_WAIT, new_mnemonic};
+pub use reads::Freshness;
 pub use recovery::recovery_message;
 
 use crate::events::EventHub;
@@ -279,6 +281,9 @@ pub struct Engine {
     backup_key: tokio::sync::watch::Sender<Option<Arc<crate::engine::backup::BackupKey>>>,
     /// True while the wallet waits for its seed's passphrase (`lifecycle::unlock`).
     locked: std::sync::atomic::AtomicBool,
+    /// The chain view the balance is judged against, as recorded in the store
+    /// (`reads`); read from the store on first use.
+    chain_view: Mutex<Option<crate::store::ChainView>>,
 }
 
 struct Recorder {
@@ -309,6 +314,7 @@ impl Engine {
             wallet_tasks: std::sync::Mutex::new(Vec::new()),
             backup_key: tokio::sync::watch::Sender::new(None),
             locked: std::sync::atomic::AtomicBool::new(false),
+            chain_view: Mutex::new(None),
         })
     }
 

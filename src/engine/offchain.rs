@@ -1,9 +1,8 @@
-//! The off-chain (Ark) side of the wallet: balance, VTXOs, addresses, payments, history, sync.
+//! The off-chain (Ark) side of the wallet: addresses, payments, sync (the reads that
+//! need no network are in `reads`).
 
 use std::time::Duration;
 
-use ark::VtxoId;
-use ark::encode::ProtocolEncoding;
 use bitcoin::Amount;
 
 use bark::persist::BarkPersister;
@@ -17,51 +16,6 @@ use crate::store::StoreError;
 const ARK_PAYMENT_TIMEOUT: Duration = Duration::from_secs(60);
 
 impl Engine {
-    /// The wallet's balance by state, from local state (sync first for news).
-    pub async fn balance(&self) -> Result<bark::Balance, EngineError> {
-        let loaded = self.loaded().await?;
-        loaded
-            .wallet
-            .balance()
-            .await
-            .map_err(EngineError::internal("computing the balance"))
-    }
-
-    /// The wallet's VTXOs: unspent ones (spendable or locked), or every one with `all`.
-    pub async fn vtxos(&self, all: bool) -> Result<Vec<bark::WalletVtxo>, EngineError> {
-        let loaded = self.loaded().await?;
-        let vtxos = if all {
-            loaded.wallet.all_vtxos().await
-        } else {
-            loaded.wallet.vtxos().await
-        };
-        vtxos.map_err(EngineError::internal("listing VTXOs"))
-    }
-
-    /// One VTXO of the wallet, in any state; `None` if the wallet has no such VTXO.
-    pub async fn vtxo(&self, id: VtxoId) -> Result<Option<bark::WalletVtxo>, EngineError> {
-        self.loaded().await?;
-        // Straight from the store: bark's own lookup answers "not found" and a
-        // database failure alike.
-        BarkPersister::get_wallet_vtxo(&self.store, id)
-            .await
-            .map_err(EngineError::internal("reading a VTXO"))
-    }
-
-    /// A VTXO with its whole exit chain, ark-encoded, hex; `None` if unknown.
-    pub async fn vtxo_encoded(&self, id: VtxoId) -> Result<Option<String>, EngineError> {
-        if self.vtxo(id).await?.is_none() {
-            return Ok(None);
-        }
-        let loaded = self.loaded().await?;
-        let full = loaded
-            .wallet
-            .get_full_vtxo(id)
-            .await
-            .map_err(EngineError::internal("reading a VTXO"))?;
-        Ok(Some(full.serialize_hex()))
-    }
-
     /// Everything bark syncs with the Ark server and the chain (rounds, boards,
     /// payments, exits); not the on-chain wallet. Never fails: bark logs what it
     /// could not reach, and the next sync tries again.
@@ -110,34 +64,6 @@ impl Engine {
                     .into(),
             )),
         }
-    }
-
-    /// A page of the history: up to `limit` movements with ids below `before`, newest
-    /// id first.
-    pub async fn history_page(
-        &self,
-        before: Option<u32>,
-        limit: usize,
-    ) -> Result<Vec<bark::movement::Movement>, EngineError> {
-        self.loaded().await?;
-        Ok(self.store.movements_before(before, limit).await?)
-    }
-
-    /// The wallet's movements, newest first; only those paying or paid by `method`
-    /// when given.
-    pub async fn history(
-        &self,
-        method: Option<&bark::movement::PaymentMethod>,
-    ) -> Result<Vec<bark::movement::Movement>, EngineError> {
-        let loaded = self.loaded().await?;
-        let mut movements = match method {
-            None => loaded.wallet.history().await,
-            Some(method) => loaded.wallet.history_by_payment_method(method).await,
-        }
-        .map_err(EngineError::internal("reading the history"))?;
-        // bark orders the filtered list oldest first; one order for both.
-        movements.sort_by_key(|m| std::cmp::Reverse((m.time.created_at, m.id.0)));
-        Ok(movements)
     }
 }
 

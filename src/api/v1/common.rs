@@ -6,6 +6,29 @@ use utoipa::ToSchema;
 
 use crate::api::error::ApiError;
 
+/// Berth extension: the response header of the wallet reads (balance, VTXOs, history,
+/// exits) that says how current they are: `current` while the wallet is open,
+/// `possibly-stale` while bark cannot open it (its chain source unreachable) and the
+/// answer is what the wallet database held when it was last open.
+pub const FRESHNESS: &str = "berth-freshness";
+
+/// A wallet read and its freshness, sent as the [`FRESHNESS`] header.
+pub struct Fresh<T>(pub crate::engine::Freshness, pub T);
+
+impl<T: axum::response::IntoResponse> axum::response::IntoResponse for Fresh<T> {
+    fn into_response(self) -> axum::response::Response {
+        let value = match self.0 {
+            crate::engine::Freshness::Current => "current",
+            crate::engine::Freshness::PossiblyStale => "possibly-stale",
+        };
+        let mut response = self.1.into_response();
+        response
+            .headers_mut()
+            .insert(FRESHNESS, axum::http::HeaderValue::from_static(value));
+        response
+    }
+}
+
 /// A VTXO id as clients write it (`txid:vout`); 400 otherwise.
 pub fn parse_vtxo_id(id: &str) -> Result<ark::VtxoId, ApiError> {
     id.trim()

@@ -9,7 +9,7 @@ use utoipa_axum::routes;
 use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorResponse, NotFoundResponse};
 use crate::api::routes::Routes;
-use crate::api::v1::common::{Movement, Page, PageQuery};
+use crate::api::v1::common::{Fresh, Movement, Page, PageQuery};
 
 /// The group's routes, each with who may call it (`api::routes`).
 pub(super) fn routes(routes: Routes) -> Routes {
@@ -42,10 +42,11 @@ pub struct HistoryQuery {
     params(HistoryQuery, PageQuery),
     responses(
         (status = 200, description = "Movements, newest first (pages: by id, newest first)", body = Vec<Movement>,
-            headers(("Next-Cursor" = String, description = "With `limit`, when more follow: the `cursor` of the next page"))),
+            headers(("Next-Cursor" = String, description = "With `limit`, when more follow: the `cursor` of the next page"),
+                ("Berth-Freshness" = String, description = "`current`, or `possibly-stale` while the wallet cannot be opened (chain source unreachable): what the wallet database held when it was last open"))),
         (status = 400, description = "Malformed filter", body = ErrorResponse),
         (status = 422, description = "No wallet", body = ErrorResponse),
-        (status = 503, description = "The wallet is not loaded yet", body = ErrorResponse),
+        (status = 503, description = "The wallet is locked (its seed waits for its passphrase)", body = ErrorResponse),
         (status = 500, description = "Internal error", body = ErrorResponse),
     )
 )]
@@ -53,7 +54,7 @@ pub async fn list(
     State(state): State<AppState>,
     query: Result<Query<HistoryQuery>, QueryRejection>,
     page: Result<Query<PageQuery>, QueryRejection>,
-) -> Result<Page<Movement>, ApiError> {
+) -> Result<Fresh<Page<Movement>>, ApiError> {
     let Query(query) = query?;
     let Query(page) = page?;
     let method = match (query.kind, query.value) {
@@ -79,9 +80,10 @@ pub(crate) async fn history_page(
     state: &AppState,
     method: Option<&bark::movement::PaymentMethod>,
     page: &PageQuery,
-) -> Result<Page<Movement>, ApiError> {
+) -> Result<Fresh<Page<Movement>>, ApiError> {
     let key = |m: &Movement| m.id.to_string();
-    match (method, page.limit()?) {
+    let freshness = state.engine.freshness().await?;
+    let page = match (method, page.limit()?) {
         (None, Some(limit)) => {
             let before = match &page.cursor {
                 None => None,
@@ -95,7 +97,7 @@ pub(crate) async fn history_page(
             movements.truncate(limit);
             let items: Vec<Movement> = movements.iter().map(Movement::from).collect();
             let next = if more { items.last().map(key) } else { None };
-            Ok(Page { items, next })
+            Page { items, next }
         }
         _ => {
             let mut movements = state.engine.history(method).await?;
@@ -104,9 +106,10 @@ pub(crate) async fn history_page(
                 movements.sort_by_key(|m| std::cmp::Reverse(m.id.0));
             }
             let items = movements.iter().map(Movement::from).collect();
-            page.apply(items, key)
+            page.apply(items, key)?
         }
-    }
+    };
+    Ok(Fresh(freshness, page))
 }
 
 /// `POST /api/v1/history/{id}/metadata`

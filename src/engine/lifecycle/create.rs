@@ -161,6 +161,7 @@ impl Engine {
                 // between leaves a seed without a wallet, never the reverse).
                 self.store.wipe_wallet().await?;
                 self.events.forget_recent();
+                *self.chain_view.lock().await = None;
                 for path in written {
                     if let Err(e) = std::fs::remove_file(&path) {
                         tracing::warn!(file = %path.display(), error = %e, "cannot remove a file of the failed create");

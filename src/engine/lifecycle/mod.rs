@@ -313,6 +313,7 @@ impl Engine {
                 "an earlier attempt to create the wallet was interrupted; starting over"
             );
             self.store.restart_wallet_creation().await?;
+            *self.chain_view.lock().await = None;
         }
         // The chain source is checked first when this open creates the wallet (nothing
         // of it is stored while the source is away, and the answer can say which source
@@ -462,6 +463,7 @@ impl Engine {
         self.seeds.forget_given();
         self.store.wipe_wallet().await?;
         self.events.forget_recent();
+        *self.chain_view.lock().await = None;
         if let Err(e) = self.seeds.remove() {
             tracing::warn!(error = %e, "cannot remove the deleted wallet's seed");
         }

@@ -19,7 +19,7 @@ use utoipa_axum::routes;
 use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorResponse, NotFoundResponse};
 use crate::api::routes::Routes;
-use crate::api::v1::common::{parse_vtxo_id, parse_vtxo_ids};
+use crate::api::v1::common::{Fresh, parse_vtxo_id, parse_vtxo_ids};
 
 pub use model::{BlockRef, ExitError, ExitProgressStatus, ExitTransactionStatus};
 
@@ -196,8 +196,9 @@ async fn list(
     state: AppState,
     query: Result<Query<ExitStatusQuery>, QueryRejection>,
     which: crate::engine::ExitList,
-) -> Result<Json<Vec<ExitTransactionStatus>>, ApiError> {
+) -> Result<Fresh<Json<Vec<ExitTransactionStatus>>>, ApiError> {
     let Query(q) = query?;
+    let freshness = state.engine.freshness().await?;
     let exits = state
         .engine
         .exit_list(
@@ -206,8 +207,9 @@ async fn list(
             q.transactions.unwrap_or(false),
         )
         .await?;
-    Ok(Json(
-        exits.iter().map(ExitTransactionStatus::from).collect(),
+    Ok(Fresh(
+        freshness,
+        Json(exits.iter().map(ExitTransactionStatus::from).collect()),
     ))
 }
 
@@ -219,17 +221,18 @@ async fn list(
     summary = "Every exit",
     params(ExitStatusQuery),
     responses(
-        (status = 200, description = "The exits", body = Vec<ExitTransactionStatus>),
+        (status = 200, description = "The exits", body = Vec<ExitTransactionStatus>,
+            headers(("Berth-Freshness" = String, description = "`current`, or `possibly-stale` while the wallet cannot be opened (chain source unreachable): what the wallet database held when it was last open"))),
         (status = 400, description = "Malformed query", body = ErrorResponse),
         (status = 422, description = "No wallet", body = ErrorResponse),
-        (status = 503, description = "The wallet is not loaded yet", body = ErrorResponse),
+        (status = 503, description = "The wallet is locked (its seed waits for its passphrase)", body = ErrorResponse),
         (status = 500, description = "Internal error", body = ErrorResponse),
     )
 )]
 pub async fn exit_list_all(
     State(state): State<AppState>,
     query: Result<Query<ExitStatusQuery>, QueryRejection>,
-) -> Result<Json<Vec<ExitTransactionStatus>>, ApiError> {
+) -> Result<Fresh<Json<Vec<ExitTransactionStatus>>>, ApiError> {
     list(state, query, crate::engine::ExitList::All).await
 }
 
@@ -242,17 +245,18 @@ pub async fn exit_list_all(
     description = "Exits from `start` to `claim-in-progress`.",
     params(ExitStatusQuery),
     responses(
-        (status = 200, description = "The exits", body = Vec<ExitTransactionStatus>),
+        (status = 200, description = "The exits", body = Vec<ExitTransactionStatus>,
+            headers(("Berth-Freshness" = String, description = "`current`, or `possibly-stale` while the wallet cannot be opened (chain source unreachable): what the wallet database held when it was last open"))),
         (status = 400, description = "Malformed query", body = ErrorResponse),
         (status = 422, description = "No wallet", body = ErrorResponse),
-        (status = 503, description = "The wallet is not loaded yet", body = ErrorResponse),
+        (status = 503, description = "The wallet is locked (its seed waits for its passphrase)", body = ErrorResponse),
         (status = 500, description = "Internal error", body = ErrorResponse),
     )
 )]
 pub async fn exit_list_live(
     State(state): State<AppState>,
     query: Result<Query<ExitStatusQuery>, QueryRejection>,
-) -> Result<Json<Vec<ExitTransactionStatus>>, ApiError> {
+) -> Result<Fresh<Json<Vec<ExitTransactionStatus>>>, ApiError> {
     list(state, query, crate::engine::ExitList::Live).await
 }
 
@@ -265,17 +269,18 @@ pub async fn exit_list_live(
     description = "Claimed, canceled, already spent or swept exits.",
     params(ExitStatusQuery),
     responses(
-        (status = 200, description = "The exits", body = Vec<ExitTransactionStatus>),
+        (status = 200, description = "The exits", body = Vec<ExitTransactionStatus>,
+            headers(("Berth-Freshness" = String, description = "`current`, or `possibly-stale` while the wallet cannot be opened (chain source unreachable): what the wallet database held when it was last open"))),
         (status = 400, description = "Malformed query", body = ErrorResponse),
         (status = 422, description = "No wallet", body = ErrorResponse),
-        (status = 503, description = "The wallet is not loaded yet", body = ErrorResponse),
+        (status = 503, description = "The wallet is locked (its seed waits for its passphrase)", body = ErrorResponse),
         (status = 500, description = "Internal error", body = ErrorResponse),
     )
 )]
 pub async fn exit_list_finished(
     State(state): State<AppState>,
     query: Result<Query<ExitStatusQuery>, QueryRejection>,
-) -> Result<Json<Vec<ExitTransactionStatus>>, ApiError> {
+) -> Result<Fresh<Json<Vec<ExitTransactionStatus>>>, ApiError> {
     list(state, query, crate::engine::ExitList::Finished).await
 }
 
@@ -283,10 +288,11 @@ async fn one(
     state: AppState,
     id: Result<Path<String>, PathRejection>,
     query: Result<Query<ExitStatusQuery>, QueryRejection>,
-) -> Result<Json<ExitTransactionStatus>, ApiError> {
+) -> Result<Fresh<Json<ExitTransactionStatus>>, ApiError> {
     let Path(id) = id?;
     let Query(q) = query?;
     let id = parse_vtxo_id(&id)?;
+    let freshness = state.engine.freshness().await?;
     match state
         .engine
         .exit_status(
@@ -296,7 +302,7 @@ async fn one(
         )
         .await?
     {
-        Some(status) => Ok(Json((&status).into())),
+        Some(status) => Ok(Fresh(freshness, Json((&status).into()))),
         None => Err(ApiError::NotFound {
             message: format!("no exit for VTXO {id}"),
             resources: vec![id.to_string()],
@@ -312,11 +318,12 @@ async fn one(
     summary = "One exit",
     params(("vtxo_id" = String, Path, description = "The exiting VTXO, `txid:vout`"), ExitStatusQuery),
     responses(
-        (status = 200, description = "The exit", body = ExitTransactionStatus),
+        (status = 200, description = "The exit", body = ExitTransactionStatus,
+            headers(("Berth-Freshness" = String, description = "`current`, or `possibly-stale` while the wallet cannot be opened (chain source unreachable): what the wallet database held when it was last open"))),
         (status = 400, description = "Not a VTXO id, or a malformed query", body = ErrorResponse),
         (status = 404, description = "No exit for this VTXO", body = NotFoundResponse),
         (status = 422, description = "No wallet", body = ErrorResponse),
-        (status = 503, description = "The wallet is not loaded yet", body = ErrorResponse),
+        (status = 503, description = "The wallet is locked (its seed waits for its passphrase)", body = ErrorResponse),
         (status = 500, description = "Internal error", body = ErrorResponse),
     )
 )]
@@ -324,7 +331,7 @@ pub async fn exit_status(
     State(state): State<AppState>,
     id: Result<Path<String>, PathRejection>,
     query: Result<Query<ExitStatusQuery>, QueryRejection>,
-) -> Result<Json<ExitTransactionStatus>, ApiError> {
+) -> Result<Fresh<Json<ExitTransactionStatus>>, ApiError> {
     one(state, id, query).await
 }
 
@@ -336,11 +343,12 @@ pub async fn exit_status(
     summary = "One exit (deprecated)",
     params(("vtxo_id" = String, Path, description = "The exiting VTXO, `txid:vout`"), ExitStatusQuery),
     responses(
-        (status = 200, description = "The exit", body = ExitTransactionStatus),
+        (status = 200, description = "The exit", body = ExitTransactionStatus,
+            headers(("Berth-Freshness" = String, description = "`current`, or `possibly-stale` while the wallet cannot be opened (chain source unreachable): what the wallet database held when it was last open"))),
         (status = 400, description = "Not a VTXO id, or a malformed query", body = ErrorResponse),
         (status = 404, description = "No exit for this VTXO", body = NotFoundResponse),
         (status = 422, description = "No wallet", body = ErrorResponse),
-        (status = 503, description = "The wallet is not loaded yet", body = ErrorResponse),
+        (status = 503, description = "The wallet is locked (its seed waits for its passphrase)", body = ErrorResponse),
         (status = 500, description = "Internal error", body = ErrorResponse),
     )
 )]
@@ -349,7 +357,7 @@ pub async fn exit_status_deprecated(
     State(state): State<AppState>,
     id: Result<Path<String>, PathRejection>,
     query: Result<Query<ExitStatusQuery>, QueryRejection>,
-) -> Result<Json<ExitTransactionStatus>, ApiError> {
+) -> Result<Fresh<Json<ExitTransactionStatus>>, ApiError> {
     one(state, id, query).await
 }
 

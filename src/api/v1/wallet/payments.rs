@@ -9,7 +9,7 @@ use utoipa::ToSchema;
 
 use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorResponse, NotFoundResponse};
-use crate::api::v1::common::{Movement, Page, PageQuery, amount, parse_vtxo_ids};
+use crate::api::v1::common::{Fresh, Movement, Page, PageQuery, amount, parse_vtxo_ids};
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ArkAddressResponse {
@@ -141,10 +141,11 @@ pub async fn send(
     params(PageQuery),
     responses(
         (status = 200, description = "Movements, newest first", body = Vec<Movement>,
-            headers(("Next-Cursor" = String, description = "With `limit`, when more follow: the `cursor` of the next page"))),
+            headers(("Next-Cursor" = String, description = "With `limit`, when more follow: the `cursor` of the next page"),
+                ("Berth-Freshness" = String, description = "`current`, or `possibly-stale` while the wallet cannot be opened (chain source unreachable): what the wallet database held when it was last open"))),
         (status = 400, description = "Malformed limit or cursor", body = ErrorResponse),
         (status = 422, description = "No wallet", body = ErrorResponse),
-        (status = 503, description = "The wallet is not loaded yet", body = ErrorResponse),
+        (status = 503, description = "The wallet is locked (its seed waits for its passphrase)", body = ErrorResponse),
         (status = 500, description = "Internal error", body = ErrorResponse),
     )
 )]
@@ -152,7 +153,7 @@ pub async fn send(
 pub async fn movements(
     State(state): State<AppState>,
     page: Result<Query<PageQuery>, QueryRejection>,
-) -> Result<Page<Movement>, ApiError> {
+) -> Result<Fresh<Page<Movement>>, ApiError> {
     let Query(page) = page?;
     crate::api::v1::history::history_page(&state, None, &page).await
 }
@@ -167,10 +168,11 @@ pub async fn movements(
     params(PageQuery),
     responses(
         (status = 200, description = "Movements, newest first", body = Vec<Movement>,
-            headers(("Next-Cursor" = String, description = "With `limit`, when more follow: the `cursor` of the next page"))),
+            headers(("Next-Cursor" = String, description = "With `limit`, when more follow: the `cursor` of the next page"),
+                ("Berth-Freshness" = String, description = "`current`, or `possibly-stale` while the wallet cannot be opened (chain source unreachable): what the wallet database held when it was last open"))),
         (status = 400, description = "Malformed limit or cursor", body = ErrorResponse),
         (status = 422, description = "No wallet", body = ErrorResponse),
-        (status = 503, description = "The wallet is not loaded yet", body = ErrorResponse),
+        (status = 503, description = "The wallet is locked (its seed waits for its passphrase)", body = ErrorResponse),
         (status = 500, description = "Internal error", body = ErrorResponse),
     )
 )]
@@ -178,7 +180,7 @@ pub async fn movements(
 pub async fn history(
     State(state): State<AppState>,
     page: Result<Query<PageQuery>, QueryRejection>,
-) -> Result<Page<Movement>, ApiError> {
+) -> Result<Fresh<Page<Movement>>, ApiError> {
     let Query(page) = page?;
     crate::api::v1::history::history_page(&state, None, &page).await
 }

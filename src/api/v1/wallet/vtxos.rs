@@ -9,7 +9,8 @@ use utoipa::ToSchema;
 
 use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorResponse, NotFoundResponse};
-use crate::api::v1::common::{Page, PageQuery, WalletVtxoInfo, parse_vtxo_id};
+use crate::api::v1::common::{Fresh, Page, PageQuery, WalletVtxoInfo, parse_vtxo_id};
+use crate::engine::Freshness;
 
 /// The wallet's Ark balance by state, in sats. The first five fields are barkd's.
 #[derive(Debug, Serialize, ToSchema)]
@@ -36,6 +37,10 @@ pub struct Balance {
     pub pending_offboard_sat: u64,
     /// Berth: everything the wallet owns in Ark, the sum of all the above.
     pub total_sat: u64,
+    /// Berth: true while the wallet cannot be opened (its chain source unreachable):
+    /// this is the balance as it stood when the wallet was last open (also said by the
+    /// `Berth-Freshness` header).
+    pub possibly_stale: bool,
 }
 
 /// `GET /api/v1/wallet/balance`
@@ -47,26 +52,32 @@ pub struct Balance {
     description = "The wallet's off-chain balance by state, from local state (`POST /wallet/sync` \
         first for the latest).",
     responses(
-        (status = 200, description = "The balance", body = Balance),
+        (status = 200, description = "The balance", body = Balance,
+            headers(("Berth-Freshness" = String, description = "`current`, or `possibly-stale` while the wallet cannot be opened (chain source unreachable): what the wallet database held when it was last open"))),
         (status = 422, description = "No wallet", body = ErrorResponse),
-        (status = 503, description = "The wallet is not loaded yet", body = ErrorResponse),
+        (status = 503, description = "The wallet is locked (its seed waits for its passphrase)", body = ErrorResponse),
         (status = 500, description = "Internal error", body = ErrorResponse),
     )
 )]
-pub async fn balance(State(state): State<AppState>) -> Result<Json<Balance>, ApiError> {
+pub async fn balance(State(state): State<AppState>) -> Result<Fresh<Json<Balance>>, ApiError> {
+    let freshness = state.engine.freshness().await?;
     let b = state.engine.balance().await?;
-    Ok(Json(Balance {
-        spendable_sat: (b.spendable + b.needs_refresh).to_sat(),
-        pending_lightning_send_sat: b.pending_lightning_send.to_sat(),
-        claimable_lightning_receive_sat: b.claimable_lightning_receive.to_sat(),
-        pending_in_round_sat: b.pending_in_round.to_sat(),
-        pending_board_sat: b.pending_board.to_sat(),
-        pending_exit_sat: Some(b.pending_exit.to_sat()),
-        needs_refresh_sat: b.needs_refresh.to_sat(),
-        pending_arkoor_send_sat: b.pending_arkoor_send.to_sat(),
-        pending_offboard_sat: b.pending_offboard.to_sat(),
-        total_sat: b.total().to_sat(),
-    }))
+    Ok(Fresh(
+        freshness,
+        Json(Balance {
+            spendable_sat: (b.spendable + b.needs_refresh).to_sat(),
+            pending_lightning_send_sat: b.pending_lightning_send.to_sat(),
+            claimable_lightning_receive_sat: b.claimable_lightning_receive.to_sat(),
+            pending_in_round_sat: b.pending_in_round.to_sat(),
+            pending_board_sat: b.pending_board.to_sat(),
+            pending_exit_sat: Some(b.pending_exit.to_sat()),
+            needs_refresh_sat: b.needs_refresh.to_sat(),
+            pending_arkoor_send_sat: b.pending_arkoor_send.to_sat(),
+            pending_offboard_sat: b.pending_offboard.to_sat(),
+            total_sat: b.total().to_sat(),
+            possibly_stale: freshness == Freshness::PossiblyStale,
+        }),
+    ))
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
@@ -85,10 +96,11 @@ pub struct VtxosQuery {
     params(VtxosQuery, PageQuery),
     responses(
         (status = 200, description = "The VTXOs", body = Vec<WalletVtxoInfo>,
-            headers(("Next-Cursor" = String, description = "With `limit`, when more follow: the `cursor` of the next page"))),
+            headers(("Next-Cursor" = String, description = "With `limit`, when more follow: the `cursor` of the next page"),
+                ("Berth-Freshness" = String, description = "`current`, or `possibly-stale` while the wallet cannot be opened (chain source unreachable): what the wallet database held when it was last open"))),
         (status = 400, description = "Malformed query", body = ErrorResponse),
         (status = 422, description = "No wallet", body = ErrorResponse),
-        (status = 503, description = "The wallet is not loaded yet", body = ErrorResponse),
+        (status = 503, description = "The wallet is locked (its seed waits for its passphrase)", body = ErrorResponse),
         (status = 500, description = "Internal error", body = ErrorResponse),
     )
 )]
@@ -96,14 +108,16 @@ pub async fn vtxos(
     State(state): State<AppState>,
     query: Result<Query<VtxosQuery>, QueryRejection>,
     page: Result<Query<PageQuery>, QueryRejection>,
-) -> Result<Page<WalletVtxoInfo>, ApiError> {
+) -> Result<Fresh<Page<WalletVtxoInfo>>, ApiError> {
     let Query(query) = query?;
     let Query(page) = page?;
     page.limit()?;
+    let freshness = state.engine.freshness().await?;
     let vtxos = state.engine.vtxos(query.all.unwrap_or(false)).await?;
-    page.apply(vtxos.iter().map(WalletVtxoInfo::from).collect(), |v| {
+    let page = page.apply(vtxos.iter().map(WalletVtxoInfo::from).collect(), |v| {
         v.id.clone()
-    })
+    })?;
+    Ok(Fresh(freshness, page))
 }
 
 fn vtxo_id(raw: Result<Path<String>, PathRejection>) -> Result<ark::VtxoId, ApiError> {
@@ -126,21 +140,23 @@ fn vtxo_not_found(id: ark::VtxoId) -> ApiError {
     summary = "One VTXO",
     params(("id" = String, Path, description = "The VTXO id, `txid:vout`")),
     responses(
-        (status = 200, description = "The VTXO, in any state", body = WalletVtxoInfo),
+        (status = 200, description = "The VTXO, in any state", body = WalletVtxoInfo,
+            headers(("Berth-Freshness" = String, description = "`current`, or `possibly-stale` while the wallet cannot be opened (chain source unreachable): what the wallet database held when it was last open"))),
         (status = 400, description = "Not a VTXO id", body = ErrorResponse),
         (status = 404, description = "No such VTXO", body = NotFoundResponse),
         (status = 422, description = "No wallet", body = ErrorResponse),
-        (status = 503, description = "The wallet is not loaded yet", body = ErrorResponse),
+        (status = 503, description = "The wallet is locked (its seed waits for its passphrase)", body = ErrorResponse),
         (status = 500, description = "Internal error", body = ErrorResponse),
     )
 )]
 pub async fn get_vtxo(
     State(state): State<AppState>,
     id: Result<Path<String>, PathRejection>,
-) -> Result<Json<WalletVtxoInfo>, ApiError> {
+) -> Result<Fresh<Json<WalletVtxoInfo>>, ApiError> {
     let id = vtxo_id(id)?;
+    let freshness = state.engine.freshness().await?;
     match state.engine.vtxo(id).await? {
-        Some(vtxo) => Ok(Json(WalletVtxoInfo::from(&vtxo))),
+        Some(vtxo) => Ok(Fresh(freshness, Json(WalletVtxoInfo::from(&vtxo)))),
         None => Err(vtxo_not_found(id)),
     }
 }
@@ -159,21 +175,23 @@ pub struct EncodedVtxoResponse {
     summary = "One VTXO, encoded",
     params(("id" = String, Path, description = "The VTXO id, `txid:vout`")),
     responses(
-        (status = 200, description = "The encoded VTXO", body = EncodedVtxoResponse),
+        (status = 200, description = "The encoded VTXO", body = EncodedVtxoResponse,
+            headers(("Berth-Freshness" = String, description = "`current`, or `possibly-stale` while the wallet cannot be opened (chain source unreachable): what the wallet database held when it was last open"))),
         (status = 400, description = "Not a VTXO id", body = ErrorResponse),
         (status = 404, description = "No such VTXO", body = NotFoundResponse),
         (status = 422, description = "No wallet", body = ErrorResponse),
-        (status = 503, description = "The wallet is not loaded yet", body = ErrorResponse),
+        (status = 503, description = "The wallet is locked (its seed waits for its passphrase)", body = ErrorResponse),
         (status = 500, description = "Internal error", body = ErrorResponse),
     )
 )]
 pub async fn get_vtxo_encoded(
     State(state): State<AppState>,
     id: Result<Path<String>, PathRejection>,
-) -> Result<Json<EncodedVtxoResponse>, ApiError> {
+) -> Result<Fresh<Json<EncodedVtxoResponse>>, ApiError> {
     let id = vtxo_id(id)?;
+    let freshness = state.engine.freshness().await?;
     match state.engine.vtxo_encoded(id).await? {
-        Some(encoded) => Ok(Json(EncodedVtxoResponse { encoded })),
+        Some(encoded) => Ok(Fresh(freshness, Json(EncodedVtxoResponse { encoded }))),
         None => Err(vtxo_not_found(id)),
     }
 }
