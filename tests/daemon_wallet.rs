@@ -592,6 +592,13 @@ fn wallet_reads_come_from_the_store_while_the_chain_source_is_down() {
     assert_eq!(status, 200, "{raw}");
     assert!(stale(&raw), "{raw}");
 
+    // The console's overview shows it too, said to be possibly stale.
+    let cookie = console_session(daemon.port, &datadir, "read", "Phone");
+    let (status, raw) = request(daemon.port, "GET", "/", &[("Cookie", &cookie)], None);
+    assert_eq!(status, 200, "{raw}");
+    assert!(raw.contains("as the wallet last stood"), "{raw}");
+    assert!(raw.contains(&format!(">{}<", amounts[0])), "{raw}");
+
     // What needs the network still waits for the wallet, and says so.
     let (status, raw) = daemon.get("/api/v1/onchain/balance", &auth);
     assert_eq!(status, 503, "{raw}");

@@ -19,8 +19,10 @@ pub(super) enum WalletView {
     Locked {
         fingerprint: String,
     },
+    /// bark cannot open it yet: its Ark balances as the store last had them.
     NotLoaded {
         fingerprint: String,
+        balances: Vec<(&'static str, u64)>,
     },
     Loaded {
         fingerprint: String,
@@ -96,23 +98,37 @@ pub(super) async fn overview(state: &AppState) -> Response {
         },
         Ok(Some(record)) => {
             let fingerprint = record.fingerprint.to_string();
+            let ark = |b: &bark::Balance| {
+                vec![
+                    ("Spendable", b.spendable.to_sat()),
+                    ("Pending in a round", b.pending_in_round.to_sat()),
+                    ("Pending board", b.pending_board.to_sat()),
+                    ("Pending Lightning send", b.pending_lightning_send.to_sat()),
+                    ("Pending exit", b.pending_exit.to_sat()),
+                ]
+            };
             match (engine.balance().await, engine.onchain_balance().await) {
-                (Ok(b), Ok(chain)) => WalletView::Loaded {
+                (Ok(b), Ok(chain)) => {
+                    let mut balances = ark(&b);
+                    balances.push(("On-chain, confirmed", chain.confirmed.to_sat()));
+                    balances.push((
+                        "On-chain, unconfirmed",
+                        (chain.trusted_pending + chain.untrusted_pending).to_sat(),
+                    ));
+                    WalletView::Loaded {
+                        fingerprint,
+                        balances,
+                    }
+                }
+                // The Ark balance comes from the store while the wallet cannot open.
+                (Ok(b), Err(_)) => WalletView::NotLoaded {
                     fingerprint,
-                    balances: vec![
-                        ("Spendable", b.spendable.to_sat()),
-                        ("Pending in a round", b.pending_in_round.to_sat()),
-                        ("Pending board", b.pending_board.to_sat()),
-                        ("Pending Lightning send", b.pending_lightning_send.to_sat()),
-                        ("Pending exit", b.pending_exit.to_sat()),
-                        ("On-chain, confirmed", chain.confirmed.to_sat()),
-                        (
-                            "On-chain, unconfirmed",
-                            (chain.trusted_pending + chain.untrusted_pending).to_sat(),
-                        ),
-                    ],
+                    balances: ark(&b),
                 },
-                _ => WalletView::NotLoaded { fingerprint },
+                _ => WalletView::NotLoaded {
+                    fingerprint,
+                    balances: Vec::new(),
+                },
             }
         }
         Err(e) => {

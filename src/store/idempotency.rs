@@ -161,6 +161,21 @@ impl Store {
     /// interrupted (their outcome is unknown). Returns how many.
     pub async fn interrupt_idempotency_keys(&self) -> Result<usize, StoreError> {
         const CTX: &str = "marking interrupted idempotent requests";
+        // After a clean stop nothing is in flight: look first, so a start does not
+        // pay a write (an fsync) for nothing.
+        let any_in_flight = self
+            .read(CTX, |tx| {
+                for entry in tx.open_table(IDEMPOTENCY_KEYS).ctx(CTX)?.iter().ctx(CTX)? {
+                    if entry.ctx(CTX)?.1.value().decode()?.state == IdempotencyState::InFlight {
+                        return Ok(true);
+                    }
+                }
+                Ok(false)
+            })
+            .await?;
+        if !any_in_flight {
+            return Ok(0);
+        }
         self.write(CTX, |tx| {
             let mut keys = tx.open_table(IDEMPOTENCY_KEYS).ctx(CTX)?;
             let mut running = Vec::new();

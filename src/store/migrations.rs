@@ -2,7 +2,7 @@
 //! migration from it up to [`SCHEMA_VERSION`], and writes the new version, so a crash
 //! mid-migration leaves the old version intact. A file from a newer Berth is refused.
 
-use redb::{Database, ReadableTable};
+use redb::{Database, ReadableDatabase, ReadableTable};
 
 use crate::store::error::{StoreError, from_redb};
 use crate::store::schema::{self, META, SCHEMA_VERSION, meta_keys};
@@ -84,6 +84,25 @@ pub struct SchemaOutcome {
 /// Check the schema version and migrate to [`SCHEMA_VERSION`] in one transaction.
 pub fn prepare(db: &Database) -> Result<SchemaOutcome, StoreError> {
     const CTX: &str = "checking the schema version";
+    // The common case, a file already at this version, needs no write (and so no
+    // fsync at every start).
+    let current = db
+        .begin_read()
+        .map_err(|e| from_redb(CTX, e))
+        .and_then(|tx| match tx.open_table(META) {
+            Ok(meta) => Ok(meta
+                .get(meta_keys::SCHEMA_VERSION)
+                .map_err(|e| from_redb(CTX, e))?
+                .map(|v| v.value())),
+            Err(redb::TableError::TableDoesNotExist(_)) => Ok(None),
+            Err(e) => Err(from_redb(CTX, e)),
+        })?;
+    if current == Some(SCHEMA_VERSION) {
+        return Ok(SchemaOutcome {
+            found: SCHEMA_VERSION,
+            now: SCHEMA_VERSION,
+        });
+    }
     let tx = db.begin_write().map_err(|e| from_redb(CTX, e))?;
     let found = {
         let meta = tx.open_table(META).map_err(|e| from_redb(CTX, e))?;
