@@ -177,7 +177,11 @@ async fn crash_kill_9_keeps_every_reported_operation() {
             history.push(op.clone());
         }
 
-        let (db, report) = Store::open_async(&db_path(dir.path()), &StoreConfig::default())
+        let full = StoreConfig {
+            full_check: true,
+            ..StoreConfig::default()
+        };
+        let (db, report) = Store::open_async(&db_path(dir.path()), &full)
             .await
             .expect("reopen");
         assert!(

@@ -22,6 +22,7 @@ pub fn run(layout: &Layout, command: &BackupCommand) -> anyhow::Result<()> {
                 &layout.database(),
                 &crate::store::StoreConfig {
                     cache_size: 1 << 20,
+                    ..Default::default()
                 },
             )?;
             let scratch = file.parent().filter(|p| !p.as_os_str().is_empty());

@@ -6,7 +6,11 @@ use std::path::Path;
 use crate::store::{Store, StoreConfig};
 
 pub async fn check(path: &Path) -> anyhow::Result<()> {
-    let (store, report) = Store::open_async(path, &StoreConfig::default()).await?;
+    let config = StoreConfig {
+        full_check: true,
+        ..StoreConfig::default()
+    };
+    let (store, report) = Store::open_async(path, &config).await?;
     println!(
         "integrity: {}; schema: version {} (found {})",
         if report.integrity_ok {

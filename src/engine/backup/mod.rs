@@ -591,6 +591,7 @@ pub fn verify_file(
 fn check_restored(db_path: &Path, manifest: &Manifest, key: &BackupKey) -> Result<(), BackupError> {
     let config = StoreConfig {
         cache_size: 1 << 20,
+        full_check: true,
     };
     let (store, _) = Store::open(db_path, &config)?;
     let report = store
