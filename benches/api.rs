@@ -1,15 +1,19 @@
 //! API speed on a big wallet: 10,000 movements and 2,000 VTXOs, put in the store
 //! through the store API, then `berthd` (release) serving them to `oha`, a load tool
-//! from crates.io (`cargo install oha`).
+//! from crates.io (`cargo install oha`); with `BARKD_EXEC`, barkd 0.8.0 serving the same
+//! wallet (filled into its SQLite database by `benches/barkd-fill`), in the same run.
 //!
 //! Figures printed, per endpoint (`GET /api/v1/wallet/balance`, `/wallet/vtxos`,
 //! `/history?limit=100`): requests per second and latency p50/p99 from one connection
-//! (`BERTH_BENCH_REQUESTS / 10` requests) and from 16 (`BERTH_BENCH_REQUESTS`, default
-//! 100,000), and berthd's VmRSS before and after each run (memory must stay flat).
+//! and from 16, each for `BERTH_BENCH_SECS` seconds (default 10), and the daemon's
+//! VmRSS before and after each run (memory must stay flat);
+//! then the balance of an empty wallet, and a table of berthd beside barkd. barkd has
+//! no history pages: its `limit` is ignored and it sends the whole history.
 //!
 //! The wallet must load, so this needs `BITCOIND_EXEC` (its chain source; the Ark
 //! server is a dead port, which none of these endpoints needs), and `OHA` (or `oha` on
-//! the PATH). Run: `scripts/bench-api`.
+//! the PATH); for barkd, `BARKD_EXEC` and `BARKD_FILL` (scripts/bench-api builds it).
+//! Run: `scripts/bench-api`.
 
 #[path = "../tests/common/big_wallet.rs"]
 mod big_wallet;
@@ -18,52 +22,190 @@ mod harness;
 #[path = "../tests/common/vtxos.rs"]
 mod vtxos;
 
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use harness::{Daemon, OhaFigures};
+
+const PATHS: [&str; 3] = [
+    "/api/v1/wallet/balance",
+    "/api/v1/wallet/vtxos",
+    "/api/v1/history?limit=100",
+];
+
+/// The load runs against one daemon: `(path, connections) -> figures`.
+type Runs = Vec<(&'static str, u32, OhaFigures)>;
+
+fn load(oha: &str, daemon: &Daemon, bearer: &str, name: &str, secs: u64) -> Runs {
+    let pid = daemon.child.id();
+    println!(
+        "{name} VmRSS with the wallet loaded: {} kB",
+        harness::rss_kb(pid)
+    );
+    let mut runs = Vec::new();
+    for path in PATHS {
+        // One client, for latency; sixteen, for throughput (and queueing).
+        for connections in [1, 16] {
+            let before = harness::rss_kb(pid);
+            let url = format!("http://127.0.0.1:{}{path}", daemon.port);
+            let measured = harness::oha_figures(
+                oha,
+                &[
+                    "-c",
+                    &connections.to_string(),
+                    "-z",
+                    &format!("{secs}s"),
+                    "-H",
+                    bearer,
+                    &url,
+                ],
+            );
+            println!(
+                "{name} {path}, {connections} connection(s), {secs} s: {measured}; VmRSS {before} kB -> {} kB",
+                harness::rss_kb(pid),
+            );
+            runs.push((path, connections, measured));
+        }
+    }
+    runs
+}
+
+/// barkd on a free port with this datadir, answering `/ping`.
+fn start_barkd(barkd: &str, datadir: &Path) -> Daemon {
+    let port = harness::free_port();
+    let child = Command::new(barkd)
+        .arg("--datadir")
+        .arg(datadir)
+        .args(["--port", &port.to_string(), "--quiet", "--no-logfile"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start barkd");
+    let daemon = Daemon { child, port };
+    harness::wait_until("barkd's /ping", 30, || {
+        matches!(
+            harness::try_request(port, "GET", "/ping", &[], None),
+            Ok((200, _))
+        )
+    });
+    daemon
+}
+
+/// barkd serving the big wallet: created through its API on `bitcoind`, stopped,
+/// filled by `fill` (barkd-fill) in its SQLite database, started again.
+fn barkd_with_big_wallet(
+    barkd: &str,
+    fill: &str,
+    bitcoind: &harness::Bitcoind,
+) -> (tempfile::TempDir, Daemon, String) {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let datadir = tmp.path().join("barkd");
+    let daemon = start_barkd(barkd, &datadir);
+    let bearer = format!("Bearer {}", harness::token(&datadir));
+    let create = serde_json::json!({
+        "network": "regtest",
+        "ark_server": format!("http://127.0.0.1:{}", harness::free_port()),
+        "chain_source": { "bitcoind": {
+            "bitcoind": bitcoind.url(),
+            "bitcoind_auth": { "cookie": { "cookie": bitcoind.cookie().display().to_string() } },
+        } },
+        "force": true,
+    })
+    .to_string();
+    let (status, raw) = daemon.post(
+        "/api/v1/wallet/create",
+        &[("Authorization", &bearer)],
+        &create,
+    );
+    assert_eq!(status, 200, "barkd create: {raw}");
+    daemon.terminate();
+    let filled = Command::new(fill)
+        .arg(datadir.join("db.sqlite"))
+        .status()
+        .expect("run barkd-fill");
+    assert!(filled.success(), "barkd-fill failed");
+    let daemon = start_barkd(barkd, &datadir);
+    harness::wait_until("barkd's wallet", 60, || {
+        daemon
+            .get("/api/v1/wallet/balance", &[("Authorization", &bearer)])
+            .0
+            == 200
+    });
+    (tmp, daemon, format!("Authorization: {bearer}"))
+}
+
 fn main() {
     if !std::env::args().any(|a| a == "--bench") {
         return;
     }
     let bitcoind = harness::Bitcoind::start("bench-api");
     let oha = std::env::var("OHA").unwrap_or_else(|_| "oha".into());
-    let requests: u64 = std::env::var("BERTH_BENCH_REQUESTS")
+    let secs: u64 = std::env::var("BERTH_BENCH_SECS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(100_000);
+        .unwrap_or(10);
+
+    // The balance of an empty wallet first: what "flat" is measured against.
+    let (_empty_tmp, empty) = harness::datadir_with_wallet(&bitcoind);
+    let daemon = Daemon::start(&empty, &["-q"]);
+    harness::wait_loaded(&daemon, &empty);
+    let bearer = format!("Authorization: Bearer {}", harness::token(&empty));
+    let url = format!("http://127.0.0.1:{}{}", daemon.port, PATHS[0]);
+    let empty_balance = harness::oha_figures(
+        &oha,
+        &["-c", "16", "-z", &format!("{secs}s"), "-H", &bearer, &url],
+    );
+    println!(
+        "berthd {} of an empty wallet, 16 connections: {empty_balance}",
+        PATHS[0]
+    );
+    drop(daemon);
+
     let (_tmp, datadir) = harness::datadir_with_wallet(&bitcoind);
     harness::with_store(&datadir, async |store| big_wallet::fill(store).await);
-    let daemon = harness::Daemon::start(&datadir, &["-q"]);
+    let started = Instant::now();
+    let daemon = Daemon::start(&datadir, &["-q"]);
     harness::wait_loaded(&daemon, &datadir);
-    let pid = daemon.child.id();
-    let bearer = format!("Authorization: Bearer {}", harness::token(&datadir));
-    std::thread::sleep(std::time::Duration::from_secs(1));
     println!(
-        "berthd VmRSS with the wallet loaded: {} kB",
-        harness::rss_kb(pid)
+        "berthd start to a loaded wallet of {} movements: {:.0} ms",
+        big_wallet::MOVEMENTS,
+        started.elapsed().as_secs_f64() * 1000.0
     );
-    for path in [
-        "/api/v1/wallet/balance",
-        "/api/v1/wallet/vtxos",
-        "/api/v1/history?limit=100",
-    ] {
-        // One client, for latency; sixteen, for throughput (and queueing).
-        for (connections, n) in [(1, requests / 10), (16, requests)] {
-            let before = harness::rss_kb(pid);
-            let url = format!("http://127.0.0.1:{}{path}", daemon.port);
-            let measured = harness::oha(
-                &oha,
-                &[
-                    "-c",
-                    &connections.to_string(),
-                    "-n",
-                    &n.max(1).to_string(),
-                    "-H",
-                    &bearer,
-                    &url,
-                ],
-            );
-            println!(
-                "{path}, {connections} connection(s), {n} requests: {measured}; VmRSS {before} kB -> {} kB",
-                harness::rss_kb(pid),
-            );
+    let bearer = format!("Authorization: Bearer {}", harness::token(&datadir));
+    std::thread::sleep(Duration::from_secs(1));
+    let ours = load(&oha, &daemon, &bearer, "berthd", secs);
+    drop(daemon);
+
+    let barkd = std::env::var("BARKD_EXEC").ok();
+    let fill = std::env::var("BARKD_FILL").ok();
+    let theirs = match (barkd, fill) {
+        (Some(barkd), Some(fill)) => {
+            let (_tmp, daemon, bearer) = barkd_with_big_wallet(&barkd, &fill, &bitcoind);
+            std::thread::sleep(Duration::from_secs(1));
+            Some(load(&oha, &daemon, &bearer, "barkd", secs))
         }
+        _ => {
+            println!("barkd: not measured (set BARKD_EXEC and BARKD_FILL; scripts/bench-api does)");
+            None
+        }
+    };
+
+    println!();
+    println!(
+        "{:<34} {:>4} {:>22} {:>22}",
+        "big wallet", "conn", "berthd req/s, p99", "barkd req/s, p99"
+    );
+    for (i, (path, connections, figures)) in ours.iter().enumerate() {
+        let barkd = theirs.as_ref().map_or("-".to_owned(), |t| {
+            format!("{:.0}, {:.2} ms", t[i].2.requests_per_sec, t[i].2.p99_ms)
+        });
+        println!(
+            "{:<34} {:>4} {:>22} {:>22}",
+            path,
+            connections,
+            format!("{:.0}, {:.2} ms", figures.requests_per_sec, figures.p99_ms),
+            barkd
+        );
     }
 }

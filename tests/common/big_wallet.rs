@@ -1,6 +1,7 @@
-//! A big wallet for the benches: 10,000 movements and 2,000 VTXOs, put in the store
-//! through the store API (benches/api.rs, benches/backup.rs). Needs a `vtxos` module
-//! beside it (tests/common/vtxos.rs).
+//! A big wallet for the benches: 10,000 movements and 2,000 VTXOs, put in a wallet
+//! database through bark's persister trait: Berth's store (benches/api.rs,
+//! benches/backup.rs) or barkd's SQLite file (benches/barkd-fill, so barkd serves the
+//! same wallet side by side). Needs a `vtxos` module beside it (tests/common/vtxos.rs).
 
 use std::time::Instant;
 
@@ -9,7 +10,6 @@ use bark::movement::{
 };
 use bark::persist::BarkPersister;
 use bark::vtxo::VtxoState;
-use berth::store::Store;
 use bitcoin::Amount;
 
 use super::vtxos;
@@ -17,7 +17,7 @@ use super::vtxos;
 pub const MOVEMENTS: usize = 10_000;
 pub const VTXOS: usize = 2_000;
 
-pub async fn fill(store: &Store) {
+pub async fn fill(store: &impl BarkPersister) {
     let subsystem = MovementSubsystem {
         name: "bark.arkoor".into(),
         kind: "receive".into(),
