@@ -131,7 +131,7 @@ fn a_barkd_client_uses_the_wallet_the_moment_create_returns() {
     assert!(forced["fingerprint"].is_string(), "{forced}");
     let wallet = dave.get_ok("/api/v1/wallet");
     assert_eq!(wallet["loaded"], false, "{wallet}");
-    let (status, body) = dave.get("/api/v1/wallet/balance");
+    let (status, body) = dave.get("/api/v1/onchain/balance");
     assert_eq!(status, 503, "{body}");
     assert!(
         body["message"]
@@ -139,6 +139,9 @@ fn a_barkd_client_uses_the_wallet_the_moment_create_returns() {
             .is_some_and(|m| m.contains("not loaded yet")),
         "{body}"
     );
+    // Reads come from the store, marked (Berth; barkd answers 503 here).
+    let balance = dave.get_ok("/api/v1/wallet/balance");
+    assert_eq!(balance["possibly_stale"], true, "{balance}");
 
     println!(
         "e2e a_barkd_client_uses_the_wallet_the_moment_create_returns: stack up in {:.1} s, \
