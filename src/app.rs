@@ -263,6 +263,7 @@ impl Daemon {
                 new_wallets: Arc::new(std::sync::Mutex::new(
                     crate::access::expiring::ExpiringMap::new(crate::console::wallet::NEW_WALLETS),
                 )),
+                history_pages: Arc::default(),
                 settings_toml: toml::to_string_pretty(&settings.file)
                     .unwrap_or_else(|e| format!("# cannot show the configuration: {e}"))
                     .into(),

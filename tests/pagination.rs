@@ -114,6 +114,31 @@ fn history_and_vtxos_come_in_pages_without_gaps_or_repeats() {
         .collect();
     assert_eq!(paged, all_vtxos, "the same VTXOs in the same order");
 
+    // A page is kept as sent until the wallet's database changes (api::v1::page_cache):
+    // the same page again, then a write (bark's metadata update of the newest movement),
+    // then the page must show it, on all three paths.
+    let first = |path: &str| json_of(&daemon.get(&format!("{path}?limit=10"), &auth).1);
+    let before = first("/api/v1/history");
+    assert_eq!(first("/api/v1/history"), before, "a page asked twice");
+    assert!(before[0]["metadata"]["label"].is_null());
+    let (status, raw) = daemon.post(
+        "/api/v1/history/25/metadata",
+        &[("Authorization", bearer.as_str())],
+        r#"{"label":"kept pages never go stale"}"#,
+    );
+    assert_eq!(status, 200, "{raw}");
+    for path in [
+        "/api/v1/history",
+        "/api/v1/wallet/movements",
+        "/api/v1/wallet/history",
+    ] {
+        let page = first(path);
+        assert_eq!(
+            page[0]["metadata"]["label"], "kept pages never go stale",
+            "{path}: the page after the write"
+        );
+    }
+
     for bad in [
         "/api/v1/history?limit=0",
         "/api/v1/history?limit=1001",

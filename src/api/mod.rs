@@ -67,6 +67,8 @@ pub struct AppState {
     pub claim: Arc<crate::access::claim::Claim>,
     /// What a pairing link names: the address, host name and TLS pin.
     pub pairing_target: Arc<crate::access::pairing::PairingTarget>,
+    /// History pages as sent, until the wallet's database next changes.
+    pub history_pages: Arc<crate::api::v1::page_cache::PageCache>,
     /// The configuration in effect (`berth.toml` and its layers, defaults filled in),
     /// as TOML, for the console's settings page.
     pub settings_toml: Arc<str>,

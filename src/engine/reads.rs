@@ -121,6 +121,12 @@ impl Engine {
         Ok(full.map(|vtxo| vtxo.serialize_hex()))
     }
 
+    /// Changes whenever the wallet's database commits a write (bark's or ours): what a
+    /// cache of a read keys on. Read it before the read it keys.
+    pub fn store_generation(&self) -> u64 {
+        self.store.commit_count()
+    }
+
     /// A page of the history: up to `limit` movements with ids below `before`, newest
     /// id first.
     pub async fn history_page(

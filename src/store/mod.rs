@@ -245,6 +245,13 @@ impl Store {
         self.inner.commits.subscribe()
     }
 
+    /// How many write transactions have committed so far (what [`Store::commits`]
+    /// sends). Read it *before* a read transaction begins, and whatever that read sees
+    /// is at least as new as this count: a cache keyed by it is never served stale.
+    pub fn commit_count(&self) -> u64 {
+        *self.inner.commits.borrow()
+    }
+
     /// Run `f` in one write transaction on the blocking pool and commit it durably.
     /// `f` returning an error aborts the transaction: nothing it wrote is kept.
     pub(crate) async fn write<T, F>(&self, context: &'static str, f: F) -> Result<T, StoreError>

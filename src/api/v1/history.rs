@@ -10,6 +10,7 @@ use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorResponse, NotFoundResponse};
 use crate::api::routes::Routes;
 use crate::api::v1::common::{Fresh, Movement, Page, PageQuery};
+use crate::api::v1::page_cache::RenderedPage;
 
 /// The group's routes, each with who may call it (`api::routes`).
 pub(super) fn routes(routes: Routes) -> Routes {
@@ -54,7 +55,7 @@ pub async fn list(
     State(state): State<AppState>,
     query: Result<Query<HistoryQuery>, QueryRejection>,
     page: Result<Query<PageQuery>, QueryRejection>,
-) -> Result<Fresh<Page<Movement>>, ApiError> {
+) -> Result<Fresh<RenderedPage>, ApiError> {
     let Query(query) = query?;
     let Query(page) = page?;
     let method = match (query.kind, query.value) {
@@ -75,12 +76,13 @@ pub async fn list(
 
 /// The history, whole or one page. A page of the unfiltered history is read from the
 /// store directly (its cost does not grow with the history), newest id first; the
-/// cursor is the last movement's id.
+/// cursor is the last movement's id. Such a page, as sent, is kept until the wallet's
+/// database next changes (`page_cache`).
 pub(crate) async fn history_page(
     state: &AppState,
     method: Option<&bark::movement::PaymentMethod>,
     page: &PageQuery,
-) -> Result<Fresh<Page<Movement>>, ApiError> {
+) -> Result<Fresh<RenderedPage>, ApiError> {
     let key = |m: &Movement| m.id.to_string();
     let freshness = state.engine.freshness().await?;
     let page = match (method, page.limit()?) {
@@ -91,13 +93,22 @@ pub(crate) async fn history_page(
                     ApiError::BadRequest("cursor: not a cursor of this list".into())
                 })?),
             };
+            // Read before the page is: see `Store::commit_count`.
+            let generation = state.engine.store_generation();
+            if let Some(kept) = state.history_pages.get((before, limit), generation) {
+                return Ok(Fresh(freshness, kept));
+            }
             // One more than asked tells whether another page follows.
             let mut movements = state.engine.history_page(before, limit + 1).await?;
             let more = movements.len() > limit;
             movements.truncate(limit);
             let items: Vec<Movement> = movements.iter().map(Movement::from).collect();
             let next = if more { items.last().map(key) } else { None };
-            Page { items, next }
+            let rendered = render(&Page { items, next })?;
+            state
+                .history_pages
+                .put((before, limit), generation, rendered.clone());
+            rendered
         }
         _ => {
             let mut movements = state.engine.history(method).await?;
@@ -106,10 +117,20 @@ pub(crate) async fn history_page(
                 movements.sort_by_key(|m| std::cmp::Reverse(m.id.0));
             }
             let items = movements.iter().map(Movement::from).collect();
-            page.apply(items, key)?
+            render(&page.apply(items, key)?)?
         }
     };
     Ok(Fresh(freshness, page))
+}
+
+/// A page as it is sent: its items as a JSON array, the next cursor apart (a header).
+fn render(page: &Page<Movement>) -> Result<RenderedPage, ApiError> {
+    let body = serde_json::to_vec(&page.items)
+        .map_err(|e| ApiError::internal("rendering the history", e))?;
+    Ok(RenderedPage {
+        body: body.into(),
+        next: page.next.clone(),
+    })
 }
 
 /// `POST /api/v1/history/{id}/metadata`

@@ -17,6 +17,7 @@ pub mod lightning;
 pub mod message;
 pub mod notifications;
 pub mod onchain;
+pub mod page_cache;
 pub mod wallet;
 
 use crate::api::routes::Routes;

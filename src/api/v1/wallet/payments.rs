@@ -9,7 +9,7 @@ use utoipa::ToSchema;
 
 use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorResponse, NotFoundResponse};
-use crate::api::v1::common::{Fresh, Movement, Page, PageQuery, amount, parse_vtxo_ids};
+use crate::api::v1::common::{Fresh, Movement, PageQuery, amount, parse_vtxo_ids};
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ArkAddressResponse {
@@ -153,7 +153,7 @@ pub async fn send(
 pub async fn movements(
     State(state): State<AppState>,
     page: Result<Query<PageQuery>, QueryRejection>,
-) -> Result<Fresh<Page<Movement>>, ApiError> {
+) -> Result<Fresh<crate::api::v1::page_cache::RenderedPage>, ApiError> {
     let Query(page) = page?;
     crate::api::v1::history::history_page(&state, None, &page).await
 }
@@ -180,7 +180,7 @@ pub async fn movements(
 pub async fn history(
     State(state): State<AppState>,
     page: Result<Query<PageQuery>, QueryRejection>,
-) -> Result<Fresh<Page<Movement>>, ApiError> {
+) -> Result<Fresh<crate::api::v1::page_cache::RenderedPage>, ApiError> {
     let Query(page) = page?;
     crate::api::v1::history::history_page(&state, None, &page).await
 }
