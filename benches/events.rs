@@ -12,13 +12,18 @@
 //!   is sent until a client holds the notification (so it includes bark's commit and
 //!   the log append, two durable writes);
 //! - the update request's own latency, and the achieved event rate;
-//! - berthd's VmRSS before the clients connect, at its peak during the run, and two
-//!   seconds after every client left.
+//! - berthd's VmRSS (and its anonymous part, RssAnon) before the clients connect, at
+//!   its peak during the run, and then every 5 s for 60 s after every client left, with
+//!   the time until VmRSS was back within 5 MiB of the figure before the clients (the
+//!   memory an allocator gives back after a load spike; docs/adr/0007).
 //!
 //! Run: `scripts/bench-events` (or `BITCOIND_EXEC=... cargo bench --bench events`).
 //! `BERTH_BENCH_POLLS`, `BERTH_BENCH_SOCKETS`, `BERTH_BENCH_RATE` and
 //! `BERTH_BENCH_SECS` change the load (defaults 1000, 200, 100, 20). The clients run in
 //! this process on the same machine, so they compete with berthd for the CPU.
+//! berthd inherits this process's environment (`_RJEM_MALLOC_CONF` changes its
+//! allocator's settings); `BERTH_BENCH_BERTHD` runs another build of it (such as
+//! `target/dist/shipped/berthd`).
 
 #[path = "../tests/harness/mod.rs"]
 mod harness;
@@ -31,6 +36,7 @@ use futures_util::StreamExt as _;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 
+use berth::access::tickets::MAX_TICKETS_PER_CREDENTIAL;
 use harness::{Bitcoind, Daemon, json_of, request, token};
 
 fn env_or(name: &str, default: u64) -> u64 {
@@ -118,12 +124,22 @@ async fn long_poll(
     let mut read = BufReader::new(read);
     while !stop.load(Ordering::Relaxed) {
         let req = format!(
-            "GET /api/v1/notifications/wait?after={cursor}&types=movement-updated&timeout=5 HTTP/1.1\r\nHost: b\r\nAuthorization: {bearer}\r\n\r\n"
+            "GET /api/v1/notifications/wait?after={cursor}&types=movement-updated&timeout=5 HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: {bearer}\r\n\r\n"
         );
         if write.write_all(req.as_bytes()).await.is_err() {
             return;
         }
         let mut length = 0usize;
+        let mut status = String::new();
+        if read.read_line(&mut status).await.unwrap_or(0) == 0 {
+            return;
+        }
+        // A refused request would otherwise be retried in a tight loop, counted as
+        // nothing delivered.
+        if !status.starts_with("HTTP/1.1 200") {
+            eprintln!("a long-poll was answered {}", status.trim_end());
+            return;
+        }
         loop {
             let mut line = String::new();
             if read.read_line(&mut line).await.unwrap_or(0) == 0 {
@@ -154,11 +170,21 @@ async fn long_poll(
     }
 }
 
-async fn socket(port: u16, ticket: String, cursor: u64, sink: Arc<Sink>, stop: Arc<AtomicBool>) {
+/// One websocket client; `tried` counts it once its connection attempt is over.
+async fn socket(
+    port: u16,
+    ticket: String,
+    cursor: u64,
+    sink: Arc<Sink>,
+    stop: Arc<AtomicBool>,
+    tried: Arc<AtomicU64>,
+) {
     let url = format!(
         "ws://127.0.0.1:{port}/api/v1/notifications/ws?ticket={ticket}&after={cursor}&types=movement-updated"
     );
-    let Ok((mut ws, _)) = tokio_tungstenite::connect_async(url).await else {
+    let connected = tokio_tungstenite::connect_async(url).await;
+    tried.fetch_add(1, Ordering::Relaxed);
+    let Ok((mut ws, _)) = connected else {
         eprintln!("a websocket did not connect");
         return;
     };
@@ -201,16 +227,9 @@ fn main() {
         json_of(&daemon.get("/api/v1/notifications/wait?timeout=0", &auth).1)["last_event_id"]
             .as_u64()
             .unwrap_or(0);
-    let tickets: Vec<String> = (0..sockets)
-        .map(|_| {
-            json_of(&daemon.get("/api/v1/notifications/ws/ticket", &auth).1)
-                .as_str()
-                .expect("ticket")
-                .to_string()
-        })
-        .collect();
     std::thread::sleep(Duration::from_secs(1));
     let rss_before = harness::rss_kb(pid);
+    let anon_before = harness::status_kb(pid, "RssAnon");
 
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -229,26 +248,48 @@ fn main() {
             Arc::clone(&stop),
         )));
     }
-    for ticket in tickets {
-        clients.push(rt.spawn(socket(
-            port,
-            ticket,
-            cursor,
-            Arc::clone(&streamed),
-            Arc::clone(&stop),
-        )));
+    // A credential holds at most 16 unused tickets (access::tickets): the sockets connect
+    // in batches of that many, each batch's tickets taken once the last batch used theirs.
+    let tried = Arc::new(AtomicU64::new(0));
+    let mut spawned = 0;
+    while spawned < sockets {
+        let batch = (sockets - spawned).min(MAX_TICKETS_PER_CREDENTIAL as u64);
+        for _ in 0..batch {
+            let ticket = json_of(&daemon.get("/api/v1/notifications/ws/ticket", &auth).1)
+                .as_str()
+                .expect("ticket")
+                .to_string();
+            clients.push(rt.spawn(socket(
+                port,
+                ticket,
+                cursor,
+                Arc::clone(&streamed),
+                Arc::clone(&stop),
+                Arc::clone(&tried),
+            )));
+        }
+        spawned += batch;
+        harness::wait_until("a batch of websockets to connect", 30, || {
+            tried.load(Ordering::Relaxed) >= spawned
+        });
     }
     std::thread::sleep(Duration::from_secs(3));
     let rss_connected = harness::rss_kb(pid);
 
     // The writer: `rate` updates per second for `secs` seconds, on their own thread.
     let peak = Arc::new(AtomicU64::new(rss_connected));
+    let peak_anon = Arc::new(AtomicU64::new(harness::status_kb(pid, "RssAnon")));
     let sampling = Arc::new(AtomicBool::new(true));
     let sampler = {
-        let (peak, sampling) = (Arc::clone(&peak), Arc::clone(&sampling));
+        let (peak, peak_anon, sampling) = (
+            Arc::clone(&peak),
+            Arc::clone(&peak_anon),
+            Arc::clone(&sampling),
+        );
         std::thread::spawn(move || {
             while sampling.load(Ordering::Relaxed) {
                 peak.fetch_max(harness::rss_kb(pid), Ordering::Relaxed);
+                peak_anon.fetch_max(harness::status_kb(pid, "RssAnon"), Ordering::Relaxed);
                 std::thread::sleep(Duration::from_millis(200));
             }
         })
@@ -287,8 +328,29 @@ fn main() {
             let _ = tokio::time::timeout(Duration::from_secs(10), client).await;
         }
     });
-    std::thread::sleep(Duration::from_secs(2));
+    // Memory given back once the clients are gone: VmRSS every second for 60 s (every
+    // fifth printed), and the first second it is within 5 MiB of the figure before the
+    // clients connected.
+    const WITHIN_KB: u64 = 5 * 1024;
+    let left = Instant::now();
+    let mut back_after = None;
+    let mut after = vec![format!("0 s {}", harness::rss_kb(pid))];
+    for second in 1..=60u64 {
+        if let Some(wait) =
+            (left + Duration::from_secs(second)).checked_duration_since(Instant::now())
+        {
+            std::thread::sleep(wait);
+        }
+        let rss = harness::rss_kb(pid);
+        if back_after.is_none() && rss <= rss_before + WITHIN_KB {
+            back_after = Some(second);
+        }
+        if second % 5 == 0 {
+            after.push(format!("{second} s {rss}"));
+        }
+    }
     let rss_after = harness::rss_kb(pid);
+    let anon_after = harness::status_kb(pid, "RssAnon");
 
     request_us.sort_unstable();
     println!(
@@ -310,11 +372,25 @@ fn main() {
     polled.report("long-poll delivery", total * polls);
     streamed.report("websocket delivery", total * sockets);
     println!(
-        "berthd VmRSS: {} kB before clients, {} kB with clients connected, {} kB peak while appending, {} kB 2 s after they left (growth at peak {} kB)",
+        "berthd VmRSS: {} kB before clients, {} kB with clients connected, {} kB peak while appending, {} kB 60 s after they left (growth at peak {} kB)",
         rss_before,
         rss_connected,
         peak.load(Ordering::Relaxed),
         rss_after,
         peak.load(Ordering::Relaxed).saturating_sub(rss_before)
     );
+    println!(
+        "berthd RssAnon: {anon_before} kB before clients, {} kB peak, {anon_after} kB 60 s after they left",
+        peak_anon.load(Ordering::Relaxed),
+    );
+    println!(
+        "berthd VmRSS after the clients left (kB): {}",
+        after.join(", ")
+    );
+    match back_after {
+        Some(second) => {
+            println!("berthd VmRSS back within 5 MiB of before the clients: after {second} s")
+        }
+        None => println!("berthd VmRSS back within 5 MiB of before the clients: not within 60 s"),
+    }
 }

@@ -14,6 +14,13 @@ use std::time::{Duration, Instant};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_berthd");
 
+/// The berthd that [`Daemon`] and [`berthd`] run: `BERTH_BENCH_BERTHD` when set (a
+/// bench measuring another build of it, such as the shipped `dist` profile's), else
+/// the one cargo built with this test or bench.
+pub fn bin() -> PathBuf {
+    std::env::var_os("BERTH_BENCH_BERTHD").map_or_else(|| PathBuf::from(BIN), PathBuf::from)
+}
+
 /// A port no socket holds on any address: asked of the wildcard address, because a
 /// daemon bound to 0.0.0.0 collides with a port used on any address (the tests' own
 /// clients from 127.0.0.2 hold ephemeral ports that 127.0.0.1 alone would not show).
@@ -61,7 +68,7 @@ impl Daemon {
     /// stderr to `stderr`. The caller's seed settings never leak in.
     fn spawn_with(datadir: &Path, args: &[&str], stderr: Stdio, env: &[(&str, &str)]) -> Daemon {
         let port = free_port();
-        let child = Command::new(BIN)
+        let child = Command::new(bin())
             .arg("--datadir")
             .arg(datadir)
             .args(["--port", &port.to_string()])
@@ -280,7 +287,7 @@ pub fn berthd(datadir: &Path, args: &[&str]) -> Output {
 
 /// Run a `berthd` command with extra environment (and none of the caller's seed settings).
 pub fn berthd_with_env(datadir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
-    Command::new(BIN)
+    Command::new(bin())
         .arg("--datadir")
         .arg(datadir)
         .args(args)
@@ -699,11 +706,17 @@ pub fn with_store<T>(datadir: &Path, f: impl AsyncFnOnce(&berth::store::Store) -
 
 /// VmRSS of a process, kB (0 when it cannot be read).
 pub fn rss_kb(pid: u32) -> u64 {
+    status_kb(pid, "VmRSS")
+}
+
+/// A kB figure of a process's `/proc/<pid>/status` (`VmRSS`, `RssAnon`, `VmHWM`...),
+/// 0 when it cannot be read.
+pub fn status_kb(pid: u32, field: &str) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
         .and_then(|s| {
             s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
+                .find(|l| l.split(':').next() == Some(field))
                 .and_then(|l| l.split_whitespace().nth(1))
                 .and_then(|v| v.parse().ok())
         })
