@@ -58,3 +58,18 @@ test_summary() {
       printf "\n"
     }' "$1"
 }
+
+# split_debug IN OUT [OBJCOPY]: the shipped form of a built berthd. OUT is IN with its
+# debug information and symbol table removed (what goes on the box); OUT.debug holds
+# them (compressed), for gdb, addr2line or coredumpctl. OUT names its debug file in a
+# .gnu_debuglink section (with the file's CRC) and both carry the linker's build ID, so
+# a debugger finds the one from the other (next to the binary, or installed as
+# /usr/lib/debug/.build-id/<xx>/<rest>.debug). OBJCOPY: the target's objcopy
+# (default objcopy; aarch64-linux-gnu-objcopy for an arm64 binary).
+split_debug() {
+  local in=$1 out=$2 objcopy=${3:-objcopy}
+  "$objcopy" --only-keep-debug --compress-debug-sections=zlib "$in" "$out.debug"
+  "$objcopy" --strip-all "$in" "$out"
+  "$objcopy" --add-gnu-debuglink="$out.debug" "$out"
+  chmod 0644 "$out.debug"
+}
