@@ -7,8 +7,11 @@
 //! `/history?limit=100`): requests per second and latency p50/p99 from one connection
 //! and from 16, each for `BERTH_BENCH_SECS` seconds (default 10), and the daemon's
 //! VmRSS before and after each run (memory must stay flat);
-//! then the balance of an empty wallet, and a table of berthd beside barkd. barkd has
-//! no history pages: its `limit` is ignored and it sends the whole history.
+//! then the balance of an empty wallet, and a table of berthd beside barkd, with each
+//! daemon's start to `/ping` on its big wallet (median of five starts). barkd has no
+//! history pages: its `limit` is ignored and it sends the whole history.
+//! `BERTH_BENCH_BERTHD` measures another build of berthd (the shipped one:
+//! `target/dist/shipped/berthd`, which `scripts/footprint` makes).
 //!
 //! The wallet must load, so this needs `BITCOIND_EXEC` (its chain source; the Ark
 //! server is a dead port, which none of these endpoints needs), and `OHA` (or `oha` on
@@ -69,6 +72,49 @@ fn load(oha: &str, daemon: &Daemon, bearer: &str, name: &str, secs: u64) -> Runs
         }
     }
     runs
+}
+
+/// Start to `/ping`, milliseconds: the median of five starts of `bin` on `datadir`,
+/// each on a free port, polled every millisecond, stopped (SIGTERM) before the next.
+/// berthd and barkd take the same arguments here.
+fn start_to_ping_ms(bin: &Path, datadir: &Path) -> f64 {
+    let mut times = Vec::new();
+    while times.len() < 5 {
+        let port = harness::free_port();
+        let started = Instant::now();
+        let child = Command::new(bin)
+            .arg("--datadir")
+            .arg(datadir)
+            .args(["--port", &port.to_string(), "--quiet", "--no-logfile"])
+            .env_remove("BERTH_SEED_PASSPHRASE")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start the daemon");
+        let mut daemon = Daemon { child, port };
+        let answered = loop {
+            if let Ok((200, _)) = harness::try_request(port, "GET", "/ping", &[], None) {
+                break true;
+            }
+            // Exited first: the port was taken meanwhile; that start does not count.
+            if daemon.child.try_wait().expect("try_wait").is_some() {
+                break false;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "{} did not answer /ping within 30 s",
+                bin.display()
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        };
+        let elapsed = started.elapsed();
+        if answered {
+            daemon.terminate();
+            times.push(elapsed.as_secs_f64() * 1000.0);
+        }
+    }
+    times.sort_by(f64::total_cmp);
+    times[times.len() / 2]
 }
 
 /// barkd on a free port with this datadir, answering `/ping`.
@@ -175,15 +221,21 @@ fn main() {
     let bearer = format!("Authorization: Bearer {}", harness::token(&datadir));
     std::thread::sleep(Duration::from_secs(1));
     let ours = load(&oha, &daemon, &bearer, "berthd", secs);
-    drop(daemon);
+    daemon.terminate();
+    let our_start = start_to_ping_ms(&harness::bin(), &datadir);
 
     let barkd = std::env::var("BARKD_EXEC").ok();
     let fill = std::env::var("BARKD_FILL").ok();
     let theirs = match (barkd, fill) {
         (Some(barkd), Some(fill)) => {
-            let (_tmp, daemon, bearer) = barkd_with_big_wallet(&barkd, &fill, &bitcoind);
+            let (tmp, daemon, bearer) = barkd_with_big_wallet(&barkd, &fill, &bitcoind);
             std::thread::sleep(Duration::from_secs(1));
-            Some(load(&oha, &daemon, &bearer, "barkd", secs))
+            let runs = load(&oha, &daemon, &bearer, "barkd", secs);
+            // barkd may still be sending whole histories to oha's last requests and
+            // then takes longer than SIGTERM's grace: killed (SQLite recovers).
+            drop(daemon);
+            let start = start_to_ping_ms(Path::new(&barkd), &tmp.path().join("barkd"));
+            Some((runs, start))
         }
         _ => {
             println!("barkd: not measured (set BARKD_EXEC and BARKD_FILL; scripts/bench-api does)");
@@ -197,7 +249,7 @@ fn main() {
         "big wallet", "conn", "berthd req/s, p99", "barkd req/s, p99"
     );
     for (i, (path, connections, figures)) in ours.iter().enumerate() {
-        let barkd = theirs.as_ref().map_or("-".to_owned(), |t| {
+        let barkd = theirs.as_ref().map_or("-".to_owned(), |(t, _)| {
             format!("{:.0}, {:.2} ms", t[i].2.requests_per_sec, t[i].2.p99_ms)
         });
         println!(
@@ -208,4 +260,16 @@ fn main() {
             barkd
         );
     }
+    let (barkd_start, ratio) = theirs
+        .as_ref()
+        .map_or(("-".to_owned(), "-".to_owned()), |(_, ms)| {
+            (format!("{ms:.1} ms"), format!("{:.2}x", our_start / ms))
+        });
+    println!(
+        "{:<34} {:>4} {:>22} {:>22}  berthd/barkd {ratio}",
+        "start to /ping (median of 5)",
+        "",
+        format!("{our_start:.1} ms"),
+        barkd_start
+    );
 }
