@@ -25,13 +25,14 @@ pub mod v1;
 
 use std::sync::Arc;
 
+use crate::api::routes::route;
 use axum::Router;
 use axum::http::{HeaderValue, Method, header};
+use axum::response::IntoResponse;
 use axum::routing::get;
 use tower_http::cors::{AllowOrigin, CorsLayer};
 use utoipa::OpenApi as _;
 use utoipa_axum::router::OpenApiRouter;
-use utoipa_axum::routes;
 
 use crate::access::backoff::AuthFailures;
 use crate::access::devices::Devices;
@@ -93,9 +94,9 @@ pub struct ApiOptions {
 /// Every route of the API, declared with who may call it (`routes`).
 fn declared() -> routes::Declared {
     Routes::new()
-        .public(routes!(ping))
-        .public(routes!(health::health))
-        .read(routes!(metrics::metrics))
+        .public(route!(ping))
+        .public(route!(health::health))
+        .read(route!(metrics::metrics))
         .nest("/api/v1", v1::routes())
         .declared()
 }
@@ -108,12 +109,28 @@ pub fn route_table() -> RouteTable {
 /// Berth's OpenAPI document, as served at `/api-docs/openapi.json`.
 pub fn openapi() -> utoipa::openapi::OpenApi {
     let routes = declared();
+    let table = routes.table.clone();
+    let (protected, public) = routes.documented();
     let mut document = OpenApiRouter::<AppState>::with_openapi(openapi::ApiDoc::openapi())
-        .merge(routes.protected)
-        .merge(routes.public)
+        .merge(protected)
+        .merge(public)
         .into_openapi();
-    openapi::finish(&mut document, &routes.table);
+    openapi::finish(&mut document, &table);
     document
+}
+
+/// `GET /api-docs/openapi.json`: made for each request, not kept. Building it costs a
+/// few milliseconds, which a start would otherwise spend before serving, and holding
+/// it (~360 KB) would cost that much resident memory for the life of the process; it
+/// is asked for rarely (by tools, once).
+async fn openapi_document() -> axum::response::Response {
+    let made = tokio::task::spawn_blocking(|| openapi().to_pretty_json()).await;
+    match made {
+        Ok(Ok(json)) => ([(header::CONTENT_TYPE, "application/json")], json).into_response(),
+        // Plain data: serialising it cannot fail in practice; if it ever did, say so.
+        Ok(Err(e)) => ApiError::internal("serialising the OpenAPI document", e).into_response(),
+        Err(e) => ApiError::internal("making the OpenAPI document", e).into_response(),
+    }
 }
 
 /// The API's router, with `beside` (the console's routes) served on the same origin
@@ -123,19 +140,9 @@ pub fn router(state: AppState, options: ApiOptions, beside: Router<AppState>) ->
         protected,
         public,
         table,
+        ..
     } = declared();
     let table = Arc::new(table);
-    let (protected, _) = protected.split_for_parts();
-    let (public, _) = public.split_for_parts();
-    // Serialised once: the document is fixed for the life of the process. It is plain
-    // data, so serialising it cannot fail in practice; if it ever did, say so.
-    let document = match openapi().to_pretty_json() {
-        Ok(json) => axum::body::Bytes::from(json),
-        Err(e) => {
-            tracing::error!(target: "berth::api", error = %e, "cannot serialise the OpenAPI document");
-            axum::body::Bytes::from_static(br#"{"message":"the OpenAPI document is unavailable"}"#)
-        }
-    };
     let authenticator = Authenticator {
         policy: options.auth,
         devices: Arc::clone(&state.devices),
@@ -160,10 +167,7 @@ pub fn router(state: AppState, options: ApiOptions, beside: Router<AppState>) ->
             auth::require_token,
         ));
     let mut app = public
-        .route(
-            "/api-docs/openapi.json",
-            get(move || async move { ([(header::CONTENT_TYPE, "application/json")], document) }),
-        )
+        .route("/api-docs/openapi.json", get(openapi_document))
         .merge(beside)
         .merge(protected)
         .with_state(state)

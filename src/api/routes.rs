@@ -1,21 +1,26 @@
 //! The route table: every operation is declared once, next to its handler in its
 //! group's file, with who may call it.
 //!
-//! A group's `routes(Routes) -> Routes` adds each of its handlers with the access it
-//! needs: a scope (`read`, `receive`, `send`, `admin`), `moves_funds` (the `send`
-//! scope, and the route takes an `Idempotency-Key`), or `public` (no bearer token: the
-//! route checks its own credential, or needs none). The method and path come from the
-//! handler's own `#[utoipa::path]`, which `routes!` also puts in the OpenAPI document,
-//! so the path is written once, the access once, and a served operation cannot go
+//! A group's `routes(Routes) -> Routes` adds each of its handlers, named with
+//! [`route!`], with the access it needs: a scope (`read`, `receive`, `send`, `admin`),
+//! `moves_funds` (the `send` scope, and the route takes an `Idempotency-Key`), or
+//! `public` (no bearer token: the route checks its own credential, or needs none). The
+//! method and path come from the handler's own `#[utoipa::path]`, which also documents
+//! it, so the path is written once, the access once, and a served operation cannot go
 //! undocumented or unclassified.
 //!
 //! What the declarations build:
 //! - the routers: the protected one (behind the bearer check) and the public one;
 //! - the [`RouteTable`] that the scope check (`api::scopes`), the idempotency layer
-//!   (`api::idempotency`) and the document's `Idempotency-Key` parameters read.
+//!   (`api::idempotency`) and the document's `Idempotency-Key` parameters read;
+//! - the OpenAPI document, only when it is asked for ([`Declared::documented`]):
+//!   describing every operation and its schemas costs more than all the rest of a
+//!   start, and serving needs none of it.
 
+use axum::Router;
 use axum::http::Method;
-use utoipa::openapi::path::PathItem;
+use axum::routing::MethodRouter;
+use utoipa::openapi::HttpMethod;
 use utoipa_axum::router::{OpenApiRouter, UtoipaMethodRouter};
 
 use crate::access::scopes::Scope;
@@ -93,20 +98,112 @@ impl RouteTable {
     }
 }
 
-/// Routes being declared: the two routers and the table, built together.
+/// One handler as [`route!`] declares it: what serving needs (its path, methods and
+/// router, all cheap to make) and how to document it (made only for the document).
+pub struct Declaration {
+    path: String,
+    methods: Vec<HttpMethod>,
+    router: MethodRouter<AppState>,
+    document: fn() -> UtoipaMethodRouter<AppState>,
+}
+
+impl Declaration {
+    #[doc(hidden)]
+    pub fn new(
+        path: String,
+        methods: Vec<HttpMethod>,
+        router: MethodRouter<AppState>,
+        document: fn() -> UtoipaMethodRouter<AppState>,
+    ) -> Declaration {
+        Declaration {
+            path,
+            methods,
+            router,
+            document,
+        }
+    }
+}
+
+/// Declare a handler for [`Routes`]: `route!(module::handler)`. The handler carries a
+/// `#[utoipa::path]`; its path and methods are read from that, and its operation and
+/// schemas (`utoipa_axum::routes!`) are built only when the OpenAPI document is made.
+macro_rules! route {
+    ($first:ident $(:: $rest:ident)*) => {
+        $crate::api::routes::route!(@split [] $first $($rest)*)
+    };
+    // The handler is the last name; the names before it are its module path.
+    (@split [$($module:ident)*] $handler:ident) => {{
+        use utoipa_axum::PathItemExt as _;
+        let (path, methods) = utoipa_axum::paste! {(
+            <$($module ::)* [<__path_ $handler>] as utoipa::Path>::path(),
+            <$($module ::)* [<__path_ $handler>] as utoipa::Path>::methods(),
+        )};
+        let router = methods
+            .iter()
+            .fold(axum::routing::MethodRouter::new(), |router, method| {
+                router.on(method.to_method_filter(), $($module ::)* $handler)
+            });
+        $crate::api::routes::Declaration::new(path, methods, router, || {
+            utoipa_axum::routes!($($module ::)* $handler)
+        })
+    }};
+    (@split [$($module:ident)*] $head:ident $($tail:ident)+) => {
+        $crate::api::routes::route!(@split [$($module)* $head] $($tail)+)
+    };
+}
+pub(crate) use route;
+
+/// Routes being declared: the two routers and the table, built together, and how to
+/// document them.
 pub struct Routes {
-    protected: OpenApiRouter<AppState>,
-    public: OpenApiRouter<AppState>,
+    protected: Router<AppState>,
+    public: Router<AppState>,
     table: Vec<Route>,
+    document: Vec<Documenting>,
+}
+
+/// A step of the declarations, replayed in order to make the OpenAPI document the way
+/// `utoipa_axum`'s routers make it.
+enum Documenting {
+    Route(Access, fn() -> UtoipaMethodRouter<AppState>),
+    Nest(String, Vec<Documenting>),
 }
 
 /// The routers and the table, once every route is declared.
 pub struct Declared {
     /// Routes behind the bearer check (and the scope check).
-    pub protected: OpenApiRouter<AppState>,
+    pub protected: Router<AppState>,
     /// Routes with a credential of their own, or none.
-    pub public: OpenApiRouter<AppState>,
+    pub public: Router<AppState>,
     pub table: RouteTable,
+    document: Vec<Documenting>,
+}
+
+impl Declared {
+    /// The routes described for the OpenAPI document: the protected ones and the public
+    /// ones, as `utoipa_axum` routers (their paths and components).
+    pub fn documented(self) -> (OpenApiRouter<AppState>, OpenApiRouter<AppState>) {
+        fn replay(steps: Vec<Documenting>) -> (OpenApiRouter<AppState>, OpenApiRouter<AppState>) {
+            let (mut protected, mut public) = (OpenApiRouter::new(), OpenApiRouter::new());
+            for step in steps {
+                match step {
+                    Documenting::Route(Access::Public, document) => {
+                        public = public.routes(document());
+                    }
+                    Documenting::Route(Access::Scoped { .. }, document) => {
+                        protected = protected.routes(document());
+                    }
+                    Documenting::Nest(prefix, inner) => {
+                        let (inner_protected, inner_public) = replay(inner);
+                        protected = protected.nest(&prefix, inner_protected);
+                        public = public.nest(&prefix, inner_public);
+                    }
+                }
+            }
+            (protected, public)
+        }
+        replay(self.document)
+    }
 }
 
 impl Default for Routes {
@@ -118,29 +215,30 @@ impl Default for Routes {
 impl Routes {
     pub fn new() -> Routes {
         Routes {
-            protected: OpenApiRouter::new(),
-            public: OpenApiRouter::new(),
+            protected: Router::new(),
+            public: Router::new(),
             table: Vec::new(),
+            document: Vec::new(),
         }
     }
 
     /// A route for credentials with the `read` scope.
-    pub fn read(self, route: UtoipaMethodRouter<AppState>) -> Routes {
+    pub fn read(self, route: Declaration) -> Routes {
         self.add(route, scoped(Scope::Read))
     }
 
     /// A route for credentials with the `receive` scope.
-    pub fn receive(self, route: UtoipaMethodRouter<AppState>) -> Routes {
+    pub fn receive(self, route: Declaration) -> Routes {
         self.add(route, scoped(Scope::Receive))
     }
 
     /// A route for credentials with the `send` scope.
-    pub fn send(self, route: UtoipaMethodRouter<AppState>) -> Routes {
+    pub fn send(self, route: Declaration) -> Routes {
         self.add(route, scoped(Scope::Send))
     }
 
     /// A route that moves funds: the `send` scope, and an `Idempotency-Key`.
-    pub fn moves_funds(self, route: UtoipaMethodRouter<AppState>) -> Routes {
+    pub fn moves_funds(self, route: Declaration) -> Routes {
         self.add(
             route,
             Access::Scoped {
@@ -151,29 +249,35 @@ impl Routes {
     }
 
     /// A route for full (admin) credentials.
-    pub fn admin(self, route: UtoipaMethodRouter<AppState>) -> Routes {
+    pub fn admin(self, route: Declaration) -> Routes {
         self.add(route, scoped(Scope::Admin))
     }
 
     /// A route without the bearer check.
-    pub fn public(self, route: UtoipaMethodRouter<AppState>) -> Routes {
+    pub fn public(self, route: Declaration) -> Routes {
         self.add(route, Access::Public)
     }
 
-    fn add(mut self, route: UtoipaMethodRouter<AppState>, access: Access) -> Routes {
-        for (path, item) in &route.1.paths {
-            for method in methods(item) {
-                self.table.push(Route {
-                    method,
-                    path: path.clone(),
-                    access,
-                });
-            }
+    fn add(mut self, route: Declaration, access: Access) -> Routes {
+        for method in &route.methods {
+            self.table.push(Route {
+                method: method_of(method),
+                path: route.path.clone(),
+                access,
+            });
         }
+        // As `utoipa_axum` routes a documented handler.
+        let path = if route.path.is_empty() {
+            "/"
+        } else {
+            &route.path
+        };
         match access {
-            Access::Public => self.public = self.public.routes(route),
-            Access::Scoped { .. } => self.protected = self.protected.routes(route),
+            Access::Public => self.public = self.public.route(path, route.router),
+            Access::Scoped { .. } => self.protected = self.protected.route(path, route.router),
         }
+        self.document
+            .push(Documenting::Route(access, route.document));
         self
     }
 
@@ -186,6 +290,8 @@ impl Routes {
                 path: format!("{prefix}{}", route.path),
                 ..route
             }));
+        self.document
+            .push(Documenting::Nest(prefix.to_owned(), inner.document));
         self
     }
 
@@ -194,6 +300,7 @@ impl Routes {
             protected: self.protected,
             public: self.public,
             table: RouteTable { routes: self.table },
+            document: self.document,
         }
     }
 }
@@ -205,17 +312,16 @@ fn scoped(scope: Scope) -> Access {
     }
 }
 
-/// The methods a documented path item has operations for.
-fn methods(item: &PathItem) -> Vec<Method> {
-    [
-        (&item.get, Method::GET),
-        (&item.post, Method::POST),
-        (&item.put, Method::PUT),
-        (&item.delete, Method::DELETE),
-        (&item.patch, Method::PATCH),
-    ]
-    .into_iter()
-    .filter(|(op, _)| op.is_some())
-    .map(|(_, method)| method)
-    .collect()
+/// The HTTP method of a documented operation.
+fn method_of(method: &HttpMethod) -> Method {
+    match method {
+        HttpMethod::Get => Method::GET,
+        HttpMethod::Post => Method::POST,
+        HttpMethod::Put => Method::PUT,
+        HttpMethod::Delete => Method::DELETE,
+        HttpMethod::Options => Method::OPTIONS,
+        HttpMethod::Head => Method::HEAD,
+        HttpMethod::Patch => Method::PATCH,
+        HttpMethod::Trace => Method::TRACE,
+    }
 }

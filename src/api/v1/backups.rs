@@ -2,13 +2,13 @@
 //! there on request, and a fresh encrypted backup to download (`engine::backup::service`;
 //! `docs/operations.md`, "Backups").
 
+use crate::api::routes::route;
 use axum::Json;
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
-use utoipa_axum::routes;
 
 use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorResponse};
@@ -18,9 +18,9 @@ use crate::engine::backup::service::{BackupFile, ServiceError};
 /// The group's routes, each with who may call it (`api::routes`).
 pub(super) fn routes(routes: Routes) -> Routes {
     routes
-        .read(routes!(list_backups))
-        .admin(routes!(back_up_now))
-        .admin(routes!(download_backup))
+        .read(route!(list_backups))
+        .admin(route!(back_up_now))
+        .admin(route!(download_backup))
 }
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]

@@ -1,10 +1,10 @@
 //! The `bitcoin` group: facts about the chain.
 
+use crate::api::routes::route;
 use axum::Json;
 use axum::extract::State;
 use serde::Serialize;
 use utoipa::ToSchema;
-use utoipa_axum::routes;
 
 use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorResponse};
@@ -12,7 +12,7 @@ use crate::api::routes::Routes;
 
 /// The group's routes, each with who may call it (`api::routes`).
 pub(super) fn routes(routes: Routes) -> Routes {
-    routes.read(routes!(tip))
+    routes.read(route!(tip))
 }
 
 #[derive(Debug, Serialize, ToSchema)]

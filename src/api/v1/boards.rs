@@ -1,11 +1,11 @@
 //! The `boards` group: moving on-chain funds into Ark.
 
+use crate::api::routes::route;
 use axum::Json;
 use axum::extract::State;
 use axum::extract::rejection::JsonRejection;
 use serde::Deserialize;
 use utoipa::ToSchema;
-use utoipa_axum::routes;
 
 use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorResponse};
@@ -16,9 +16,9 @@ use crate::api::v1::common::amount;
 /// The group's routes, each with who may call it (`api::routes`).
 pub(super) fn routes(routes: Routes) -> Routes {
     routes
-        .moves_funds(routes!(board_amount))
-        .moves_funds(routes!(board_all))
-        .read(routes!(get_pending_boards))
+        .moves_funds(route!(board_amount))
+        .moves_funds(route!(board_all))
+        .read(route!(get_pending_boards))
 }
 
 #[derive(Debug, Deserialize, ToSchema)]

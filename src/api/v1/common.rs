@@ -118,9 +118,45 @@ pub struct Page<T> {
     pub next: Option<String>,
 }
 
+impl<T: Serialize> Page<T> {
+    /// The page as it is sent: its items as a JSON array, the next cursor apart (a
+    /// header). Rendered once, it can be kept and sent again (`page_cache`).
+    pub fn render(&self) -> Result<RenderedPage, ApiError> {
+        let body = serde_json::to_vec(&self.items)
+            .map_err(|e| ApiError::internal("rendering a list", e))?;
+        Ok(RenderedPage {
+            body: body.into(),
+            next: self.next.clone(),
+        })
+    }
+}
+
 impl<T: Serialize> axum::response::IntoResponse for Page<T> {
     fn into_response(self) -> axum::response::Response {
-        let mut response = axum::Json(self.items).into_response();
+        match self.render() {
+            Ok(page) => page.into_response(),
+            Err(e) => e.into_response(),
+        }
+    }
+}
+
+/// A page rendered: the JSON body and the next page's cursor.
+#[derive(Clone)]
+pub struct RenderedPage {
+    pub body: axum::body::Bytes,
+    pub next: Option<String>,
+}
+
+impl axum::response::IntoResponse for RenderedPage {
+    fn into_response(self) -> axum::response::Response {
+        let mut response = (
+            [(
+                axum::http::header::CONTENT_TYPE,
+                axum::http::HeaderValue::from_static("application/json"),
+            )],
+            self.body,
+        )
+            .into_response();
         if let Some(next) = self.next
             && let Ok(value) = axum::http::HeaderValue::from_str(&next)
         {

@@ -6,12 +6,12 @@
 use std::net::IpAddr;
 use std::time::Instant;
 
+use crate::api::routes::route;
 use axum::Json;
 use axum::extract::rejection::{JsonRejection, PathRejection};
 use axum::extract::{Path, Request, State};
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
-use utoipa_axum::routes;
 
 use crate::access::Credential;
 use crate::access::claim::Redeem;
@@ -27,10 +27,10 @@ use crate::api::routes::Routes;
 /// The group's routes, each with who may call it (`api::routes`).
 pub(super) fn routes(routes: Routes) -> Routes {
     routes
-        .admin(routes!(list_devices))
-        .admin(routes!(revoke_device))
-        .public(routes!(pair))
-        .public(routes!(claim))
+        .admin(route!(list_devices))
+        .admin(route!(revoke_device))
+        .public(route!(pair))
+        .public(route!(claim))
 }
 
 // No `Debug`: the code is a credential.

@@ -1,12 +1,12 @@
 //! The `fees` group: what operations cost, before doing them; and the server's fee
 //! schedule as `GET /wallet/ark-info` shows it.
 
+use crate::api::routes::route;
 use axum::Json;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
-use utoipa_axum::routes;
 
 use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorResponse};
@@ -16,14 +16,14 @@ use crate::api::v1::common::amount;
 /// The group's routes, each with who may call it (`api::routes`).
 pub(super) fn routes(routes: Routes) -> Routes {
     routes
-        .read(routes!(board_fee))
-        .read(routes!(onchain_fee_rates))
-        .read(routes!(lightning_pay_fee))
-        .read(routes!(lightning_receive_fee))
+        .read(route!(board_fee))
+        .read(route!(onchain_fee_rates))
+        .read(route!(lightning_pay_fee))
+        .read(route!(lightning_receive_fee))
         // A fee estimate sent as a POST body; it changes nothing.
-        .read(routes!(offboard_fee))
-        .read(routes!(offboard_all_fee))
-        .read(routes!(send_onchain_fee))
+        .read(route!(offboard_fee))
+        .read(route!(offboard_all_fee))
+        .read(route!(send_onchain_fee))
 }
 
 /// A fee rate that grows with how far off a VTXO's expiry is.

@@ -1,23 +1,22 @@
 //! The `history` group: the wallet's movements.
 
+use crate::api::routes::route;
 use axum::Json;
 use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use serde::Deserialize;
-use utoipa_axum::routes;
 
 use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorResponse, NotFoundResponse};
 use crate::api::routes::Routes;
-use crate::api::v1::common::{Fresh, Movement, Page, PageQuery};
-use crate::api::v1::page_cache::RenderedPage;
+use crate::api::v1::common::{Fresh, Movement, Page, PageQuery, RenderedPage};
 
 /// The group's routes, each with who may call it (`api::routes`).
 pub(super) fn routes(routes: Routes) -> Routes {
     routes
-        .read(routes!(list))
+        .read(route!(list))
         // Labels rewrite the wallet's records: not for a read-only display.
-        .send(routes!(update_metadata))
+        .send(route!(update_metadata))
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
@@ -104,7 +103,7 @@ pub(crate) async fn history_page(
             movements.truncate(limit);
             let items: Vec<Movement> = movements.iter().map(Movement::from).collect();
             let next = if more { items.last().map(key) } else { None };
-            let rendered = render(&Page { items, next })?;
+            let rendered = Page { items, next }.render()?;
             state
                 .history_pages
                 .put((before, limit), generation, rendered.clone());
@@ -117,20 +116,10 @@ pub(crate) async fn history_page(
                 movements.sort_by_key(|m| std::cmp::Reverse(m.id.0));
             }
             let items = movements.iter().map(Movement::from).collect();
-            render(&page.apply(items, key)?)?
+            page.apply(items, key)?.render()?
         }
     };
     Ok(Fresh(freshness, page))
-}
-
-/// A page as it is sent: its items as a JSON array, the next cursor apart (a header).
-fn render(page: &Page<Movement>) -> Result<RenderedPage, ApiError> {
-    let body = serde_json::to_vec(&page.items)
-        .map_err(|e| ApiError::internal("rendering the history", e))?;
-    Ok(RenderedPage {
-        body: body.into(),
-        next: page.next.clone(),
-    })
 }
 
 /// `POST /api/v1/history/{id}/metadata`

@@ -5,6 +5,7 @@
 //! needs a Lightning node at the Ark server; without one the answer is a 503 that says
 //! so.
 
+use crate::api::routes::route;
 use axum::Json;
 use axum::extract::rejection::{JsonRejection, PathRejection};
 use axum::extract::{Path, State};
@@ -14,7 +15,6 @@ use bark::persist::models::SettledLightningReceive;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
-use utoipa_axum::routes;
 
 use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorResponse, NotFoundResponse};
@@ -25,13 +25,13 @@ use crate::engine::lightning::{LightningDestination, receive_phase, send_phase};
 /// The group's routes, each with who may call it (`api::routes`).
 pub(super) fn routes(routes: Routes) -> Routes {
     routes
-        .moves_funds(routes!(pay))
-        .read(routes!(list_receive_statuses))
-        .read(routes!(get_receive_status))
-        .receive(routes!(cancel_receive))
-        .read(routes!(get_send_status))
-        .receive(routes!(generate_invoice))
-        .receive(routes!(generate_invoice_for_address))
+        .moves_funds(route!(pay))
+        .read(route!(list_receive_statuses))
+        .read(route!(get_receive_status))
+        .receive(route!(cancel_receive))
+        .read(route!(get_send_status))
+        .receive(route!(generate_invoice))
+        .receive(route!(generate_invoice_for_address))
 }
 
 #[derive(Debug, Deserialize, ToSchema)]

@@ -2,12 +2,12 @@
 //! addresses, and verify such signatures (BIP-340 Schnorr over
 //! `SHA256("bark/message" || message)`, as bark defines it).
 
+use crate::api::routes::route;
 use axum::Json;
 use axum::extract::State;
 use axum::extract::rejection::JsonRejection;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
-use utoipa_axum::routes;
 
 use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorResponse};
@@ -17,8 +17,8 @@ use crate::api::routes::Routes;
 pub(super) fn routes(routes: Routes) -> Routes {
     routes
         // A signature by the wallet's key can authorise things elsewhere.
-        .send(routes!(sign_message))
-        .read(routes!(verify_message))
+        .send(route!(sign_message))
+        .read(route!(verify_message))
 }
 
 #[derive(Debug, Deserialize, ToSchema)]

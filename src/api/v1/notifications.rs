@@ -20,6 +20,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::api::routes::route;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, close_code};
 use axum::extract::{Query, State};
@@ -33,7 +34,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use tokio::time::Instant;
 use utoipa::ToSchema;
-use utoipa_axum::routes;
 
 use crate::access::Caller;
 use crate::api::AppState;
@@ -45,10 +45,10 @@ use crate::events::{Event, EventHub, EventKind, MAX_PAGE, Woken};
 /// The group's routes, each with who may call it (`api::routes`).
 pub(super) fn routes(routes: Routes) -> Routes {
     routes
-        .read(routes!(wait_notification))
-        .read(routes!(websocket_ticket))
-        .read(routes!(notifications_sse))
-        .public(routes!(notifications_socket))
+        .read(route!(wait_notification))
+        .read(route!(websocket_ticket))
+        .read(route!(notifications_sse))
+        .public(route!(notifications_socket))
 }
 
 /// The long-poll window (barkd's).

@@ -1,11 +1,11 @@
 //! The `onchain` group: the wallet's own on-chain (BDK) funds.
 
+use crate::api::routes::route;
 use axum::Json;
 use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::{Query, State};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
-use utoipa_axum::routes;
 
 use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorResponse};
@@ -15,15 +15,15 @@ use crate::api::v1::common::{Page, PageQuery, amount};
 /// The group's routes, each with who may call it (`api::routes`).
 pub(super) fn routes(routes: Routes) -> Routes {
     routes
-        .receive(routes!(onchain_address))
-        .read(routes!(onchain_balance))
+        .receive(route!(onchain_address))
+        .read(route!(onchain_balance))
         // Syncing only catches up with the chain and the Ark server.
-        .read(routes!(onchain_sync))
-        .moves_funds(routes!(onchain_send))
-        .moves_funds(routes!(onchain_send_many))
-        .moves_funds(routes!(onchain_drain))
-        .read(routes!(onchain_transactions))
-        .read(routes!(onchain_utxos))
+        .read(route!(onchain_sync))
+        .moves_funds(route!(onchain_send))
+        .moves_funds(route!(onchain_send_many))
+        .moves_funds(route!(onchain_drain))
+        .read(route!(onchain_transactions))
+        .read(route!(onchain_utxos))
 }
 
 /// An on-chain address.

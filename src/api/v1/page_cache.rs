@@ -8,9 +8,7 @@
 
 use std::sync::Mutex;
 
-use axum::body::Bytes;
-
-use crate::api::v1::common::NEXT_CURSOR;
+use crate::api::v1::common::RenderedPage;
 
 /// Pages kept at most: the first page and a few more a client may be paging through.
 const PAGES: usize = 8;
@@ -19,32 +17,6 @@ const MAX_PAGE_BYTES: usize = 256 * 1024;
 
 /// Which page: `before` (the cursor) and `limit`.
 pub type PageKey = (Option<u32>, usize);
-
-/// A rendered page: the JSON body and the next page's cursor.
-#[derive(Clone)]
-pub struct RenderedPage {
-    pub body: Bytes,
-    pub next: Option<String>,
-}
-
-impl axum::response::IntoResponse for RenderedPage {
-    fn into_response(self) -> axum::response::Response {
-        let mut response = (
-            [(
-                axum::http::header::CONTENT_TYPE,
-                axum::http::HeaderValue::from_static("application/json"),
-            )],
-            self.body,
-        )
-            .into_response();
-        if let Some(next) = self.next
-            && let Ok(value) = axum::http::HeaderValue::from_str(&next)
-        {
-            response.headers_mut().insert(NEXT_CURSOR, value);
-        }
-        response
-    }
-}
 
 #[derive(Default)]
 pub struct PageCache {
@@ -87,6 +59,7 @@ impl PageCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use axum::body::Bytes;
 
     fn page(text: &str) -> RenderedPage {
         RenderedPage {

@@ -9,12 +9,12 @@
 
 pub mod model;
 
+use crate::api::routes::route;
 use axum::Json;
 use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
-use utoipa_axum::routes;
 
 use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorResponse, NotFoundResponse};
@@ -27,19 +27,19 @@ pub use model::{BlockRef, ExitError, ExitProgressStatus, ExitTransactionStatus};
 #[allow(deprecated)]
 pub(super) fn routes(routes: Routes) -> Routes {
     routes
-        .moves_funds(routes!(exit_start_all))
-        .moves_funds(routes!(exit_start_vtxos))
-        .send(routes!(exit_progress))
-        .read(routes!(exit_list_all))
-        .read(routes!(exit_list_live))
-        .read(routes!(exit_list_finished))
-        .read(routes!(exit_status))
-        .read(routes!(exit_status_deprecated))
-        .moves_funds(routes!(exit_claim_all))
-        .moves_funds(routes!(exit_claim_vtxos))
-        .send(routes!(exit_cancel))
-        .read(routes!(exit_list_deprecated))
-        .read(routes!(emergency_exit_fee))
+        .moves_funds(route!(exit_start_all))
+        .moves_funds(route!(exit_start_vtxos))
+        .send(route!(exit_progress))
+        .read(route!(exit_list_all))
+        .read(route!(exit_list_live))
+        .read(route!(exit_list_finished))
+        .read(route!(exit_status))
+        .read(route!(exit_status_deprecated))
+        .moves_funds(route!(exit_claim_all))
+        .moves_funds(route!(exit_claim_vtxos))
+        .send(route!(exit_cancel))
+        .read(route!(exit_list_deprecated))
+        .read(route!(emergency_exit_fee))
 }
 
 #[derive(Debug, Serialize, ToSchema)]

@@ -7,7 +7,7 @@ pub mod payments;
 pub mod rounds;
 pub mod vtxos;
 
-use utoipa_axum::routes;
+use crate::api::routes::route;
 
 use crate::api::routes::Routes;
 
@@ -16,39 +16,39 @@ use crate::api::routes::Routes;
 pub(super) fn routes(routes: Routes) -> Routes {
     routes
         // Lifecycle.
-        .read(routes!(lifecycle::wallet_exists))
-        .admin(routes!(lifecycle::create_wallet))
+        .read(route!(lifecycle::wallet_exists))
+        .admin(route!(lifecycle::create_wallet))
         // barkd's alias of create.
-        .admin(routes!(lifecycle::create_wallet_alias))
-        .admin(routes!(lifecycle::wallet_delete))
-        .admin(routes!(lifecycle::mnemonic))
-        .admin(routes!(lifecycle::unlock))
+        .admin(route!(lifecycle::create_wallet_alias))
+        .admin(route!(lifecycle::wallet_delete))
+        .admin(route!(lifecycle::mnemonic))
+        .admin(route!(lifecycle::unlock))
         // Balance and VTXOs.
-        .read(routes!(vtxos::balance))
-        .read(routes!(vtxos::vtxos))
-        .read(routes!(vtxos::get_vtxo))
-        .read(routes!(vtxos::get_vtxo_encoded))
+        .read(route!(vtxos::balance))
+        .read(route!(vtxos::vtxos))
+        .read(route!(vtxos::get_vtxo))
+        .read(route!(vtxos::get_vtxo_encoded))
         // Adds a VTXO someone handed over: receiving.
-        .receive(routes!(vtxos::import_vtxo))
-        .read(routes!(vtxos::sync))
-        .read(routes!(vtxos::sync_mailbox))
+        .receive(route!(vtxos::import_vtxo))
+        .read(route!(vtxos::sync))
+        .read(route!(vtxos::sync_mailbox))
         // Receiving and paying.
-        .receive(routes!(payments::address))
-        .receive(routes!(payments::peek_address))
-        .receive(routes!(payments::bip321_uri))
-        .moves_funds(routes!(payments::send))
-        .moves_funds(routes!(payments::offboard_all))
-        .moves_funds(routes!(payments::offboard_vtxos))
-        .moves_funds(routes!(payments::send_onchain))
-        .read(routes!(payments::movements))
-        .read(routes!(payments::history))
+        .receive(route!(payments::address))
+        .receive(route!(payments::peek_address))
+        .receive(route!(payments::bip321_uri))
+        .moves_funds(route!(payments::send))
+        .moves_funds(route!(payments::offboard_all))
+        .moves_funds(route!(payments::offboard_vtxos))
+        .moves_funds(route!(payments::send_onchain))
+        .read(route!(payments::movements))
+        .read(route!(payments::history))
         // The Ark server and its rounds. Refreshes spend VTXOs (and fees) into new ones.
-        .read(routes!(rounds::connected))
-        .read(routes!(rounds::ark_info))
-        .read(routes!(rounds::next_round))
-        .read(routes!(rounds::pending_rounds))
-        .moves_funds(routes!(rounds::refresh_vtxos))
-        .moves_funds(routes!(rounds::refresh_all))
-        .moves_funds(routes!(rounds::refresh_counterparty))
-        .moves_funds(routes!(rounds::refresh_delegated))
+        .read(route!(rounds::connected))
+        .read(route!(rounds::ark_info))
+        .read(route!(rounds::next_round))
+        .read(route!(rounds::pending_rounds))
+        .moves_funds(route!(rounds::refresh_vtxos))
+        .moves_funds(route!(rounds::refresh_all))
+        .moves_funds(route!(rounds::refresh_counterparty))
+        .moves_funds(route!(rounds::refresh_delegated))
 }

@@ -153,7 +153,7 @@ pub async fn send(
 pub async fn movements(
     State(state): State<AppState>,
     page: Result<Query<PageQuery>, QueryRejection>,
-) -> Result<Fresh<crate::api::v1::page_cache::RenderedPage>, ApiError> {
+) -> Result<Fresh<crate::api::v1::common::RenderedPage>, ApiError> {
     let Query(page) = page?;
     crate::api::v1::history::history_page(&state, None, &page).await
 }
@@ -180,7 +180,7 @@ pub async fn movements(
 pub async fn history(
     State(state): State<AppState>,
     page: Result<Query<PageQuery>, QueryRejection>,
-) -> Result<Fresh<crate::api::v1::page_cache::RenderedPage>, ApiError> {
+) -> Result<Fresh<crate::api::v1::common::RenderedPage>, ApiError> {
     let Query(page) = page?;
     crate::api::v1::history::history_page(&state, None, &page).await
 }
