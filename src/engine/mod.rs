@@ -277,8 +277,8 @@ pub struct Engine {
     /// Berth's supervised background tasks and their state.
     tasks: Arc<supervisor::Tasks>,
     /// The wallet's backup key, derived from its seed when the wallet is created or
-    /// berthd starts with one; `None` without a wallet (`engine::backup::service`).
-    backup_key: tokio::sync::watch::Sender<Option<Arc<crate::engine::backup::BackupKey>>>,
+    /// berthd starts with one (`engine::backup::service`).
+    backup_key: Arc<tokio::sync::watch::Sender<crate::engine::backup::HeldKey>>,
     /// True while the wallet waits for its seed's passphrase (`lifecycle::unlock`).
     locked: std::sync::atomic::AtomicBool,
     /// The chain view the balance is judged against, as recorded in the store
@@ -312,24 +312,36 @@ impl Engine {
             opening: tokio::sync::watch::Sender::new(false),
             exit_lock: Mutex::new(()),
             wallet_tasks: std::sync::Mutex::new(Vec::new()),
-            backup_key: tokio::sync::watch::Sender::new(None),
+            backup_key: Arc::new(tokio::sync::watch::Sender::new(Default::default())),
             locked: std::sync::atomic::AtomicBool::new(false),
             chain_view: Mutex::new(None),
         })
     }
 
-    /// The wallet's backup key as it changes: set when a wallet is created or berthd
-    /// starts with one, cleared when it is deleted.
-    pub fn backup_key(
-        &self,
-    ) -> tokio::sync::watch::Receiver<Option<Arc<crate::engine::backup::BackupKey>>> {
+    /// The wallet's backup key as it changes: derived when a wallet is created or
+    /// berthd starts with one, cleared when it is deleted.
+    pub fn backup_key(&self) -> tokio::sync::watch::Receiver<crate::engine::backup::HeldKey> {
         self.backup_key.subscribe()
     }
 
-    /// Derive and hold the backup key of the wallet whose seed is `mnemonic`.
-    fn hold_backup_key(&self, mnemonic: &bark::bip39::Mnemonic) {
-        let key = crate::engine::backup::BackupKey::from_mnemonic(mnemonic);
-        self.backup_key.send_replace(Some(Arc::new(key)));
+    /// Derive and hold the backup key of the wallet `fingerprint` whose seed is
+    /// `mnemonic`, on the blocking pool: the caller goes on at once (a start serves
+    /// without waiting for it), and backups wait for the key.
+    fn hold_backup_key(&self, fingerprint: Fingerprint, mnemonic: &bark::bip39::Mnemonic) {
+        use crate::engine::backup::HeldKey;
+        self.backup_key.send_replace(HeldKey::Deriving(fingerprint));
+        let (held, mnemonic) = (Arc::clone(&self.backup_key), mnemonic.clone());
+        tokio::task::spawn_blocking(move || {
+            let key = Arc::new(crate::engine::backup::BackupKey::from_mnemonic(&mnemonic));
+            // Unless the wallet was deleted (or replaced) meanwhile.
+            held.send_if_modified(|now| match now {
+                HeldKey::Deriving(f) if *f == fingerprint => {
+                    *now = HeldKey::Ready(key);
+                    true
+                }
+                _ => false,
+            });
+        });
     }
 
     /// Why the wallet database stopped (a storage failure is fatal), if it did.

@@ -17,6 +17,7 @@ pub mod service;
 
 use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use hkdf::Hkdf;
 use sha2::Sha256;
@@ -90,6 +91,34 @@ impl From<SnapshotError> for BackupError {
             SnapshotError::Store(e) => BackupError::Store(e),
             SnapshotError::Io(e) => BackupError::from_io(e),
             SnapshotError::Invalid(reason) => BackupError::Invalid(reason),
+        }
+    }
+}
+
+/// The backup key as the engine holds it. Deriving it stretches the seed (BIP-39's
+/// PBKDF2, milliseconds on a board), so a start does not wait for it: it is derived
+/// beside the start, and what needs it waits for it ([`HeldKey::wait`]).
+#[derive(Debug, Clone, Default)]
+pub enum HeldKey {
+    /// No wallet.
+    #[default]
+    None,
+    /// Being derived for the wallet with this seed fingerprint.
+    Deriving(bitcoin::bip32::Fingerprint),
+    Ready(Arc<BackupKey>),
+}
+
+impl HeldKey {
+    /// The key, once derived; `None` without a wallet.
+    pub async fn wait(key: &mut tokio::sync::watch::Receiver<HeldKey>) -> Option<Arc<BackupKey>> {
+        let held = key
+            .wait_for(|held| !matches!(held, HeldKey::Deriving(_)))
+            .await
+            .map(|held| held.clone())
+            .unwrap_or_default();
+        match held {
+            HeldKey::Ready(key) => Some(key),
+            HeldKey::None | HeldKey::Deriving(_) => None,
         }
     }
 }

@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::engine::backup::{self, BackupError, BackupKey, BackupReport};
+use crate::engine::backup::{self, BackupError, BackupKey, BackupReport, HeldKey};
 use crate::events::EventHub;
 use crate::events::vocabulary::{Alert, EventKind};
 use crate::store::Store;
@@ -107,7 +107,7 @@ pub struct Backups {
     settings: BackupSettings,
     store: Store,
     datadir: PathBuf,
-    key: tokio::sync::watch::Receiver<Option<Arc<BackupKey>>>,
+    key: tokio::sync::watch::Receiver<HeldKey>,
     events: Arc<EventHub>,
     status: Mutex<BackupStatus>,
     verified: Mutex<Verified>,
@@ -128,7 +128,7 @@ impl Backups {
         settings: BackupSettings,
         store: Store,
         datadir: PathBuf,
-        key: tokio::sync::watch::Receiver<Option<Arc<BackupKey>>>,
+        key: tokio::sync::watch::Receiver<HeldKey>,
         events: Arc<EventHub>,
     ) -> Arc<Backups> {
         let status = BackupStatus {
@@ -157,14 +157,17 @@ impl Backups {
         self.settings.interval
     }
 
-    fn current_key(&self) -> Option<Arc<BackupKey>> {
-        self.key.borrow().clone()
+    /// The wallet's backup key (waited for while it is derived); `None` without a
+    /// wallet.
+    async fn current_key(&self) -> Option<Arc<BackupKey>> {
+        HeldKey::wait(&mut self.key.clone()).await
     }
 
     /// This wallet's backups in the directory, newest first (at most [`MAX_LISTED`]);
     /// empty without a directory or a wallet, or when the directory cannot be read.
     pub async fn list(&self) -> Result<Vec<BackupFile>, ServiceError> {
-        let (Some(dir), Some(key)) = (self.settings.directory.clone(), self.current_key()) else {
+        let (Some(dir), Some(key)) = (self.settings.directory.clone(), self.current_key().await)
+        else {
             return Ok(Vec::new());
         };
         let verified = lock(&self.verified).clone();
@@ -187,7 +190,7 @@ impl Backups {
         if self.settings.directory.is_none() {
             return Err(ServiceError::NotConfigured);
         }
-        let key = self.current_key().ok_or(ServiceError::NoWallet)?;
+        let key = self.current_key().await.ok_or(ServiceError::NoWallet)?;
         match self.run(key, true).await? {
             Outcome::Written(file) => Ok(file),
             Outcome::Unchanged => Err(ServiceError::Failed("nothing was written".into())),
@@ -198,7 +201,7 @@ impl Backups {
     /// open file is all that is left of it, to stream to a client. Its name for the
     /// client, and the file.
     pub async fn fresh(&self) -> Result<(String, u64, std::fs::File), ServiceError> {
-        let key = self.current_key().ok_or(ServiceError::NoWallet)?;
+        let key = self.current_key().await.ok_or(ServiceError::NoWallet)?;
         let _one = self.running.lock().await;
         let (store, datadir) = (self.store.clone(), self.datadir.clone());
         let started = Instant::now();
@@ -250,7 +253,7 @@ impl Backups {
         let mut next_full = Instant::now();
         let mut retry_at: Option<Instant> = None;
         loop {
-            let Some(key) = key_rx.borrow_and_update().clone() else {
+            let HeldKey::Ready(key) = key_rx.borrow_and_update().clone() else {
                 if key_rx.changed().await.is_err() {
                     return;
                 }

@@ -140,7 +140,7 @@ impl Engine {
             .await
         {
             Ok(opened) => {
-                self.hold_backup_key(&mnemonic);
+                self.hold_backup_key(fingerprint, &mnemonic);
                 self.install(opened).await;
                 tracing::info!(%fingerprint, imported, "wallet created");
                 Ok(fingerprint)
@@ -150,8 +150,8 @@ impl Engine {
             Err(e) if req.force => {
                 tracing::warn!(%fingerprint, error = %e,
                     "wallet created; it loads once its chain source and Ark server answer");
-                self.hold_backup_key(&mnemonic);
-                self.spawn_loader(req.network, config, mnemonic, mode);
+                self.hold_backup_key(fingerprint, &mnemonic);
+                self.spawn_loader(req.network, fingerprint, config, mnemonic, mode);
                 Ok(fingerprint)
             }
             Err(e) => {

@@ -23,6 +23,7 @@ use std::time::Duration;
 
 use bark::persist::BarkPersister;
 use bitcoin::Network;
+use bitcoin::bip32::Fingerprint;
 
 use super::{Engine, EngineError, LoadedWallet};
 use crate::store::InitialScan;
@@ -179,7 +180,7 @@ impl Engine {
                 source: e.into(),
             })?;
         drop(phrase);
-        self.hold_backup_key(&mnemonic);
+        self.hold_backup_key(record.fingerprint, &mnemonic);
         let config =
             bark::Config::load(record.network, self.layout.bark_config()).map_err(|e| {
                 EngineError::Internal {
@@ -197,7 +198,13 @@ impl Engine {
                 without_server: !record.imported,
             }
         };
-        self.spawn_loader(record.network, with_user_agent(config), mnemonic, mode);
+        self.spawn_loader(
+            record.network,
+            record.fingerprint,
+            with_user_agent(config),
+            mnemonic,
+            mode,
+        );
         Ok(())
     }
 
@@ -226,15 +233,17 @@ impl Engine {
     /// Keep trying to open the wallet (bark needs its chain source for that, and an
     /// import its Ark server too), with backoff up to a minute, until it is loaded, or
     /// deleted or replaced meanwhile.
+    /// `fingerprint` is the wallet's, from its record: deriving it again from the
+    /// mnemonic would cost a BIP-39 stretch (milliseconds) on the way to serving.
     fn spawn_loader(
         self: &Arc<Self>,
         network: Network,
+        fingerprint: Fingerprint,
         config: bark::Config,
         mnemonic: bark::bip39::Mnemonic,
         mode: OpenMode,
     ) {
         let engine = Arc::clone(self);
-        let fingerprint = bark::WalletSeed::new_from_mnemonic(network, &mnemonic).fingerprint();
         // Set before the task runs, so a request that arrives in the next instant waits.
         self.opening.send_replace(true);
         tokio::spawn(async move {
@@ -457,7 +466,8 @@ impl Engine {
             )));
         }
         self.unload().await;
-        self.backup_key.send_replace(None);
+        self.backup_key
+            .send_replace(crate::engine::backup::HeldKey::None);
         self.locked
             .store(false, std::sync::atomic::Ordering::SeqCst);
         self.seeds.forget_given();
