@@ -1,8 +1,8 @@
 //! The `/api/v1` routes: one file per group of barkd's API.
 //!
 //! Every operation of barkd's OpenAPI 0.6.0 document is served. Each group's file
-//! declares its routes once, with who may call them (`api::routes`); `routes!` also
-//! puts each in the OpenAPI document (`tests/openapi.rs` checks the document covers
+//! declares its routes once, with who may call them (`api::routes`); `route!` also
+//! names each for the OpenAPI document (`tests/openapi.rs` checks the document covers
 //! barkd's). Adding an endpoint touches only its group's file.
 
 pub mod backups;
