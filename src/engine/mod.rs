@@ -333,14 +333,7 @@ impl Engine {
         let (held, mnemonic) = (Arc::clone(&self.backup_key), mnemonic.clone());
         tokio::task::spawn_blocking(move || {
             let key = Arc::new(crate::engine::backup::BackupKey::from_mnemonic(&mnemonic));
-            // Unless the wallet was deleted (or replaced) meanwhile.
-            held.send_if_modified(|now| match now {
-                HeldKey::Deriving(f) if *f == fingerprint => {
-                    *now = HeldKey::Ready(key);
-                    true
-                }
-                _ => false,
-            });
+            HeldKey::finish(&held, fingerprint, key);
         });
     }
 

@@ -109,6 +109,22 @@ pub enum HeldKey {
 }
 
 impl HeldKey {
+    /// Hold `key`, derived for the wallet `fingerprint`, unless that wallet was deleted
+    /// (or replaced) while it was derived. Whether it was held.
+    pub fn finish(
+        held: &tokio::sync::watch::Sender<HeldKey>,
+        fingerprint: bitcoin::bip32::Fingerprint,
+        key: Arc<BackupKey>,
+    ) -> bool {
+        held.send_if_modified(|now| match now {
+            HeldKey::Deriving(f) if *f == fingerprint => {
+                *now = HeldKey::Ready(key);
+                true
+            }
+            _ => false,
+        })
+    }
+
     /// The key, once derived; `None` without a wallet.
     pub async fn wait(key: &mut tokio::sync::watch::Receiver<HeldKey>) -> Option<Arc<BackupKey>> {
         let held = key
@@ -725,6 +741,36 @@ mod tests {
 
     const PHRASE: &str =
         "legal winner thank year wave sausage worth useful legal winner thank yellow";
+
+    fn fingerprint(n: u8) -> bitcoin::bip32::Fingerprint {
+        bitcoin::bip32::Fingerprint::from([n; 4])
+    }
+
+    #[tokio::test]
+    async fn a_key_being_derived_is_waited_for() {
+        let held = tokio::sync::watch::Sender::new(HeldKey::Deriving(fingerprint(1)));
+        let mut rx = held.subscribe();
+        let waiter = tokio::spawn(async move { HeldKey::wait(&mut rx).await });
+        tokio::task::yield_now().await;
+        assert!(!waiter.is_finished(), "returned before the key was derived");
+        let key = Arc::new(BackupKey::from_phrase(PHRASE).expect("key"));
+        assert!(HeldKey::finish(&held, fingerprint(1), Arc::clone(&key)));
+        let got = waiter.await.expect("join").expect("the key");
+        assert_eq!(got.fingerprint(), key.fingerprint());
+    }
+
+    #[tokio::test]
+    async fn a_delete_during_the_derivation_wins() {
+        let held = tokio::sync::watch::Sender::new(HeldKey::Deriving(fingerprint(1)));
+        held.send_replace(HeldKey::None);
+        let key = Arc::new(BackupKey::from_phrase(PHRASE).expect("key"));
+        assert!(!HeldKey::finish(&held, fingerprint(1), Arc::clone(&key)));
+        assert!(HeldKey::wait(&mut held.subscribe()).await.is_none());
+        // Another wallet, created meanwhile, does not get this one's key either.
+        held.send_replace(HeldKey::Deriving(fingerprint(2)));
+        assert!(!HeldKey::finish(&held, fingerprint(1), key));
+        assert!(matches!(*held.borrow(), HeldKey::Deriving(f) if f == fingerprint(2)));
+    }
 
     /// `payload`, encrypted as a backup file under `key`, in `dir`.
     fn craft(dir: &Path, key: &BackupKey, payload: &[u8]) -> PathBuf {
