@@ -165,9 +165,12 @@ fn every_flag_is_documented_with_its_environment_and_default() {
 }
 
 /// The names the daemon's code reads with `std::env::var` / `var_os` (literals), and
-/// the passphrase's variable (a constant).
+/// the variables it names by constants (the passphrase's, the store fault trigger's).
 fn environment_read_by_the_code() -> BTreeSet<String> {
-    let mut names = BTreeSet::from([berth::keys::PASSPHRASE_ENV.to_string()]);
+    let mut names = BTreeSet::from([
+        berth::keys::PASSPHRASE_ENV.to_string(),
+        berth::store::faults::FAULTS_ENV.to_string(),
+    ]);
     let mut dirs = vec![std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src")];
     while let Some(dir) = dirs.pop() {
         for entry in std::fs::read_dir(&dir).expect("src") {

@@ -47,6 +47,10 @@ pub enum ApiError {
     /// proxy that forwards another site's traffic). 421.
     #[error("{0}")]
     Misdirected(String),
+    /// The disk under the datadir is full or nearly so: berthd refuses changes until
+    /// space is freed (`api::disk`). 507.
+    #[error("{0}")]
+    InsufficientStorage(String),
     /// A genuine internal failure; the detail is logged, not sent. 500.
     #[error("internal error")]
     Internal,
@@ -88,6 +92,9 @@ impl ApiError {
             ApiError::Conflict(_) => (StatusCode::CONFLICT, "conflict"),
             ApiError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
             ApiError::Misdirected(_) => (StatusCode::MISDIRECTED_REQUEST, "misdirected"),
+            ApiError::InsufficientStorage(_) => {
+                (StatusCode::INSUFFICIENT_STORAGE, "insufficient_storage")
+            }
             ApiError::Internal => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         }
     }
@@ -97,6 +104,33 @@ impl ApiError {
         ApiError::NotFound {
             message: message.into(),
             resources: Vec::new(),
+        }
+    }
+
+    /// A failure of the wallet database while `context`. Its detail goes to the log.
+    /// A full disk is 507; a storage failure that stopped the database is 503 (berthd is
+    /// stopping, and systemd starts it again from the last durable commit); anything
+    /// else is a bug, 500.
+    pub fn store(context: &str, err: crate::store::StoreError) -> Self {
+        use crate::store::StoreError;
+        match err {
+            StoreError::DiskFull { .. } => {
+                tracing::error!(target: "berth::api", error = %err, "{context}");
+                ApiError::InsufficientStorage(
+                    "the disk is full: the change was not made, and berthd restarts; free \
+                     space on the disk that holds the datadir"
+                        .into(),
+                )
+            }
+            err if err.is_fatal() => {
+                tracing::error!(target: "berth::api", error = %err, "{context}");
+                ApiError::Unavailable(
+                    "the wallet database stopped after a storage failure and berthd is \
+                     restarting; berthd's log has the details"
+                        .into(),
+                )
+            }
+            err => ApiError::internal(context, err),
         }
     }
 
@@ -185,7 +219,7 @@ impl From<crate::engine::EngineError> for ApiError {
             EngineError::NotLoaded | EngineError::Locked | EngineError::Unavailable(_) => {
                 ApiError::Unavailable(err.to_string())
             }
-            EngineError::Store(store) => ApiError::internal("wallet database", store),
+            EngineError::Store(store) => ApiError::store("wallet database", store),
             // Names a missing or wrong key source, never a secret.
             EngineError::Seed(_) => ApiError::Unavailable(err.to_string()),
             EngineError::Internal { .. } => ApiError::internal("engine", err),

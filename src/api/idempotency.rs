@@ -122,7 +122,7 @@ pub async fn layer(
     let ttl = u64::try_from(TTL.as_micros()).unwrap_or(u64::MAX);
     let claim = match keys.claim(key_hash, request_hash, now_us(), ttl).await {
         Ok(claim) => claim,
-        Err(e) => return ApiError::internal("claiming an idempotency key", e).into_response(),
+        Err(e) => return ApiError::store("claiming an idempotency key", e).into_response(),
     };
     match claim {
         Claim::Claimed => {}

@@ -647,6 +647,7 @@ impl BerthToml {
     pub fn store_config(&self) -> crate::store::StoreConfig {
         crate::store::StoreConfig {
             cache_size: self.store.cache_size_mib * 1024 * 1024,
+            fault_trigger: std::env::var_os(crate::store::faults::FAULTS_ENV).map(Into::into),
             ..Default::default()
         }
     }

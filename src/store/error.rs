@@ -23,6 +23,11 @@ pub enum StoreError {
         reason: String,
     },
 
+    /// The disk is full: a write failed with ENOSPC. Fatal like any I/O error (redb
+    /// poisons its handle), but told apart so clients learn why (507).
+    #[error("storage failure while {context}: the disk is full")]
+    DiskFull { context: &'static str },
+
     /// An earlier fatal error poisoned the store; no further access is attempted.
     #[error("store is stopped after an earlier storage failure: {0}")]
     Poisoned(String),
@@ -74,7 +79,10 @@ pub enum StoreError {
 impl StoreError {
     /// True when the process must stop rather than carry on or retry.
     pub fn is_fatal(&self) -> bool {
-        matches!(self, StoreError::Fatal { .. } | StoreError::Poisoned(_))
+        matches!(
+            self,
+            StoreError::Fatal { .. } | StoreError::DiskFull { .. } | StoreError::Poisoned(_)
+        )
     }
 
     pub(crate) fn decode(what: &'static str, reason: impl fmt::Display) -> Self {
@@ -98,6 +106,9 @@ pub(crate) fn from_redb(context: &'static str, err: impl Into<redb::Error>) -> S
     let err: redb::Error = err.into();
     let fatal = |reason: String| StoreError::Fatal { context, reason };
     match err {
+        redb::Error::Io(e) if e.kind() == std::io::ErrorKind::StorageFull => {
+            StoreError::DiskFull { context }
+        }
         redb::Error::Io(e) => fatal(format!("I/O error: {e}")),
         redb::Error::PreviousIo => fatal("an earlier I/O error poisoned the database".into()),
         redb::Error::Corrupted(msg) => fatal(format!("database corrupted: {msg}")),
@@ -142,5 +153,31 @@ pub(crate) trait RedbResultExt<T> {
 impl<T, E: Into<redb::Error>> RedbResultExt<T> for Result<T, E> {
     fn ctx(self, context: &'static str) -> Result<T, StoreError> {
         self.map_err(|e| from_redb(context, e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A full disk is told apart from other I/O errors, and both are fatal.
+    #[test]
+    fn a_full_disk_is_its_own_fatal_error() {
+        let full = from_redb(
+            "writing",
+            redb::StorageError::Io(std::io::Error::from_raw_os_error(
+                rustix::io::Errno::NOSPC.raw_os_error(),
+            )),
+        );
+        assert!(matches!(full, StoreError::DiskFull { .. }), "{full:?}");
+        assert!(full.is_fatal());
+        let io = from_redb(
+            "writing",
+            redb::StorageError::Io(std::io::Error::from_raw_os_error(
+                rustix::io::Errno::IO.raw_os_error(),
+            )),
+        );
+        assert!(matches!(io, StoreError::Fatal { .. }), "{io:?}");
+        assert!(io.is_fatal());
     }
 }

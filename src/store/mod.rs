@@ -8,6 +8,7 @@
 //! - [`migrations`]: schema version check and migrations, in one transaction at open.
 //! - [`idempotency`], [`tokens`] (paired devices), `events`, [`setup`] (how the wallet
 //!   was created, and what its seed recovery found): Berth's own tables.
+//! - [`faults`]: the fault-injecting storage backend of the daemon-level fault tests.
 //!
 //! Threading: redb calls block (page I/O, fsync), so every transaction runs on tokio's
 //! blocking pool. Write transactions are also serialised by a FIFO async mutex, so
@@ -23,6 +24,7 @@ mod bark;
 pub mod codec;
 pub mod error;
 mod events;
+pub mod faults;
 pub mod idempotency;
 pub mod migrations;
 pub mod records;
@@ -58,6 +60,9 @@ pub struct StoreConfig {
     /// 40 ms for a wallet of 10,000 movements here), so the daemon's start does not:
     /// redb itself detects an unclean shutdown and repairs the file at open.
     pub full_check: bool,
+    /// Fail an fsync when this file appears: the fault tests' backend
+    /// ([`faults`], `BERTH_STORE_FAULTS`). `None` in every real use.
+    pub fault_trigger: Option<PathBuf>,
 }
 
 impl Default for StoreConfig {
@@ -65,6 +70,7 @@ impl Default for StoreConfig {
         StoreConfig {
             cache_size: DEFAULT_CACHE_SIZE,
             full_check: false,
+            fault_trigger: None,
         }
     }
 }
@@ -170,7 +176,16 @@ impl Store {
                 "repairing the wallet database after an unclean shutdown"
             );
         });
-        let mut db = builder.create(path).map_err(|e| match e {
+        let created = match &config.fault_trigger {
+            None => builder.create(path),
+            Some(trigger) => {
+                tracing::warn!(trigger = %trigger.display(), "store fault injection is on: an fsync fails when the trigger file appears (for tests only)");
+                let backend = faults::FaultyBackend::open(path, trigger.clone())
+                    .map_err(|e| from_redb(CTX, e))?;
+                builder.create_with_backend(backend)
+            }
+        };
+        let mut db = created.map_err(|e| match e {
             redb::DatabaseError::DatabaseAlreadyOpen => StoreError::AlreadyOpen {
                 path: path.display().to_string(),
             },

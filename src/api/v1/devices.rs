@@ -98,7 +98,8 @@ impl From<DeviceError> for ApiError {
                         .into(),
                 )
             }
-            e => ApiError::internal("pairing a device", e),
+            DeviceError::Store(e) => ApiError::store("pairing a device", e),
+            e @ DeviceError::NoRandomness => ApiError::internal("pairing a device", e),
         }
     }
 }
@@ -248,16 +249,12 @@ pub(crate) async fn claim_device(
     let name = check_device_name(name).map_err(|msg| ApiError::BadRequest(msg.into()))?;
     // Checking, adding the device and closing the claim are one step.
     let _attempt = state.claim.attempt().await;
-    let wallet = state
-        .engine
-        .wallet_record()
-        .await
-        .map_err(|e| ApiError::internal("reading the wallet", e))?;
+    let wallet = state.engine.wallet_record().await.map_err(ApiError::from)?;
     let devices = state
         .devices
         .list()
         .await
-        .map_err(|e| ApiError::internal("listing devices", e))?;
+        .map_err(|e| ApiError::store("listing devices", e))?;
     let unclaimed = wallet.is_none() && devices.is_empty();
     let checked = state
         .claim
@@ -302,7 +299,7 @@ pub async fn list_devices(
         .devices
         .list()
         .await
-        .map_err(|e| ApiError::internal("listing devices", e))?;
+        .map_err(|e| ApiError::store("listing devices", e))?;
     Ok(Json(devices.into_iter().map(DeviceInfo::from).collect()))
 }
 
@@ -340,7 +337,7 @@ pub(crate) async fn revoke(state: &AppState, id: &str) -> Result<(), ApiError> {
         .devices
         .revoke(id)
         .await
-        .map_err(|e| ApiError::internal("revoking a device", e))?;
+        .map_err(|e| ApiError::store("revoking a device", e))?;
     if !revoked {
         return Err(ApiError::NotFound {
             message: format!("no device {id}"),

@@ -637,6 +637,7 @@ fn check_restored(db_path: &Path, manifest: &Manifest, key: &BackupKey) -> Resul
     let config = StoreConfig {
         cache_size: 1 << 20,
         full_check: true,
+        ..StoreConfig::default()
     };
     let (store, _) = Store::open(db_path, &config)?;
     let report = store
