@@ -81,6 +81,8 @@ pub struct Daemon {
 struct Parts {
     store: Store,
     pruner: JoinHandle<()>,
+    /// Reads the free space every 30 s and raises `disk-full` (`api::disk`).
+    disk_watch: JoinHandle<()>,
     engine: Arc<Engine>,
     autopilot: JoinHandle<()>,
     backups: JoinHandle<()>,
@@ -123,6 +125,7 @@ impl Parts {
         // The engine stops the wallet's tasks, then its event recorder.
         self.engine.unload().await;
         self.pruner.abort();
+        self.disk_watch.abort();
         drop(self.store);
     }
 }
@@ -176,6 +179,9 @@ impl Daemon {
         }
         let events = EventHub::open(store.clone(), settings.file.event_retention()).await?;
         let pruner = events.spawn_pruner();
+        let disk =
+            crate::api::disk::DiskReserve::new(layout.root().to_path_buf(), Arc::clone(&events));
+        let disk_watch = disk.spawn_watch();
 
         let engine = Engine::new(
             store.clone(),
@@ -258,6 +264,7 @@ impl Daemon {
                 failures: Arc::new(AuthFailures::default()),
                 requests: crate::api::metrics::RequestMetrics::new(),
                 backups,
+                disk,
                 claim,
                 pairing_target: Arc::clone(&pairing_target),
                 new_wallets: Arc::new(std::sync::Mutex::new(
@@ -302,6 +309,7 @@ impl Daemon {
             parts: Parts {
                 store,
                 pruner,
+                disk_watch,
                 engine,
                 autopilot,
                 backups: backup_schedule,

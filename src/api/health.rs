@@ -6,8 +6,9 @@
 //! every block) instead of probing anything itself, so polling it costs nothing and
 //! cannot be used to hammer the Ark server or the chain source.
 //!
-//! - `failing`: the wallet database stopped after a storage error, the disk is nearly
-//!   full (< 64 MiB), or a VTXO is past its exit deadline.
+//! - `failing`: the wallet database stopped after a storage error, the disk is inside
+//!   the reserve berthd keeps free (< 64 MiB, `api::disk`: changes are refused), or a
+//!   VTXO is past its exit deadline.
 //! - `degraded`: the wallet is locked or not loaded yet, the Ark server is unreachable, the chain
 //!   tip is unknown, VTXOs are within the exit margin, no refresh can complete under
 //!   the server's VTXO lifetime, the exit reserve is short, the disk is low (< 1 GiB),
@@ -28,10 +29,7 @@ use crate::api::AppState;
 use crate::api::auth::{Authenticator, peer_ip};
 use crate::api::error::{ApiError, ErrorResponse};
 
-/// Disk free below this: failing (the database cannot grow).
-const DISK_CRITICAL: u64 = 64 * 1024 * 1024;
-/// Disk free below this: degraded.
-const DISK_LOW: u64 = 1024 * 1024 * 1024;
+use crate::api::disk;
 
 /// The verdict, and for a caller with `read` the facts behind it (every other field:
 /// absent for anyone else).
@@ -235,11 +233,10 @@ pub async fn health(
     let loaded = engine.is_loaded().await;
     let store_error = engine.store_failure();
     let datadir = engine.datadir().to_path_buf();
-    let disk = tokio::task::spawn_blocking(move || rustix::fs::statvfs(&datadir).ok())
+    let disk = tokio::task::spawn_blocking(move || disk::space(&datadir).ok())
         .await
         .ok()
-        .flatten()
-        .map(|s| (s.f_bavail * s.f_frsize, s.f_blocks * s.f_frsize));
+        .flatten();
     let tasks = engine.tasks();
     let backup = state.backups.status();
     let backup_age = backup
@@ -254,10 +251,10 @@ pub async fn health(
         failing.push("the wallet database stopped after a storage error".into());
     }
     match disk {
-        Some((free, _)) if free < DISK_CRITICAL => {
-            failing.push(format!("the disk is nearly full ({free} bytes free)"))
-        }
-        Some((free, _)) if free < DISK_LOW => {
+        Some((free, _)) if free < disk::RESERVE => failing.push(format!(
+            "the disk is nearly full ({free} bytes free): berthd refuses changes until space is freed"
+        )),
+        Some((free, _)) if free < disk::LOW => {
             degraded.push(format!("the disk is low ({free} bytes free)"))
         }
         _ => {}

@@ -12,6 +12,7 @@
 
 pub mod auth;
 pub mod control;
+pub mod disk;
 pub mod error;
 pub mod health;
 pub mod host;
@@ -64,6 +65,8 @@ pub struct AppState {
     pub requests: metrics::RequestMetrics,
     /// Scheduled backups and fresh ones for download.
     pub backups: Arc<crate::engine::backup::service::Backups>,
+    /// The free space kept in reserve: changes are refused inside it (`disk`).
+    pub disk: Arc<disk::DiskReserve>,
     /// The box's claim (`POST /api/v1/claim`).
     pub claim: Arc<crate::access::claim::Claim>,
     /// What a pairing link names: the address, host name and TLS pin.
@@ -149,13 +152,19 @@ pub fn router(state: AppState, options: ApiOptions, beside: Router<AppState>) ->
         failures: Arc::clone(&state.failures),
     };
     let requests = state.requests.clone();
-    // Route layers run last added first: the scope check, then the idempotency records,
-    // so a caller without the route's scope learns nothing about any key.
+    let refuse_when_full = axum::middleware::from_fn_with_state(
+        Arc::clone(&state.disk),
+        disk::refuse_changes_when_full,
+    );
+    // Route layers run last added first: the scope check, then the disk reserve, then
+    // the idempotency records, so a caller without the route's scope learns nothing
+    // about any key, and a change refused for space leaves no key claimed.
     let protected = protected
         .route_layer(axum::middleware::from_fn_with_state(
             (state.engine.idempotency_keys(), Arc::clone(&table)),
             idempotency::layer,
         ))
+        .route_layer(refuse_when_full.clone())
         // After routing, so the matched path names the route.
         .route_layer(axum::middleware::from_fn_with_state(
             table,
@@ -167,8 +176,9 @@ pub fn router(state: AppState, options: ApiOptions, beside: Router<AppState>) ->
             auth::require_token,
         ));
     let mut app = public
-        .route("/api-docs/openapi.json", get(openapi_document))
         .merge(beside)
+        .route_layer(refuse_when_full)
+        .route("/api-docs/openapi.json", get(openapi_document))
         .merge(protected)
         .with_state(state)
         // `/health` says more to a caller with a credential.

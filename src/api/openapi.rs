@@ -22,7 +22,9 @@ are in satoshis. Errors are `{\"message\", \"code\"}`; 400 means malformed input
 wrong token, 403 a device token without the scope the endpoint needs, 404 an unknown path or id, \
 413 a body over the size limit, 422 a request the wallet's state forbids (for example, before a \
 wallet exists), 429 too many failed authentications from the caller's address (see \
-`Retry-After`), 503 an unreachable Ark server or chain source, 500 a genuine internal failure.
+`Retry-After`), 503 an unreachable Ark server or chain source (or a wallet database that stopped \
+after a storage failure, while berthd restarts), 507 a change refused because the disk under the \
+datadir is nearly full (nothing was changed; reads go on), 500 a genuine internal failure.
 
 The wallet is usable the moment `POST /api/v1/wallet/create` returns. After a restart, a request \
 that needs the wallet while it is being opened waits for that (at most 20 seconds) instead of \
@@ -62,6 +64,7 @@ pub fn finish(openapi: &mut utoipa::openapi::OpenApi, table: &crate::api::routes
     IdempotencyKeys(table).modify(openapi);
     BodyLimit.modify(openapi);
     HostCheck.modify(openapi);
+    DiskReserve.modify(openapi);
 }
 
 /// The documented operation of a route in the table, if there is one.
@@ -222,6 +225,38 @@ impl Modify for BodyLimit {
                     .responses
                     .entry("413".into())
                     .or_insert_with(|| response_ref("PayloadTooLarge"));
+            }
+        }
+    }
+}
+
+/// Adds the 507 of the disk reserve (`api::disk`) to every operation it can refuse.
+struct DiskReserve;
+
+impl Modify for DiskReserve {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use axum::http::Method;
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.responses.insert(
+            "InsufficientStorage".into(),
+            RefOr::T(error_response(
+                "The disk under the datadir is nearly full: nothing was changed (reads go on)",
+            )),
+        );
+        for (path, item) in openapi.paths.paths.iter_mut() {
+            for (method, op) in [
+                (Method::POST, &mut item.post),
+                (Method::PUT, &mut item.put),
+                (Method::PATCH, &mut item.patch),
+            ] {
+                if let Some(op) = op
+                    && !crate::api::disk::exempt(&method, path)
+                {
+                    op.responses
+                        .responses
+                        .entry("507".into())
+                        .or_insert_with(|| response_ref("InsufficientStorage"));
+                }
             }
         }
     }

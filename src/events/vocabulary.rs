@@ -42,4 +42,7 @@ pub enum EventKind {
     /// A scheduled backup failed (the first of a run of failures; opt-in, like the
     /// alerts).
     BackupFailed,
+    /// The disk under the datadir entered the reserve berthd keeps free, and changes
+    /// are refused (`api::disk`; opt-in, like the alerts).
+    DiskFull,
 }

@@ -134,6 +134,36 @@ impl Daemon {
         Err("no /ping answer within 20 s".into())
     }
 
+    /// Start with extra environment, berthd's stderr going to the file `log`, and wait
+    /// for `/ping`.
+    pub fn start_logged(datadir: &Path, args: &[&str], env: &[(&str, &str)], log: &Path) -> Daemon {
+        let file = std::fs::File::create(log).expect("create the log");
+        let mut daemon = Self::spawn_with(datadir, args, Stdio::from(file), env);
+        wait_until("berthd answers /ping", 20, || {
+            if let Some(status) = daemon.child.try_wait().expect("try_wait") {
+                let log = std::fs::read_to_string(log).unwrap_or_default();
+                panic!("berthd exited with {status}: {log}");
+            }
+            matches!(
+                try_request(daemon.port, "GET", "/ping", &[], None),
+                Ok((200, _))
+            )
+        });
+        daemon
+    }
+
+    /// Wait up to `secs` for the process to exit on its own: its exit status.
+    pub fn wait_exit(&mut self, secs: u64) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        while Instant::now() < deadline {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+
     pub fn get(&self, path: &str, headers: &[(&str, &str)]) -> (u16, String) {
         request(self.port, "GET", path, headers, None)
     }

@@ -92,7 +92,9 @@ pub enum WalletNotification {
 /// confirmed balance does not cover the fees of exiting every VTXO),
 /// `ark-server-unreachable`; `seed-recovery` (once, when an imported wallet is
 /// created: what seed recovery restored, and the VTXOs it found but could not
-/// restore); and `backup-failed` (a scheduled backup failed; once until one succeeds).
+/// restore); `backup-failed` (a scheduled backup failed; once until one succeeds); and
+/// `disk-full` (the disk under the datadir is nearly full and changes are refused; once
+/// until it has space again).
 #[derive(Debug, Serialize, ToSchema)]
 pub struct AlertNotification {
     /// The alert's type, as named in `types=`.
@@ -186,7 +188,7 @@ pub struct TypeFilter(HashSet<EventKind>);
 /// (`types=` absent) receives it: barkd's three are sent to everyone; Berth's own
 /// (alerts, from later issues) only to clients that name them, so a strict barkd
 /// client never meets a `type` it does not know.
-const TYPES: [(EventKind, &str, bool); 10] = [
+const TYPES: [(EventKind, &str, bool); 11] = [
     (EventKind::MovementCreated, "movement-created", true),
     (EventKind::MovementUpdated, "movement-updated", true),
     (EventKind::ChannelLagging, "channel-lagging", true),
@@ -201,6 +203,7 @@ const TYPES: [(EventKind, &str, bool); 10] = [
     ),
     (EventKind::SeedRecovery, "seed-recovery", false),
     (EventKind::BackupFailed, "backup-failed", false),
+    (EventKind::DiskFull, "disk-full", false),
 ];
 
 /// Every notification type's API name (the console's overview listens for them all).
@@ -276,7 +279,7 @@ fn revoked() -> ApiError {
 }
 
 fn store_failure(e: crate::store::StoreError) -> ApiError {
-    ApiError::internal("reading the event log", e)
+    ApiError::store("reading the event log", e)
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
@@ -291,7 +294,7 @@ pub struct WaitQuery {
     /// Berth extension: comma-separated notification types to return (default
     /// `movement-created,movement-updated,channel-lagging`). The autopilot's alerts
     /// (`vtxo-expiring`, `exit-started`, `exit-claimable`, `exit-reserve-low`,
-    /// `ark-server-unreachable`), `seed-recovery` and `backup-failed` (shape:
+    /// `ark-server-unreachable`), `seed-recovery`, `backup-failed` and `disk-full` (shape:
     /// `AlertNotification`) come only when named here.
     pub types: Option<String>,
     /// Berth extension: seconds to wait when there is nothing to return yet (0 to 30,
@@ -736,6 +739,7 @@ mod tests {
             EventKind::ArkServerUnreachable,
             EventKind::SeedRecovery,
             EventKind::BackupFailed,
+            EventKind::DiskFull,
         ];
         for kind in kinds {
             // Exhaustive: a new kind fails to compile here until it is listed above.
@@ -749,7 +753,8 @@ mod tests {
                 | EventKind::ExitReserveLow
                 | EventKind::ArkServerUnreachable
                 | EventKind::SeedRecovery
-                | EventKind::BackupFailed => {}
+                | EventKind::BackupFailed
+                | EventKind::DiskFull => {}
             }
             let (_, name, _) = TYPES
                 .iter()
