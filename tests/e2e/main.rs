@@ -9,6 +9,7 @@
 
 mod backup_restore;
 mod barkd_fidelity;
+mod chaos;
 mod console_funding;
 #[path = "../harness/mod.rs"]
 mod harness;

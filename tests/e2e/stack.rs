@@ -827,6 +827,11 @@ impl Berthd {
         self.daemon().port
     }
 
+    /// The `Authorization` header value of its full token.
+    pub fn authorization(&self) -> String {
+        format!("Bearer {}", self.token)
+    }
+
     fn call(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
         let (status, _, value) = self.call_with(method, path, body, &[]);
         (status, value)

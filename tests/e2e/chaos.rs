@@ -1,0 +1,503 @@
+//! The chaos loop (`scripts/chaos`, issue 26): two berthds on the regtest stack make
+//! real payments (arkoor payments to each other, boards, refreshes in rounds, sends
+//! on-chain out of Ark) while one of them is SIGKILLed at a random moment of each
+//! cycle, mid-request or just after. After every kill:
+//!
+//! - `berthd store check` on the killed one's datadir (its invariants: no VTXO both
+//!   spendable and spent, no orphaned lock, counters ahead of ids);
+//! - the client retries a request that was cut off with its `Idempotency-Key`, as a
+//!   phone app would: it must either run now for the first time or be refused (409)
+//!   because it may have run; never run twice;
+//! - both wallets are driven to rest (rounds triggered, blocks mined, syncs) and must
+//!   get there within 120 s: pending rounds and boards resume, no movement stays
+//!   pending;
+//! - every acknowledged operation is in its wallet's history exactly once, and an
+//!   operation cut off is there at most once;
+//! - each wallet's Ark balance equals the sum of its successful movements; arkoor
+//!   payments sent equal those received across the two wallets; every send on-chain
+//!   in the history paid its address exactly its amount on chain, and no address of an
+//!   operation that left no movement received anything.
+//!
+//! It prints a table of operations and outcomes and the discrepancies found (the test
+//! fails on any). `CHAOS_CYCLES` (default 100) and `CHAOS_SEED` (default: the clock;
+//! printed, so a run can be repeated).
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::harness;
+use crate::stack::{Berthd, Stack};
+
+/// A small deterministic generator (xorshift64*): a seed repeats a run's choices.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Kind {
+    Arkoor,
+    Board,
+    Refresh,
+    SendOnchain,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Arkoor => "arkoor payment",
+            Kind::Board => "board",
+            Kind::Refresh => "refresh (round)",
+            Kind::SendOnchain => "send on-chain",
+        }
+    }
+}
+
+/// How an operation ended, as the client and then the wallet's history saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Outcome {
+    /// Answered 200 before the kill: in the history once.
+    Acknowledged,
+    /// Refused before the kill (e.g. not enough funds): nothing happened.
+    Refused,
+    /// Cut off, and the retry with its key ran it (it had not started): once.
+    RetriedRan,
+    /// Cut off, the retry was refused as possibly run (409), and it had run: once.
+    CutApplied,
+    /// Cut off, refused on retry, and it had not run: nothing happened.
+    CutNotApplied,
+}
+
+impl Outcome {
+    fn name(self) -> &'static str {
+        match self {
+            Outcome::Acknowledged => "acknowledged",
+            Outcome::Refused => "refused",
+            Outcome::RetriedRan => "cut, retry ran it",
+            Outcome::CutApplied => "cut, had run",
+            Outcome::CutNotApplied => "cut, had not run",
+        }
+    }
+}
+
+/// An operation asked of one wallet.
+struct Op {
+    kind: Kind,
+    path: &'static str,
+    body: Value,
+    /// For arkoor payments and sends on-chain: the destination, new for each operation,
+    /// by which a movement is matched to it.
+    destination: Option<String>,
+    amount: u64,
+}
+
+fn history(wallet: &Berthd) -> Vec<Value> {
+    wallet
+        .get_ok("/api/v1/history")
+        .as_array()
+        .expect("history")
+        .clone()
+}
+
+fn subsystem(m: &Value) -> (&str, &str) {
+    (
+        m["subsystem"]["name"].as_str().unwrap_or_default(),
+        m["subsystem"]["kind"].as_str().unwrap_or_default(),
+    )
+}
+
+/// The movements of `history` that carry out `op` (matched by its unique destination,
+/// or for a board by its amount among the boards newer than `after`).
+fn matching<'a>(history: &'a [Value], op: &Op, after: u64) -> Vec<&'a Value> {
+    history
+        .iter()
+        .filter(|m| m["id"].as_u64().is_some_and(|id| id > after))
+        .filter(|m| match (&op.destination, op.kind) {
+            (Some(destination), _) => m["sent_to"]
+                .as_array()
+                .is_some_and(|to| to.iter().any(|d| d["destination"]["value"] == *destination)),
+            (None, Kind::Board) => {
+                subsystem(m).0.contains("board")
+                    && m["effective_balance_sat"].as_i64() == Some(op.amount as i64)
+            }
+            (None, _) => false,
+        })
+        .collect()
+}
+
+fn new_ark_address(wallet: &Berthd) -> String {
+    wallet.post_ok("/api/v1/wallet/addresses/next", json!({}))["address"]
+        .as_str()
+        .expect("address")
+        .to_string()
+}
+
+/// Choose the next operation (an arkoor payment goes to `payee`).
+fn choose(rng: &mut Rng, stack: &Stack, payee: &Berthd, cycle: u64) -> Op {
+    match rng.below(20) {
+        0..=9 => {
+            let amount = 1_000 + rng.below(20_000);
+            let destination = new_ark_address(payee);
+            Op {
+                kind: Kind::Arkoor,
+                path: "/api/v1/wallet/send",
+                body: json!({"destination": destination, "amount_sat": amount}),
+                destination: Some(destination),
+                amount,
+            }
+        }
+        10..=12 => {
+            let amount = 10_000 + rng.below(20_000);
+            let destination = stack.bitcoind.new_address();
+            Op {
+                kind: Kind::SendOnchain,
+                path: "/api/v1/wallet/send-onchain",
+                body: json!({"destination": destination, "amount_sat": amount}),
+                destination: Some(destination),
+                amount,
+            }
+        }
+        13..=15 => {
+            // Unique amounts: a board is matched to its movement by its amount.
+            let amount = 20_000 + cycle * 100 + rng.below(100);
+            Op {
+                kind: Kind::Board,
+                path: "/api/v1/boards/board-amount",
+                body: json!({"amount_sat": amount}),
+                destination: None,
+                amount,
+            }
+        }
+        _ => Op {
+            kind: Kind::Refresh,
+            path: "/api/v1/wallet/refresh/all",
+            body: json!({}),
+            destination: None,
+            amount: 0,
+        },
+    }
+}
+
+/// POST with an idempotency key; `None` when the connection failed or was cut.
+fn post_keyed(port: u16, auth: &str, path: &str, body: &Value, key: &str) -> Option<(u16, Value)> {
+    let body = body.to_string();
+    let headers = [("Authorization", auth), ("Idempotency-Key", key)];
+    let (status, raw) = harness::try_request(port, "POST", path, &headers, Some(&body)).ok()?;
+    if status == 0 {
+        return None;
+    }
+    let text = harness::body_of(&raw);
+    Some((status, serde_json::from_str(text).unwrap_or(Value::Null)))
+}
+
+/// Drive both wallets to rest: rounds run, boards confirm, payments arrive. `Err`
+/// says what never settled; movements found pending then are added to `stuck` (by
+/// wallet and id) and not waited for again, so one stuck movement is reported once
+/// instead of costing every later cycle the whole wait.
+fn settle(
+    stack: &Stack,
+    wallets: &[Berthd; 2],
+    stuck: &mut std::collections::BTreeSet<(usize, u64)>,
+) -> Result<(), String> {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let mut busy = Vec::new();
+        let mut pending_ids = Vec::new();
+        for (index, wallet) in wallets.iter().enumerate() {
+            let _ = wallet.post("/api/v1/wallet/sync", json!({}));
+            let _ = wallet.post("/api/v1/onchain/sync", json!({}));
+            let (status, rounds) = wallet.get("/api/v1/wallet/rounds");
+            if status != 200 {
+                busy.push(format!("{}: rounds answer {status}", wallet.name));
+            } else if rounds.as_array().is_some_and(|r| !r.is_empty()) {
+                busy.push(format!("{}: a round is pending", wallet.name));
+            }
+            let (status, movements) = wallet.get("/api/v1/history");
+            if status == 200 {
+                let pending: Vec<u64> = movements
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter(|m| m["status"] == "pending")
+                    .filter_map(|m| m["id"].as_u64())
+                    .filter(|id| !stuck.contains(&(index, *id)))
+                    .collect();
+                if !pending.is_empty() {
+                    busy.push(format!("{}: movements {pending:?} pending", wallet.name));
+                }
+                pending_ids.extend(pending.into_iter().map(|id| (index, id)));
+            }
+        }
+        if busy.is_empty() {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            stuck.extend(pending_ids);
+            return Err(format!("did not settle in 120 s: {}", busy.join("; ")));
+        }
+        if busy.iter().any(|b| b.contains("round")) {
+            stack.trigger_round();
+        }
+        std::thread::sleep(Duration::from_millis(500));
+        stack.bitcoind.mine(1);
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+fn store_check(datadir: &std::path::Path) -> Result<(), String> {
+    let out = harness::berthd(datadir, &["store", "check"]);
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "store check: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ))
+    }
+}
+
+fn sats(btc: &Value) -> u64 {
+    (btc.as_f64().expect("an amount in BTC") * 100_000_000.0).round() as u64
+}
+
+/// The invariants that hold at rest; each broken one, said.
+fn check_at_rest(stack: &Stack, wallets: &[Berthd; 2], onchain_ops: &[String]) -> Vec<String> {
+    let mut broken = Vec::new();
+    let mut sent_arkoor = 0i64;
+    let mut received_arkoor = 0i64;
+    let mut paid_onchain: BTreeMap<String, u64> = BTreeMap::new();
+    for wallet in wallets {
+        let balance = wallet.get_ok("/api/v1/wallet/balance");
+        let movements = history(wallet);
+        let successful = movements.iter().filter(|m| m["status"] == "successful");
+        let sum: i64 = successful
+            .clone()
+            .map(|m| m["effective_balance_sat"].as_i64().unwrap_or_default())
+            .sum();
+        let total = balance["total_sat"].as_i64().expect("total_sat");
+        if sum != total {
+            broken.push(format!(
+                "{}: Ark balance {total} sat, but its successful movements add up to {sum}",
+                wallet.name
+            ));
+        }
+        for m in successful {
+            match subsystem(m) {
+                ("bark.arkoor", "send") => {
+                    sent_arkoor -= m["effective_balance_sat"].as_i64().unwrap_or_default()
+                }
+                ("bark.arkoor", "receive") => {
+                    received_arkoor += m["effective_balance_sat"].as_i64().unwrap_or_default()
+                }
+                _ => {}
+            }
+            for to in m["sent_to"].as_array().into_iter().flatten() {
+                if let (Some(address), Some(amount)) = (
+                    to["destination"]["value"].as_str(),
+                    to["amount_sat"].as_u64(),
+                ) && onchain_ops.iter().any(|a| a == address)
+                {
+                    *paid_onchain.entry(address.to_string()).or_default() += amount;
+                }
+            }
+        }
+    }
+    if sent_arkoor != received_arkoor {
+        broken.push(format!(
+            "arkoor payments: {sent_arkoor} sat sent, {received_arkoor} sat received"
+        ));
+    }
+    for address in onchain_ops {
+        let received = sats(
+            &stack
+                .bitcoind
+                .rpc("getreceivedbyaddress", json!([address, 1])),
+        );
+        let expected = paid_onchain.get(address).copied().unwrap_or(0);
+        if received != expected {
+            broken.push(format!(
+                "{address} received {received} sat on chain; the histories say {expected}"
+            ));
+        }
+    }
+    broken
+}
+
+#[test]
+#[ignore = "tool: the chaos loop over real payments, run by scripts/chaos"]
+fn tool_chaos_loop() {
+    let cycles: u64 = std::env::var("CHAOS_CYCLES")
+        .ok()
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(100);
+    let seed: u64 = std::env::var("CHAOS_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .expect("clock")
+                .as_nanos() as u64
+                | 1
+        });
+    println!("chaos: seed {seed}, {cycles} cycles (CHAOS_SEED={seed} repeats this run)");
+    let mut rng = Rng(seed);
+    let stack = Stack::start("tool_chaos_loop");
+    let started = Instant::now();
+    let mut wallets = [stack.berthd("alice"), stack.berthd("bob")];
+    for wallet in &wallets {
+        crate::fund_onchain(&stack, wallet, 5_000_000);
+    }
+    for wallet in &wallets {
+        crate::board_and_confirm(&stack, wallet, 1_000_000);
+    }
+
+    let mut table: BTreeMap<(Kind, Outcome), u64> = BTreeMap::new();
+    let mut discrepancies: Vec<String> = Vec::new();
+    let mut onchain_ops: Vec<String> = Vec::new();
+    let mut kills_mid_request = 0u64;
+    let mut store_checks = 0u64;
+    let mut stuck = std::collections::BTreeSet::new();
+    for cycle in 0..cycles {
+        let actor = rng.below(2) as usize;
+        let other = 1 - actor;
+        // Most kills hit the wallet doing the operation; some the other one.
+        let victim = if rng.below(4) == 0 { other } else { actor };
+        let op = choose(&mut rng, &stack, &wallets[other], cycle);
+        let newest = |w: &Berthd| {
+            history(w)
+                .iter()
+                .filter_map(|m| m["id"].as_u64())
+                .max()
+                .unwrap_or(0)
+        };
+        let before = newest(&wallets[actor]);
+        let key = format!("chaos-{seed}-{cycle}");
+        let (port, auth) = (wallets[actor].port(), wallets[actor].authorization());
+        let (path, body, request_key) = (op.path, op.body.clone(), key.clone());
+        let request =
+            std::thread::spawn(move || post_keyed(port, &auth, path, &body, &request_key));
+        std::thread::sleep(Duration::from_millis(rng.below(800)));
+        wallets[victim].kill();
+        let answer = request.join().expect("request thread");
+        let cut = answer.is_none();
+        if cut {
+            kills_mid_request += 1;
+        }
+        if let Err(e) = store_check(&wallets[victim].datadir) {
+            discrepancies.push(format!("cycle {cycle}: {}: {e}", wallets[victim].name));
+        }
+        store_checks += 1;
+        wallets[victim].restart();
+
+        let mut acknowledged_id = None;
+        let outcome = match answer {
+            Some((200, reply)) => {
+                acknowledged_id = reply["movement_id"].as_u64();
+                Outcome::Acknowledged
+            }
+            Some((status, _)) if (400..500).contains(&status) || status == 503 => Outcome::Refused,
+            Some((status, reply)) => {
+                discrepancies.push(format!(
+                    "cycle {cycle}: {} answered {status}: {reply}",
+                    op.kind.name()
+                ));
+                Outcome::Refused
+            }
+            None => {
+                // The phone retries with the same key once berthd is back.
+                let (port, auth) = (wallets[actor].port(), wallets[actor].authorization());
+                match post_keyed(port, &auth, op.path, &op.body, &key) {
+                    Some((200, reply)) => {
+                        acknowledged_id = reply["movement_id"].as_u64();
+                        Outcome::RetriedRan
+                    }
+                    // 409: it may have run, so it is not run again; found out below.
+                    _ => Outcome::CutNotApplied,
+                }
+            }
+        };
+
+        if let Err(e) = settle(&stack, &wallets, &mut stuck) {
+            discrepancies.push(format!("cycle {cycle}: {e}"));
+        }
+        let after = history(&wallets[actor]);
+        let found = matching(&after, &op, before);
+        let outcome = match (outcome, op.kind) {
+            (_, Kind::Refresh) => outcome,
+            (Outcome::CutNotApplied, _) if found.len() == 1 => Outcome::CutApplied,
+            _ => outcome,
+        };
+        if op.kind != Kind::Refresh {
+            let expected = match outcome {
+                Outcome::Acknowledged | Outcome::RetriedRan | Outcome::CutApplied => 1,
+                Outcome::Refused | Outcome::CutNotApplied => 0,
+            };
+            if found.len() != expected {
+                discrepancies.push(format!(
+                    "cycle {cycle}: {} ({}) is in the history {} times, not {expected}",
+                    op.kind.name(),
+                    outcome.name(),
+                    found.len()
+                ));
+            }
+            if let Some(id) = acknowledged_id
+                && after
+                    .iter()
+                    .filter(|m| m["id"].as_u64() == Some(id))
+                    .count()
+                    != 1
+            {
+                discrepancies.push(format!(
+                    "cycle {cycle}: acknowledged movement {id} is not in the history once"
+                ));
+            }
+        }
+        if op.kind == Kind::SendOnchain {
+            onchain_ops.push(op.destination.clone().expect("address"));
+        }
+        for broken in check_at_rest(&stack, &wallets, &onchain_ops) {
+            discrepancies.push(format!("cycle {cycle}: {broken}"));
+        }
+        *table.entry((op.kind, outcome)).or_default() += 1;
+        println!(
+            "chaos: cycle {cycle}: {} by {}, {} killed{}: {}",
+            op.kind.name(),
+            wallets[actor].name,
+            wallets[victim].name,
+            if cut { " mid-request" } else { "" },
+            outcome.name()
+        );
+    }
+
+    println!();
+    println!("| operation | outcome | cycles |");
+    println!("|---|---|---|");
+    for ((kind, outcome), n) in &table {
+        println!("| {} | {} | {n} |", kind.name(), outcome.name());
+    }
+    println!();
+    println!(
+        "chaos: {cycles} cycles, {cycles} SIGKILLs ({kills_mid_request} mid-request), \
+         {store_checks} store checks, {} discrepancies, {:.0} s (seed {seed})",
+        discrepancies.len(),
+        started.elapsed().as_secs_f64()
+    );
+    for d in &discrepancies {
+        println!("chaos: discrepancy: {d}");
+    }
+    assert!(discrepancies.is_empty(), "{discrepancies:#?}");
+}
