@@ -247,9 +247,8 @@ fn settle(
             stuck.extend(pending_ids);
             return Err(format!("did not settle in 120 s: {}", busy.join("; ")));
         }
-        if busy.iter().any(|b| b.contains("round")) {
-            stack.trigger_round();
-        }
+        // A pending refresh may wait for a round that has not started yet.
+        stack.trigger_round();
         std::thread::sleep(Duration::from_millis(500));
         stack.bitcoind.mine(1);
         std::thread::sleep(Duration::from_millis(500));
