@@ -707,6 +707,52 @@ async fn movements_create_update_list() {
 }
 
 #[tokio::test]
+async fn pending_movements_are_listed_by_subsystem() {
+    let (_dir, db) = fresh_store();
+    let round = bark::movement::MovementSubsystem {
+        name: "bark.round".into(),
+        kind: "refresh".into(),
+    };
+    let test = subsystem();
+    let created =
+        |subsystem| db.create_new_movement(MovementStatus::Pending, subsystem, now_ms(), None);
+    let a = created(&round).await.expect("a");
+    let other = created(&test).await.expect("other");
+    let finished = created(&round).await.expect("finished");
+    let with_inputs = created(&round).await.expect("with inputs");
+
+    let mut m = db.get_movement_by_id(finished).await.expect("read");
+    m.status = MovementStatus::Failed;
+    db.update_movement(&m).await.expect("fail it");
+    // As bark's refresh writes it right after creating it: its inputs and amounts.
+    let mut m = db.get_movement_by_id(with_inputs).await.expect("read");
+    m.input_vtxos.push(unknown_id());
+    m.effective_balance = SignedAmount::from_sat(-10);
+    db.update_movement(&m).await.expect("update");
+
+    let pending = db.pending_movements("bark.round").await.expect("list");
+    assert_eq!(
+        pending,
+        vec![
+            db.get_movement_by_id(a).await.expect("read"),
+            db.get_movement_by_id(with_inputs).await.expect("read"),
+        ],
+        "pending ones of that subsystem, whole, oldest first"
+    );
+    let pending = db.pending_movements(&test.name).await.expect("list");
+    assert_eq!(
+        pending.iter().map(|m| m.id).collect::<Vec<_>>(),
+        vec![other]
+    );
+    assert!(
+        db.pending_movements("bark.board")
+            .await
+            .expect("list")
+            .is_empty()
+    );
+}
+
+#[tokio::test]
 async fn movements_by_payment_method_follow_destinations() {
     let (_dir, db) = fresh_store();
     let script = PaymentMethod::OutputScript(ScriptBuf::new_p2a());

@@ -4,9 +4,17 @@
 //! Refresh calls only record the participation; bark's background daemon plays the
 //! round when the server runs one, and a later sync completes it once its funding
 //! transaction confirms.
+//!
+//! At wallet load, a refresh a crash cut off between its movement and its round state
+//! is finished as failed ([`Engine::fail_orphaned_round_movements`]).
+
+use std::collections::HashSet;
 
 use ark::VtxoId;
+use bark::movement::{Movement, MovementId, MovementStatus};
 use bark::persist::models::StoredRoundState;
+use bark::subsystem::Subsystem;
+use bark::vtxo::VtxoLockHolder;
 
 use super::{Engine, EngineError};
 
@@ -240,6 +248,96 @@ impl Engine {
         Ok(all
             .into_iter()
             .filter(|v| ids.contains(&v.vtxo.id()))
+            .collect())
+    }
+}
+
+impl Engine {
+    /// Finish as failed every pending round movement that no stored round state names
+    /// (the load goes on whatever happens; failures are logged).
+    ///
+    /// bark 0.8's `join_next_round` and `join_delegated_round` write a refresh in
+    /// separate transactions: the movement (pending, `bark.round`), its inputs and
+    /// amounts, and only then the round state that names it. A SIGKILL in between
+    /// leaves a pending movement that nothing in bark ever finishes: bark drives only
+    /// stored round states, and reads no pending movement at load. bark's own guard
+    /// fails the movement when the join is dropped in-process; this does the same
+    /// after a crash, as bark's `persist_round_failure` would: release the inputs
+    /// from the movement's lock (a no-op in 0.8, which locks them only when an
+    /// attempt starts), then mark it failed (bark notifies it, and the event
+    /// recorder records it).
+    ///
+    /// Safe for an interactive join: nothing reached the server. A delegated join may
+    /// have been taken by the server before the kill; bark's mailbox recovery then
+    /// rebuilds the round with no movement and claims its outputs, and this movement
+    /// stays failed, as after a join dropped in-process (docs/reliability.md).
+    ///
+    /// Must run before anything can join a round (the wallet's tasks, the API), or it
+    /// could fail a join in its window; and after the event recorder starts.
+    pub(super) async fn fail_orphaned_round_movements(&self, wallet: &bark::Wallet) {
+        let orphans = match self.orphaned_round_movements(wallet).await {
+            Ok(orphans) => orphans,
+            Err(e) => {
+                tracing::error!(error = %format!("{e:#}"),
+                    "cannot check for refreshes a crash left pending; they stay pending");
+                return;
+            }
+        };
+        for movement in orphans {
+            let id = movement.id;
+            let finished = async {
+                wallet
+                    .unlock_vtxos(&movement.input_vtxos, Some(VtxoLockHolder::Movement { id }))
+                    .await?;
+                wallet
+                    .movements_mgr()
+                    .finish_movement(id, MovementStatus::Failed)
+                    .await?;
+                anyhow::Ok(())
+            };
+            match finished.await {
+                Ok(()) => tracing::warn!(
+                    movement_id = id.0,
+                    kind = %movement.subsystem.kind,
+                    inputs = movement.input_vtxos.len(),
+                    "a round movement a crash left pending with no round state: marked failed"
+                ),
+                Err(e) => tracing::error!(
+                    movement_id = id.0,
+                    error = %format!("{e:#}"),
+                    "cannot mark as failed a round movement a crash left pending"
+                ),
+            }
+        }
+    }
+
+    /// The pending `bark.round` movements no stored round state names.
+    async fn orphaned_round_movements(
+        &self,
+        wallet: &bark::Wallet,
+    ) -> anyhow::Result<Vec<Movement>> {
+        use anyhow::Context as _;
+        let pending = self
+            .store
+            .pending_movements(Subsystem::ROUND.as_name())
+            .await
+            .context("listing pending round movements")?;
+        if pending.is_empty() {
+            return Ok(pending);
+        }
+        let named: HashSet<MovementId> = wallet
+            .pending_round_states()
+            .await
+            .context("listing round states")?
+            .iter()
+            .filter_map(|state| match state.state().lock_holder() {
+                Some(VtxoLockHolder::Movement { id }) => Some(id),
+                _ => None,
+            })
+            .collect();
+        Ok(pending
+            .into_iter()
+            .filter(|m| !named.contains(&m.id))
             .collect())
     }
 }

@@ -70,6 +70,12 @@ impl<R: Record> Envelope<'_, R> {
 
     /// Decode the value, whatever version of ours wrote it.
     pub fn decode(&self) -> Result<R::Value, StoreError> {
+        let (version, payload) = self.versioned_payload()?;
+        R::decode_payload(version, payload)
+    }
+
+    /// The version byte, checked to be one of ours, and the payload after it.
+    fn versioned_payload(&self) -> Result<(u8, &[u8]), StoreError> {
         let Some((&version, payload)) = self.bytes.split_first() else {
             return Err(StoreError::decode(R::TYPE_NAME, "empty value"));
         };
@@ -82,7 +88,7 @@ impl<R: Record> Envelope<'_, R> {
                 ),
             ));
         }
-        R::decode_payload(version, payload)
+        Ok((version, payload))
     }
 }
 
@@ -184,6 +190,28 @@ json_record!(
     /// `bark::movement::Movement` as JSON.
     MovementRecord, bark::movement::Movement, "berth.movement"
 );
+/// A movement's status and subsystem, read without the rest of it: what a scan for
+/// the movements of one subsystem in one status filters on. The full decode builds
+/// every destination (parsing invoices and offers) and VTXO id list, which such a
+/// scan would throw away for all but a handful of movements.
+#[derive(Debug, serde::Deserialize)]
+pub struct MovementHead {
+    pub status: bark::movement::MovementStatus,
+    pub subsystem: bark::movement::MovementSubsystem,
+}
+
+impl Envelope<'_, MovementRecord> {
+    /// The [`MovementHead`] of this movement. Every version so far is JSON of bark's
+    /// `Movement`, whose `status` and `subsystem` fields the head reads (serde skips
+    /// the other fields without building them).
+    pub fn decode_head(&self) -> Result<MovementHead, StoreError> {
+        // A new version of the record must teach this function how its head reads.
+        const _: () = assert!(<MovementRecord as Record>::VERSION == 1);
+        let (_version, payload) = self.versioned_payload()?;
+        json_decode(MovementRecord::TYPE_NAME, payload)
+    }
+}
+
 json_record!(
     /// One entry of a VTXO's state history: `bark::vtxo::VtxoState` as JSON.
     VtxoStateRecord, bark::vtxo::VtxoState, "berth.vtxo_state"

@@ -893,12 +893,28 @@ impl Berthd {
         }
     }
 
-    /// Start again on the same datadir (after [`Berthd::kill`]). Returns once berthd
-    /// answers `/ping`, as a client would see it come back: a request that needs the
-    /// wallet then waits for the load under way (`LOAD_WAIT`), as barkd's would find
-    /// its wallet open.
+    /// SIGTERM, and wait for a clean exit: its shutdown ran and its store is closed,
+    /// so a test may open it.
+    pub fn stop(&mut self) {
+        if let Some(daemon) = self.daemon.take() {
+            let (status, _) = daemon.terminate();
+            assert!(
+                status.success(),
+                "{}: berthd exited with {status} on SIGTERM",
+                self.name
+            );
+        }
+    }
+
+    /// Start again on the same datadir (after [`Berthd::kill`] or [`Berthd::stop`]).
+    /// Returns once berthd answers `/ping`, as a client would see it come back: a
+    /// request that needs the wallet then waits for the load under way (`LOAD_WAIT`),
+    /// as barkd's would find its wallet open.
     pub fn restart(&mut self) {
-        assert!(self.daemon.is_none(), "restart a killed berthd only");
+        assert!(
+            self.daemon.is_none(),
+            "restart a killed or stopped berthd only"
+        );
         self.daemon = Some(Daemon::start(&self.datadir, &["-v"]));
     }
 }

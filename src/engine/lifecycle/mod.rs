@@ -427,8 +427,9 @@ impl Engine {
     }
 
     /// Make an opened wallet the loaded one (the caller holds the lifecycle lock):
-    /// record how its creation went, then start the event recorder, then the work that
-    /// makes bark notify, so none of its notifications can be missed.
+    /// record how its creation went, then start the event recorder, fail the refreshes
+    /// a crash left without a round state (`rounds`), then start the work that makes
+    /// bark notify, so none of its notifications can be missed.
     async fn install(self: &Arc<Self>, opened: Opened) {
         if let Some(found) = opened.recovery {
             if let Err(e) = self
@@ -445,6 +446,9 @@ impl Engine {
             self.announce_recovery(&found).await;
         }
         self.start_recorder(&opened.wallet.wallet).await;
+        // Between the two: its notifications are recorded, and no join can be under way.
+        self.fail_orphaned_round_movements(&opened.wallet.wallet)
+            .await;
         self.start_wallet_tasks(opened.wallet.clone()).await;
         *self.loaded.write().await = Some(opened.wallet);
         self.opening.send_replace(false);

@@ -258,6 +258,31 @@ impl Store {
         .await
     }
 
+    /// Every pending movement of `subsystem` (its name, e.g. `bark.round`), oldest id
+    /// first, read in one transaction. Only those are fully decoded: the rest of the
+    /// history is scanned by status and subsystem alone ([`MovementHead`]), so a check
+    /// at wallet load stays cheap on a long history.
+    ///
+    /// [`MovementHead`]: crate::store::codec::MovementHead
+    pub async fn pending_movements(&self, subsystem: &str) -> Result<Vec<Movement>, StoreError> {
+        const CTX: &str = "listing pending movements";
+        let subsystem = subsystem.to_owned();
+        self.read(CTX, move |tx| {
+            let table = tx.open_table(MOVEMENTS).ctx(CTX)?;
+            let mut out = Vec::new();
+            for entry in table.iter().ctx(CTX)? {
+                let (_, value) = entry.ctx(CTX)?;
+                let stored = value.value();
+                let head = stored.decode_head()?;
+                if head.status == MovementStatus::Pending && head.subsystem.name == subsystem {
+                    out.push(stored.decode()?);
+                }
+            }
+            Ok(out)
+        })
+        .await
+    }
+
     /// The newest movement id handed out (0: none yet).
     pub async fn last_movement_id(&self) -> Result<u32, StoreError> {
         const CTX: &str = "reading the movement counter";
@@ -271,5 +296,137 @@ impl Store {
             Ok(u32::try_from(last).unwrap_or(u32::MAX))
         })
         .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use bark::movement::MovementDestination;
+    use bitcoin::Amount;
+    use bitcoin::secp256k1::{Secp256k1, SecretKey};
+    use lightning_invoice::{Currency, InvoiceBuilder, PaymentSecret};
+
+    use super::*;
+    use crate::store::StoreConfig;
+
+    fn subsystem(name: &str, kind: &str) -> MovementSubsystem {
+        MovementSubsystem {
+            name: name.into(),
+            kind: kind.into(),
+        }
+    }
+
+    /// A wallet with a long history, written in one transaction (one write per
+    /// movement, as bark makes them, would cost 20,000 fsyncs): every fifth movement
+    /// paid a BOLT11 invoice, the rest received on a custom method; three refreshes
+    /// are still pending among them. Only those three come back, and the scan's time
+    /// against a full decode of the history is printed (`--nocapture`), not asserted.
+    #[tokio::test]
+    async fn pending_movements_of_a_subsystem_in_a_long_history() {
+        const MOVEMENTS: u32 = 10_000;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (store, _) =
+            Store::open(&dir.path().join("w.redb"), &StoreConfig::default()).expect("open");
+        let secp = Secp256k1::new();
+        let key = SecretKey::from_slice(&[0x42; 32]).expect("valid secret key");
+        let invoice = InvoiceBuilder::new(Currency::Regtest)
+            .description("berth test".into())
+            .payment_hash(sha256::Hash::hash(&[7u8; 32]))
+            .payment_secret(PaymentSecret([9u8; 32]))
+            .duration_since_epoch(std::time::Duration::from_secs(1_700_000_000))
+            .min_final_cltv_expiry_delta(144)
+            .amount_milli_satoshis(21_000)
+            .build_signed(|hash| secp.sign_ecdsa_recoverable(hash, &key))
+            .expect("invoice builds");
+        let pending_refreshes = [17u32, 5_000, 9_999];
+        let now = chrono::Local::now();
+        store
+            .write("filling a long history", move |tx| {
+                for _ in 0..MOVEMENTS {
+                    let id = next_u32_id(tx, meta_keys::LAST_MOVEMENT_ID, "filling")?;
+                    let m = if pending_refreshes.contains(&id) {
+                        Movement::new(
+                            MovementId(id),
+                            MovementStatus::Pending,
+                            &subsystem("bark.round", "refresh"),
+                            now,
+                        )
+                    } else if id % 5 == 0 {
+                        let mut m = Movement::new(
+                            MovementId(id),
+                            MovementStatus::Successful,
+                            &subsystem("bark.lightning_send", "send"),
+                            now,
+                        );
+                        m.sent_to.push(MovementDestination::new(
+                            PaymentMethod::Invoice(ark::lightning::Invoice::Bolt11(
+                                invoice.clone(),
+                            )),
+                            Amount::from_sat(21),
+                        ));
+                        m
+                    } else {
+                        let mut m = Movement::new(
+                            MovementId(id),
+                            MovementStatus::Successful,
+                            &subsystem("bark.arkoor", "receive"),
+                            now,
+                        );
+                        m.received_on.push(MovementDestination::new(
+                            PaymentMethod::Custom(format!("payer-{id}")),
+                            Amount::from_sat(21_000),
+                        ));
+                        m
+                    };
+                    put_movement(tx, &m, "filling a long history")?;
+                }
+                Ok(())
+            })
+            .await
+            .expect("fill");
+        // A pending movement of another subsystem, and a finished refresh, stay out.
+        let other = create(
+            &store,
+            MovementStatus::Pending,
+            &subsystem("bark.board", "board"),
+            now,
+            None,
+        )
+        .await
+        .expect("board");
+        let finished = create(
+            &store,
+            MovementStatus::Failed,
+            &subsystem("bark.round", "refresh"),
+            now,
+            None,
+        )
+        .await
+        .expect("refresh");
+        assert!(other.0 > MOVEMENTS && finished.0 > other.0);
+
+        let started = Instant::now();
+        let pending = store.pending_movements("bark.round").await.expect("scan");
+        let scan = started.elapsed();
+        let ids: Vec<u32> = pending.iter().map(|m| m.id.0).collect();
+        assert_eq!(ids, pending_refreshes, "oldest first, only these");
+        assert!(pending.iter().all(|m| m.subsystem.kind == "refresh"));
+
+        let started = Instant::now();
+        let all = store
+            .movements_before(None, usize::MAX)
+            .await
+            .expect("full decode");
+        let full = started.elapsed();
+        assert_eq!(all.len(), MOVEMENTS as usize + 2);
+        println!(
+            "pending bark.round movements among {}: {:.1} ms (a full decode of the history: \
+             {:.1} ms)",
+            all.len(),
+            scan.as_secs_f64() * 1e3,
+            full.as_secs_f64() * 1e3
+        );
     }
 }
