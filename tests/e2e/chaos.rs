@@ -202,7 +202,8 @@ fn post_keyed(port: u16, auth: &str, path: &str, body: &Value, key: &str) -> Opt
     Some((status, serde_json::from_str(text).unwrap_or(Value::Null)))
 }
 
-/// Drive both wallets to rest: rounds run, boards confirm, payments arrive. `Err`
+/// Drive both wallets to rest: rounds run, boards confirm, payments arrive, nothing
+/// waits in bitcoind's mempool. `Err`
 /// says what never settled; movements found pending then are added to `stuck` (by
 /// wallet and id) and not waited for again, so one stuck movement is reported once
 /// instead of costing every later cycle the whole wait.
@@ -239,6 +240,17 @@ fn settle(
                 }
                 pending_ids.extend(pending.into_iter().map(|id| (index, id)));
             }
+        }
+        // A send on-chain is `successful` once broadcast: at rest its transaction is
+        // mined too, or the chain cannot be checked against the histories. (One that
+        // never reached the mempool is not waited for, and shows as a discrepancy.)
+        let unconfirmed = stack
+            .bitcoind
+            .rpc("getrawmempool", json!([]))
+            .as_array()
+            .map_or(0, Vec::len);
+        if unconfirmed > 0 {
+            busy.push(format!("{unconfirmed} transactions in bitcoind's mempool"));
         }
         if busy.is_empty() {
             return Ok(());

@@ -115,25 +115,7 @@ fn a_refresh_cut_off_before_its_round_state_is_failed_at_load() {
     // And the VTXO refreshes as any other.
     let round = alice.post_ok("/api/v1/wallet/refresh/vtxos", json!({"vtxos": [vtxo]}));
     assert_eq!(round["participation"]["inputs"], json!([vtxo]), "{round}");
-    stack.trigger_round();
-    let funding_txid = wait_for("the round's funding transaction", 60, || {
-        let rounds = alice.get_ok("/api/v1/wallet/rounds");
-        rounds[0]["funding_txid"].as_str().map(str::to_string)
-    });
-    wait_for("the round's funding tx in bitcoind's mempool", 30, || {
-        let mempool = stack.bitcoind.rpc("getrawmempool", json!([]));
-        mempool
-            .as_array()?
-            .iter()
-            .any(|t| t == funding_txid.as_str())
-            .then_some(())
-    });
-    stack.bitcoind.mine(1);
-    wait_for("the refresh to complete", 60, || {
-        alice.post_ok("/api/v1/wallet/sync", json!({}));
-        let rounds = alice.get_ok("/api/v1/wallet/rounds");
-        rounds.as_array()?.is_empty().then_some(())
-    });
+    stack.finish_round(&alice);
     let vtxos = alice.get_ok("/api/v1/wallet/vtxos");
     assert_eq!(vtxos.as_array().map(Vec::len), Some(1), "{vtxos}");
     assert_ne!(vtxos[0]["id"], vtxo.as_str(), "a new VTXO: {vtxos}");

@@ -520,25 +520,7 @@ fn refresh_send_onchain_and_offboard() {
         "{round}"
     );
     let round_started = Instant::now();
-    stack.trigger_round();
-    let funding_txid = wait_for("the round's funding transaction", 60, || {
-        let rounds = alice.get_ok("/api/v1/wallet/rounds");
-        rounds[0]["funding_txid"].as_str().map(str::to_string)
-    });
-    wait_for("the round's funding tx in bitcoind's mempool", 30, || {
-        let mempool = stack.bitcoind.rpc("getrawmempool", json!([]));
-        mempool
-            .as_array()?
-            .iter()
-            .any(|t| t == funding_txid.as_str())
-            .then_some(())
-    });
-    stack.bitcoind.mine(1);
-    wait_for("the refresh to complete", 60, || {
-        alice.post_ok("/api/v1/wallet/sync", json!({}));
-        let rounds = alice.get_ok("/api/v1/wallet/rounds");
-        rounds.as_array()?.is_empty().then_some(())
-    });
+    stack.finish_round(&alice);
     let round_secs = round_started.elapsed().as_secs_f64();
     let vtxos = alice.get_ok("/api/v1/wallet/vtxos");
     assert_eq!(vtxos.as_array().map(Vec::len), Some(1), "{vtxos}");

@@ -444,6 +444,31 @@ impl Stack {
         );
     }
 
+    /// Play the round `berthd` has joined to its end: trigger it, wait for its funding
+    /// transaction in the wallet and in bitcoind's mempool, mine it, and sync until the
+    /// wallet lists no pending round.
+    pub fn finish_round(&self, berthd: &Berthd) {
+        self.trigger_round();
+        let funding_txid = wait_for("the round's funding transaction", 60, || {
+            let rounds = berthd.get_ok("/api/v1/wallet/rounds");
+            rounds[0]["funding_txid"].as_str().map(str::to_string)
+        });
+        wait_for("the round's funding tx in bitcoind's mempool", 30, || {
+            let mempool = self.bitcoind.rpc("getrawmempool", json!([]));
+            mempool
+                .as_array()?
+                .iter()
+                .any(|t| t == funding_txid.as_str())
+                .then_some(())
+        });
+        self.bitcoind.mine(1);
+        wait_for("the round to complete", 60, || {
+            berthd.post_ok("/api/v1/wallet/sync", json!({}));
+            let rounds = berthd.get_ok("/api/v1/wallet/rounds");
+            rounds.as_array()?.is_empty().then_some(())
+        });
+    }
+
     /// Stop the Ark server (SIGTERM, waiting for it to exit): the wallet's server
     /// is down from now on.
     pub fn stop_captaind(&mut self) {
