@@ -118,6 +118,20 @@ fn subsystem(m: &Value) -> (&str, &str) {
     )
 }
 
+/// Sats sent and received by the successful arkoor movements of a history.
+fn arkoor_totals(history: &[Value]) -> (i64, i64) {
+    let (mut sent, mut received) = (0, 0);
+    for m in history.iter().filter(|m| m["status"] == "successful") {
+        let amount = m["effective_balance_sat"].as_i64().unwrap_or_default();
+        match subsystem(m) {
+            ("bark.arkoor", "send") => sent -= amount,
+            ("bark.arkoor", "receive") => received += amount,
+            _ => {}
+        }
+    }
+    (sent, received)
+}
+
 /// The movements of `history` that carry out `op` (matched by its unique destination,
 /// or for a board by its amount among the boards newer than `after`).
 fn matching<'a>(history: &'a [Value], op: &Op, after: u64) -> Vec<&'a Value> {
@@ -202,8 +216,8 @@ fn post_keyed(port: u16, auth: &str, path: &str, body: &Value, key: &str) -> Opt
     Some((status, serde_json::from_str(text).unwrap_or(Value::Null)))
 }
 
-/// Drive both wallets to rest: rounds run, boards confirm, payments arrive, nothing
-/// waits in bitcoind's mempool. `Err`
+/// Drive both wallets to rest: rounds run, boards confirm, arkoor payments arrive,
+/// nothing waits in bitcoind's mempool. `Err`
 /// says what never settled; movements found pending then are added to `stuck` (by
 /// wallet and id) and not waited for again, so one stuck movement is reported once
 /// instead of costing every later cycle the whole wait.
@@ -216,6 +230,7 @@ fn settle(
     loop {
         let mut busy = Vec::new();
         let mut pending_ids = Vec::new();
+        let (mut sent, mut received) = (0, 0);
         for (index, wallet) in wallets.iter().enumerate() {
             let _ = wallet.post("/api/v1/wallet/sync", json!({}));
             let _ = wallet.post("/api/v1/onchain/sync", json!({}));
@@ -227,6 +242,9 @@ fn settle(
             }
             let (status, movements) = wallet.get("/api/v1/history");
             if status == 200 {
+                let (s, r) = arkoor_totals(movements.as_array().map_or(&[], Vec::as_slice));
+                sent += s;
+                received += r;
                 let pending: Vec<u64> = movements
                     .as_array()
                     .into_iter()
@@ -240,6 +258,13 @@ fn settle(
                 }
                 pending_ids.extend(pending.into_iter().map(|id| (index, id)));
             }
+        }
+        // A payment the payer has made may not have reached the payee yet (a payer
+        // killed mid-payment delivers it when it is back).
+        if sent != received {
+            busy.push(format!(
+                "arkoor payments in flight: {sent} sat sent, {received} sat received"
+            ));
         }
         // A send on-chain is `successful` once broadcast: at rest its transaction is
         // mined too, or the chain cannot be checked against the histories. (One that
@@ -287,8 +312,7 @@ fn sats(btc: &Value) -> u64 {
 /// The invariants that hold at rest; each broken one, said.
 fn check_at_rest(stack: &Stack, wallets: &[Berthd; 2], onchain_ops: &[String]) -> Vec<String> {
     let mut broken = Vec::new();
-    let mut sent_arkoor = 0i64;
-    let mut received_arkoor = 0i64;
+    let (mut sent_arkoor, mut received_arkoor) = (0, 0);
     let mut paid_onchain: BTreeMap<String, u64> = BTreeMap::new();
     for wallet in wallets {
         let balance = wallet.get_ok("/api/v1/wallet/balance");
@@ -305,16 +329,10 @@ fn check_at_rest(stack: &Stack, wallets: &[Berthd; 2], onchain_ops: &[String]) -
                 wallet.name
             ));
         }
+        let (sent, received) = arkoor_totals(&movements);
+        sent_arkoor += sent;
+        received_arkoor += received;
         for m in successful {
-            match subsystem(m) {
-                ("bark.arkoor", "send") => {
-                    sent_arkoor -= m["effective_balance_sat"].as_i64().unwrap_or_default()
-                }
-                ("bark.arkoor", "receive") => {
-                    received_arkoor += m["effective_balance_sat"].as_i64().unwrap_or_default()
-                }
-                _ => {}
-            }
             for to in m["sent_to"].as_array().into_iter().flatten() {
                 if let (Some(address), Some(amount)) = (
                     to["destination"]["value"].as_str(),
