@@ -27,6 +27,7 @@ mod exits;
 mod fees;
 mod lifecycle;
 pub mod lightning;
+mod offboards;
 mod offchain;
 mod onchain;
 mod reads;
@@ -37,6 +38,7 @@ mod wallet_tasks;
 
 pub use exits::{ExitList, ExitProgress};
 pub use lifecycle::{LOAD_WAIT, new_mnemonic};
+pub use offboards::{OffboardOutcome, PendingOffboard};
 pub use reads::Freshness;
 pub use recovery::recovery_message;
 

@@ -1,5 +1,5 @@
-//! Refreshing VTXOs in rounds, and offboarding (which in bark 0.8 does not use rounds:
-//! the server builds the transaction and the wallet broadcasts it).
+//! Refreshing VTXOs in rounds (offboarding, which in bark 0.8 does not use rounds, is
+//! in `offboards`).
 //!
 //! Refresh calls only record the participation; bark's background daemon plays the
 //! round when the server runs one, and a later sync completes it once its funding
@@ -48,7 +48,10 @@ impl Engine {
     }
 
     /// [`Engine::vtxos_by_id`], each of which must be spendable (422 otherwise).
-    async fn spendable_by_id(&self, ids: &[VtxoId]) -> Result<Vec<bark::WalletVtxo>, EngineError> {
+    pub(super) async fn spendable_by_id(
+        &self,
+        ids: &[VtxoId],
+    ) -> Result<Vec<bark::WalletVtxo>, EngineError> {
         let vtxos = self.vtxos_by_id(ids).await?;
         if let Some(v) = vtxos
             .iter()
@@ -112,67 +115,6 @@ impl Engine {
             .pending_round_states()
             .await
             .map_err(EngineError::internal("listing rounds"))
-    }
-
-    /// A bitcoin address of the wallet's network, or a fresh one of the on-chain wallet.
-    async fn payout_address(&self, address: Option<&str>) -> Result<bitcoin::Address, EngineError> {
-        match address {
-            Some(text) => self.address(text).await,
-            None => self.onchain_next_address().await,
-        }
-    }
-
-    /// Offboard every spendable VTXO to `address` (default: the on-chain wallet).
-    pub async fn offboard_all(
-        &self,
-        address: Option<&str>,
-    ) -> Result<bark::OffboardResult, EngineError> {
-        let address = self.payout_address(address).await?;
-        let loaded = self.loaded().await?;
-        spendable_or(&loaded, "no spendable VTXOs to offboard").await?;
-        loaded
-            .wallet
-            .offboard_all(address)
-            .await
-            .map_err(EngineError::classify("offboarding"))
-    }
-
-    /// Offboard these VTXOs (all spendable) to `address` (default: the on-chain wallet).
-    pub async fn offboard_vtxos(
-        &self,
-        ids: &[VtxoId],
-        address: Option<&str>,
-    ) -> Result<bark::OffboardResult, EngineError> {
-        self.spendable_by_id(ids).await?;
-        let address = self.payout_address(address).await?;
-        let loaded = self.loaded().await?;
-        loaded
-            .wallet
-            .offboard_vtxos(ids.to_vec(), address)
-            .await
-            .map_err(EngineError::classify("offboarding"))
-    }
-
-    /// Pay `amount` on-chain to `destination` out of the Ark balance (the server's
-    /// offboard fee comes on top).
-    pub async fn send_onchain_from_ark(
-        &self,
-        destination: &str,
-        amount: bitcoin::Amount,
-    ) -> Result<bark::OffboardResult, EngineError> {
-        let address = self.address(destination).await?;
-        let loaded = self.loaded().await?;
-        if amount < address.script_pubkey().minimal_non_dust() {
-            return Err(EngineError::InvalidRequest(format!(
-                "amount_sat {} is below the dust limit of the destination",
-                amount.to_sat()
-            )));
-        }
-        loaded
-            .wallet
-            .send_onchain(address, amount)
-            .await
-            .map_err(EngineError::classify("sending on-chain"))
     }
 }
 
@@ -343,7 +285,7 @@ impl Engine {
 }
 
 /// The wallet's spendable VTXOs; a wrong-state error saying `none` when it has none.
-async fn spendable_or(
+pub(super) async fn spendable_or(
     loaded: &super::LoadedWallet,
     none: &str,
 ) -> Result<Vec<bark::WalletVtxo>, EngineError> {

@@ -11,8 +11,9 @@
 //! - both wallets are driven to rest (rounds triggered, blocks mined, syncs) and must
 //!   get there within 120 s: pending rounds and boards resume, no movement stays
 //!   pending;
-//! - every acknowledged operation is in its wallet's history exactly once, and an
-//!   operation cut off is there at most once;
+//! - every acknowledged operation (a 200, or a 202 for a send on-chain bark paused
+//!   before its broadcast) is in its wallet's history exactly once, and an operation
+//!   cut off is there at most once;
 //! - each wallet's Ark balance equals the sum of its successful movements; arkoor
 //!   payments sent equal those received across the two wallets; every send on-chain
 //!   in the history paid its address exactly its amount on chain, and no address of an
@@ -70,6 +71,9 @@ impl Kind {
 enum Outcome {
     /// Answered 200 before the kill: in the history once.
     Acknowledged,
+    /// Answered 202 before the kill (a send on-chain bark paused before its broadcast,
+    /// completed by a later sync): in the history once.
+    Accepted,
     /// Refused before the kill (e.g. not enough funds): nothing happened.
     Refused,
     /// Cut off, and the retry with its key ran it (it had not started): once.
@@ -84,6 +88,7 @@ impl Outcome {
     fn name(self) -> &'static str {
         match self {
             Outcome::Acknowledged => "acknowledged",
+            Outcome::Accepted => "accepted, pending",
             Outcome::Refused => "refused",
             Outcome::RetriedRan => "cut, retry ran it",
             Outcome::CutApplied => "cut, had run",
@@ -438,6 +443,10 @@ fn tool_chaos_loop() {
                 acknowledged_id = reply["movement_id"].as_u64();
                 Outcome::Acknowledged
             }
+            Some((202, reply)) => {
+                acknowledged_id = reply["movement_id"].as_u64();
+                Outcome::Accepted
+            }
             Some((status, _)) if (400..500).contains(&status) || status == 503 => Outcome::Refused,
             Some((status, reply)) => {
                 discrepancies.push(format!(
@@ -450,7 +459,7 @@ fn tool_chaos_loop() {
                 // The phone retries with the same key once berthd is back.
                 let (port, auth) = (wallets[actor].port(), wallets[actor].authorization());
                 match post_keyed(port, &auth, op.path, &op.body, &key) {
-                    Some((200, reply)) => {
+                    Some((200 | 202, reply)) => {
                         acknowledged_id = reply["movement_id"].as_u64();
                         Outcome::RetriedRan
                     }
@@ -472,7 +481,10 @@ fn tool_chaos_loop() {
         };
         if op.kind != Kind::Refresh {
             let expected = match outcome {
-                Outcome::Acknowledged | Outcome::RetriedRan | Outcome::CutApplied => 1,
+                Outcome::Acknowledged
+                | Outcome::Accepted
+                | Outcome::RetriedRan
+                | Outcome::CutApplied => 1,
                 Outcome::Refused | Outcome::CutNotApplied => 0,
             };
             if found.len() != expected {

@@ -16,6 +16,7 @@ mod harness;
 mod interrupted_refresh;
 mod lightning;
 mod lightning_payments;
+mod offboard_pending;
 mod refresh_window;
 mod stack;
 

@@ -4,12 +4,15 @@
 use axum::Json;
 use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorResponse, NotFoundResponse};
 use crate::api::v1::common::{Fresh, Movement, PageQuery, amount, parse_vtxo_ids};
+use crate::engine::OffboardOutcome;
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ArkAddressResponse {
@@ -202,6 +205,66 @@ impl From<bark::OffboardResult> for OffboardResult {
     }
 }
 
+/// The 202 answer of an offboard or a send on-chain (Berth): started, its inputs spoken
+/// for, but not broadcast yet because a step failed for now. The wallet completes it on
+/// a later sync (the `movement-updated` events and the history follow it). barkd
+/// answers such an offboard with a 500, after which a client may well pay again.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct OffboardPending {
+    /// Always `pending`.
+    #[schema(example = "pending")]
+    pub status: &'static str,
+    /// bark's id of the offboard action, as berthd's log names it.
+    pub offboard_id: String,
+    /// The movement that records it in the history; null until bark has made it (a
+    /// send on-chain makes it at its arkoor split, an offboard once the Ark server has
+    /// prepared the transaction).
+    pub movement_id: Option<u32>,
+    /// What this means, for people.
+    pub message: String,
+}
+
+/// An offboard's answer: barkd's 200 once the transaction is broadcast, 202 while it is
+/// pending. A 202 is a success to the `Idempotency-Key` layer, which keeps it: a retry
+/// with the same key gets it again instead of starting a second offboard.
+pub enum OffboardResponse {
+    Broadcast(OffboardResult),
+    Pending(OffboardPending),
+}
+
+impl From<OffboardOutcome> for OffboardResponse {
+    fn from(outcome: OffboardOutcome) -> Self {
+        match outcome {
+            OffboardOutcome::Broadcast(result) => OffboardResponse::Broadcast(result.into()),
+            OffboardOutcome::Pending(pending) => OffboardResponse::Pending(OffboardPending {
+                status: "pending",
+                message: format!(
+                    "the offboard has started but is not broadcast yet (a step failed for now); \
+                     it completes on a later wallet sync and shows in the history{}: do not send \
+                     it again",
+                    pending
+                        .movement_id
+                        .map(|m| format!(" (movement {})", m.0))
+                        .unwrap_or_default()
+                ),
+                offboard_id: pending.id,
+                movement_id: pending.movement_id.map(|m| m.0),
+            }),
+        }
+    }
+}
+
+impl IntoResponse for OffboardResponse {
+    fn into_response(self) -> Response {
+        match self {
+            OffboardResponse::Broadcast(result) => Json(result).into_response(),
+            OffboardResponse::Pending(pending) => {
+                (StatusCode::ACCEPTED, Json(pending)).into_response()
+            }
+        }
+    }
+}
+
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct OffboardAllRequest {
     /// Where to send the funds; a new address of the on-chain wallet when absent.
@@ -215,10 +278,12 @@ pub struct OffboardAllRequest {
     tag = "wallet",
     summary = "Offboard everything",
     description = "Sends every spendable VTXO on-chain, less the server's offboard fee. Returns \\
-        once the transaction is broadcast.",
+        once the transaction is broadcast; 202 if a step fails for now and it is not broadcast \\
+        within seconds (barkd: 500).",
     request_body = OffboardAllRequest,
     responses(
         (status = 200, description = "Broadcast", body = OffboardResult),
+        (status = 202, description = "Started, not broadcast yet: a step failed for now and a later wallet sync completes it; do not send it again (Berth)", body = OffboardPending),
         (status = 400, description = "Malformed, or an address of another network", body = ErrorResponse),
         (status = 422, description = "No wallet, or nothing spendable", body = ErrorResponse),
         (status = 503, description = "Ark server unreachable, or the wallet not loaded yet", body = ErrorResponse),
@@ -228,10 +293,10 @@ pub struct OffboardAllRequest {
 pub async fn offboard_all(
     State(state): State<AppState>,
     body: Result<Json<OffboardAllRequest>, JsonRejection>,
-) -> Result<Json<OffboardResult>, ApiError> {
+) -> Result<OffboardResponse, ApiError> {
     let Json(req) = body?;
-    let result = state.engine.offboard_all(req.address.as_deref()).await?;
-    Ok(Json(result.into()))
+    let outcome = state.engine.offboard_all(req.address.as_deref()).await?;
+    Ok(outcome.into())
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -249,10 +314,12 @@ pub struct OffboardVtxosRequest {
     tag = "wallet",
     summary = "Offboard VTXOs",
     description = "Sends these VTXOs on-chain, less the server's offboard fee. Returns once the \\
-        transaction is broadcast.",
+        transaction is broadcast; 202 if a step fails for now and it is not broadcast within \\
+        seconds (barkd: 500).",
     request_body = OffboardVtxosRequest,
     responses(
         (status = 200, description = "Broadcast", body = OffboardResult),
+        (status = 202, description = "Started, not broadcast yet: a step failed for now and a later wallet sync completes it; do not send it again (Berth)", body = OffboardPending),
         (status = 400, description = "Malformed, or an address of another network", body = ErrorResponse),
         (status = 404, description = "Unknown VTXOs", body = NotFoundResponse),
         (status = 422, description = "No wallet, or a VTXO is not spendable", body = ErrorResponse),
@@ -263,14 +330,14 @@ pub struct OffboardVtxosRequest {
 pub async fn offboard_vtxos(
     State(state): State<AppState>,
     body: Result<Json<OffboardVtxosRequest>, JsonRejection>,
-) -> Result<Json<OffboardResult>, ApiError> {
+) -> Result<OffboardResponse, ApiError> {
     let Json(req) = body?;
     let ids = parse_vtxo_ids(&req.vtxos)?;
-    let result = state
+    let outcome = state
         .engine
         .offboard_vtxos(&ids, req.address.as_deref())
         .await?;
-    Ok(Json(result.into()))
+    Ok(outcome.into())
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -289,10 +356,12 @@ pub struct SendOnchainRequest {
     tag = "wallet",
     summary = "Pay on-chain from the Ark balance",
     description = "Pays a bitcoin address out of the Ark balance (an offboard of the exact \\
-        amount; change stays in Ark). Returns once the transaction is broadcast.",
+        amount; change stays in Ark). Returns once the transaction is broadcast; 202 if a step \\
+        fails for now and it is not broadcast within seconds (barkd: 500).",
     request_body = SendOnchainRequest,
     responses(
         (status = 200, description = "Broadcast", body = OffboardResult),
+        (status = 202, description = "Started, not broadcast yet: a step failed for now and a later wallet sync completes it; do not send it again (Berth)", body = OffboardPending),
         (status = 400, description = "Malformed, an address of another network, or below dust", body = ErrorResponse),
         (status = 422, description = "No wallet, or not enough spendable funds", body = ErrorResponse),
         (status = 503, description = "Ark server unreachable, or the wallet not loaded yet", body = ErrorResponse),
@@ -302,13 +371,13 @@ pub struct SendOnchainRequest {
 pub async fn send_onchain(
     State(state): State<AppState>,
     body: Result<Json<SendOnchainRequest>, JsonRejection>,
-) -> Result<Json<OffboardResult>, ApiError> {
+) -> Result<OffboardResponse, ApiError> {
     let Json(req) = body?;
-    let result = state
+    let outcome = state
         .engine
         .send_onchain_from_ark(&req.destination, amount("amount_sat", req.amount_sat)?)
         .await?;
-    Ok(Json(result.into()))
+    Ok(outcome.into())
 }
 
 /// `GET /api/v1/wallet/addresses/index/{index}`
