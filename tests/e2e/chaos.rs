@@ -224,12 +224,14 @@ fn post_keyed(port: u16, auth: &str, path: &str, body: &Value, key: &str) -> Opt
 /// Drive both wallets to rest: rounds run, boards confirm, arkoor payments arrive,
 /// nothing waits in bitcoind's mempool. `Err`
 /// says what never settled; movements found pending then are added to `stuck` (by
-/// wallet and id) and not waited for again, so one stuck movement is reported once
-/// instead of costing every later cycle the whole wait.
+/// wallet and id), and a gap between arkoor payments sent and received is kept in
+/// `stuck_gap`: neither is waited for again (a new gap is), so one stuck movement or
+/// payment is reported once instead of costing every later cycle the whole wait.
 fn settle(
     stack: &Stack,
     wallets: &[Berthd; 2],
     stuck: &mut std::collections::BTreeSet<(usize, u64)>,
+    stuck_gap: &mut Option<i64>,
 ) -> Result<(), String> {
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
@@ -266,7 +268,8 @@ fn settle(
         }
         // A payment the payer has made may not have reached the payee yet (a payer
         // killed mid-payment delivers it when it is back).
-        if sent != received {
+        let gap = sent - received;
+        if gap != 0 && *stuck_gap != Some(gap) {
             busy.push(format!(
                 "arkoor payments in flight: {sent} sat sent, {received} sat received"
             ));
@@ -287,6 +290,9 @@ fn settle(
         }
         if Instant::now() > deadline {
             stuck.extend(pending_ids);
+            if gap != 0 {
+                *stuck_gap = Some(gap);
+            }
             return Err(format!("did not settle in 120 s: {}", busy.join("; ")));
         }
         // A pending refresh may wait for a round that has not started yet.
@@ -405,6 +411,7 @@ fn tool_chaos_loop() {
     let mut kills_mid_request = 0u64;
     let mut store_checks = 0u64;
     let mut stuck = std::collections::BTreeSet::new();
+    let mut stuck_gap = None;
     for cycle in 0..cycles {
         let actor = rng.below(2) as usize;
         let other = 1 - actor;
@@ -469,7 +476,7 @@ fn tool_chaos_loop() {
             }
         };
 
-        if let Err(e) = settle(&stack, &wallets, &mut stuck) {
+        if let Err(e) = settle(&stack, &wallets, &mut stuck, &mut stuck_gap) {
             discrepancies.push(format!("cycle {cycle}: {e}"));
         }
         let after = history(&wallets[actor]);
