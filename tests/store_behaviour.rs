@@ -753,6 +753,39 @@ async fn pending_movements_are_listed_by_subsystem() {
 }
 
 #[tokio::test]
+async fn vtxos_no_movement_produced_are_found_in_any_state() {
+    let (_dir, db) = fresh_store();
+    let v = &*VTXO_VECTORS;
+    db.store_vtxos(&[
+        (&v.board_vtxo, &VtxoState::Spendable),
+        (&v.round1_vtxo, &VtxoState::Spendable),
+        (&v.arkoor2_vtxo, &VtxoState::Spent),
+    ])
+    .await
+    .expect("store");
+    let mut all = vec![v.board_vtxo.id(), v.round1_vtxo.id(), v.arkoor2_vtxo.id()];
+    all.sort();
+    let mut found = db.vtxos_no_movement_produced().await.expect("list");
+    found.sort();
+    assert_eq!(found, all, "no movement yet: every one");
+
+    // A movement that produced one (and consumed another: consuming is not producing).
+    let id = db
+        .create_new_movement(MovementStatus::Pending, &subsystem(), now_ms(), None)
+        .await
+        .expect("create");
+    let mut m = db.get_movement_by_id(id).await.expect("read");
+    m.output_vtxos.push(v.board_vtxo.id());
+    m.input_vtxos.push(v.round1_vtxo.id());
+    db.update_movement(&m).await.expect("update");
+    let mut found = db.vtxos_no_movement_produced().await.expect("list");
+    found.sort();
+    let mut expected = vec![v.round1_vtxo.id(), v.arkoor2_vtxo.id()];
+    expected.sort();
+    assert_eq!(found, expected);
+}
+
+#[tokio::test]
 async fn movements_by_payment_method_follow_destinations() {
     let (_dir, db) = fresh_store();
     let script = PaymentMethod::OutputScript(ScriptBuf::new_p2a());

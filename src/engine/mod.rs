@@ -20,6 +20,7 @@ use bitcoin::Network;
 use bitcoin::bip32::Fingerprint;
 use tokio::sync::{Mutex, RwLock};
 
+mod arkoor_receives;
 pub mod autopilot;
 pub mod backup;
 mod boards;

@@ -212,6 +212,23 @@ impl Envelope<'_, MovementRecord> {
     }
 }
 
+/// The VTXOs a movement produced, read without the rest of it: what the scan for VTXOs
+/// no movement accounts for needs from each movement of the history.
+#[derive(Debug, serde::Deserialize)]
+pub struct MovementOutputs {
+    pub output_vtxos: Vec<ark::VtxoId>,
+}
+
+impl Envelope<'_, MovementRecord> {
+    /// The [`MovementOutputs`] of this movement (see [`Self::decode_head`] for why a
+    /// partial read of the JSON is sound).
+    pub fn decode_outputs(&self) -> Result<MovementOutputs, StoreError> {
+        const _: () = assert!(<MovementRecord as Record>::VERSION == 1);
+        let (_version, payload) = self.versioned_payload()?;
+        json_decode(MovementRecord::TYPE_NAME, payload)
+    }
+}
+
 json_record!(
     /// One entry of a VTXO's state history: `bark::vtxo::VtxoState` as JSON.
     VtxoStateRecord, bark::vtxo::VtxoState, "berth.vtxo_state"

@@ -1,4 +1,4 @@
-//! Scenario 14: a refresh cut off between its movement and its round state. bark 0.8's
+//! Scenario 18: a refresh cut off between its movement and its round state. bark 0.8's
 //! `join_next_round` writes the movement (pending, `bark.round`), then its inputs, then
 //! the round state that names it, each in its own transaction; a SIGKILL between the
 //! second and the third left a movement pending for good (seen in `scripts/chaos`):

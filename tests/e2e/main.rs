@@ -13,6 +13,7 @@ mod chaos;
 mod console_funding;
 #[path = "../harness/mod.rs"]
 mod harness;
+mod interrupted_receive;
 mod interrupted_refresh;
 mod lightning;
 mod lightning_payments;

@@ -446,8 +446,11 @@ impl Engine {
             self.announce_recovery(&found).await;
         }
         self.start_recorder(&opened.wallet.wallet).await;
-        // Between the two: its notifications are recorded, and no join can be under way.
+        // Between the two: its notifications are recorded, and no join or mailbox message
+        // can be under way.
         self.fail_orphaned_round_movements(&opened.wallet.wallet)
+            .await;
+        self.repair_interrupted_arkoor_receives(&opened.wallet.wallet)
             .await;
         self.start_wallet_tasks(opened.wallet.clone()).await;
         *self.loaded.write().await = Some(opened.wallet);

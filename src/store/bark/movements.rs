@@ -2,7 +2,9 @@
 //! line with each movement's destinations, the action index, and the history pages the
 //! API reads.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
+
+use ark::VtxoId;
 
 use bark::movement::update::MovementUpdate;
 use bark::movement::{Movement, MovementId, MovementStatus, MovementSubsystem, PaymentMethod};
@@ -276,6 +278,40 @@ impl Store {
                 let head = stored.decode_head()?;
                 if head.status == MovementStatus::Pending && head.subsystem.name == subsystem {
                     out.push(stored.decode()?);
+                }
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    /// The wallet's VTXOs (in any state) that no movement lists among those it
+    /// produced, read in one transaction; the history is scanned for each movement's
+    /// produced VTXOs alone ([`MovementOutputs`]).
+    ///
+    /// bark stores the VTXOs of an incoming arkoor payment before it records the
+    /// payment's movement, so a kill in between leaves VTXOs like these; the engine
+    /// looks for them at wallet load (`engine::arkoor_receives`).
+    ///
+    /// [`MovementOutputs`]: crate::store::codec::MovementOutputs
+    pub async fn vtxos_no_movement_produced(&self) -> Result<Vec<VtxoId>, StoreError> {
+        const CTX: &str = "listing the vtxos no movement produced";
+        self.read(CTX, move |tx| {
+            let movements = tx.open_table(MOVEMENTS).ctx(CTX)?;
+            let mut produced = HashSet::new();
+            for entry in movements.iter().ctx(CTX)? {
+                let (_, value) = entry.ctx(CTX)?;
+                produced.extend(value.value().decode_outputs()?.output_vtxos);
+            }
+            let vtxos = tx.open_table(VTXOS).ctx(CTX)?;
+            let mut out = Vec::new();
+            for entry in vtxos.iter().ctx(CTX)? {
+                let (key, _) = entry.ctx(CTX)?;
+                let id = VtxoId::from_slice(&key.value()).map_err(|e| {
+                    StoreError::Invariant(format!("a vtxo key holds no vtxo id: {e}"))
+                })?;
+                if !produced.contains(&id) {
+                    out.push(id);
                 }
             }
             Ok(out)
