@@ -40,6 +40,7 @@ mod wallet_tasks;
 pub use exits::{ExitList, ExitProgress};
 pub use lifecycle::{LOAD_WAIT, new_mnemonic};
 pub use offboards::{OffboardOutcome, PendingOffboard};
+pub use offchain::ArkPayment;
 pub use reads::Freshness;
 pub use recovery::recovery_message;
 

@@ -1,10 +1,12 @@
 //! The off-chain (Ark) side of the wallet: addresses, payments, sync (the reads that
 //! need no network are in `reads`).
 
+use std::collections::HashSet;
 use std::time::Duration;
 
 use bitcoin::Amount;
 
+use bark::movement::MovementId;
 use bark::persist::BarkPersister;
 
 use super::{Engine, EngineError};
@@ -37,12 +39,19 @@ impl Engine {
             .map_err(EngineError::internal("deriving an Ark address"))
     }
 
-    /// Pay `amount` to an Ark address out of round (arkoor). Returns the movement id.
+    /// Pay `amount` to an Ark address out of round (arkoor).
+    ///
+    /// bark drives the payment (an action whose checkpoint survives restarts) until it
+    /// is done, retrying while the server or the recipient's mailbox is down. Past
+    /// [`ARK_PAYMENT_TIMEOUT`] the call stops waiting; the action stays, its inputs
+    /// locked, and the wallet's sync drives it on. That is accepted work: answering it
+    /// as an error would let the `Idempotency-Key` layer give the key back, and a
+    /// client's retry would pay twice. So it is [`ArkPayment::Pending`] (202).
     pub async fn send_ark(
         &self,
         destination: &ark::Address,
         amount: Amount,
-    ) -> Result<bark::movement::MovementId, EngineError> {
+    ) -> Result<ArkPayment, EngineError> {
         use bark::ArkoorAddressError as E;
         let loaded = self.loaded().await?;
         match loaded.wallet.validate_arkoor_address(destination).await {
@@ -55,16 +64,69 @@ impl Engine {
             }
             Err(e) => return Err(EngineError::InvalidRequest(e.to_string())),
         }
+        let before = pending_arkoor_send_ids(&loaded.wallet).await?;
         let payment = loaded.wallet.send_arkoor_payment(destination, amount);
         match tokio::time::timeout(ARK_PAYMENT_TIMEOUT, payment).await {
-            Ok(result) => result.map_err(EngineError::classify("paying an Ark address")),
-            Err(_) => Err(EngineError::Unavailable(
-                "the payment has not completed within a minute (Ark server or recipient's \
-                 mailbox unreachable); it goes on in the background and shows in the history"
-                    .into(),
-            )),
+            Ok(result) => result
+                .map(ArkPayment::Sent)
+                .map_err(EngineError::classify("paying an Ark address")),
+            Err(_) => {
+                // Dropping bark's drive mid-step is a crash to it: safe, and the
+                // wallet's sync picks the checkpoint up.
+                let started = loaded
+                    .wallet
+                    .pending_arkoor_sends()
+                    .await
+                    .map_err(EngineError::internal("listing pending Ark payments"))?
+                    .into_iter()
+                    .find(|s| {
+                        !before.contains(&s.id)
+                            && s.destination == *destination
+                            && s.amount == amount
+                    });
+                let Some(started) = started else {
+                    // No checkpoint: bark stopped before it stored the payment, so
+                    // nothing was paid and a retry is safe.
+                    return Err(EngineError::Unavailable(
+                        "the payment could not start within a minute (Ark server unreachable); \
+                         nothing was paid"
+                            .into(),
+                    ));
+                };
+                let movement_id = self
+                    .store
+                    .get_movement_id_by_action(&started.id)
+                    .await
+                    .map_err(EngineError::internal("reading an Ark payment's movement"))?;
+                tracing::warn!(action_id = %started.id, movement_id = movement_id.map(|m| m.0),
+                    "an Ark payment has not completed within a minute; the wallet's sync \
+                     goes on with it");
+                Ok(ArkPayment::Pending { movement_id })
+            }
         }
     }
+}
+
+/// What an Ark payment call came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArkPayment {
+    /// Delivered to the recipient's mailbox; the movement that records it.
+    Sent(MovementId),
+    /// Started and stored, not complete within [`ARK_PAYMENT_TIMEOUT`]: its inputs are
+    /// spoken for, and the wallet's sync completes it (or fails it, funds back). The
+    /// movement, once bark has made it (after the server's cosignature).
+    Pending { movement_id: Option<MovementId> },
+}
+
+/// The ids of the Ark payments bark has stored and not finished.
+async fn pending_arkoor_send_ids(wallet: &bark::Wallet) -> Result<HashSet<String>, EngineError> {
+    Ok(wallet
+        .pending_arkoor_sends()
+        .await
+        .map_err(EngineError::internal("listing pending Ark payments"))?
+        .into_iter()
+        .map(|s| s.id)
+        .collect())
 }
 
 impl Engine {

@@ -12,7 +12,8 @@
 //!   get there within 120 s: pending rounds and boards resume, no movement stays
 //!   pending;
 //! - every acknowledged operation (a 200, or a 202 for a send on-chain bark paused
-//!   before its broadcast) is in its wallet's history exactly once, and an operation
+//!   before its broadcast or an Ark payment not yet delivered) is in its wallet's
+//!   history exactly once, and an operation
 //!   cut off is there at most once;
 //! - each wallet's Ark balance equals the sum of its successful movements; arkoor
 //!   payments sent equal those received across the two wallets; every send on-chain
@@ -72,7 +73,8 @@ enum Outcome {
     /// Answered 200 before the kill: in the history once.
     Acknowledged,
     /// Answered 202 before the kill (a send on-chain bark paused before its broadcast,
-    /// completed by a later sync): in the history once.
+    /// or an Ark payment not yet delivered, completed by a later sync): in the history
+    /// once.
     Accepted,
     /// Refused before the kill (e.g. not enough funds): nothing happened.
     Refused,

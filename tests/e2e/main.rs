@@ -7,6 +7,7 @@
 //! each scenario's wall time (the stacks are heavy; one at a time suits a 2-core
 //! machine).
 
+mod ark_proxy;
 mod backup_restore;
 mod barkd_fidelity;
 mod chaos;
@@ -18,6 +19,7 @@ mod interrupted_refresh;
 mod lightning;
 mod lightning_payments;
 mod offboard_pending;
+mod payment_pending;
 mod refresh_window;
 mod stack;
 

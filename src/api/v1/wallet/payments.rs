@@ -12,7 +12,7 @@ use utoipa::ToSchema;
 use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorResponse, NotFoundResponse};
 use crate::api::v1::common::{Fresh, Movement, PageQuery, amount, parse_vtxo_ids};
-use crate::engine::OffboardOutcome;
+use crate::engine::{ArkPayment, OffboardOutcome};
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ArkAddressResponse {
@@ -62,6 +62,24 @@ pub struct SendResponse {
     pub movement_id: Option<u32>,
 }
 
+/// A payment's answer: 200 once it is done (an Ark payment delivered, a Lightning one
+/// started), 202 for an Ark payment that is stored and goes on in the background. A
+/// 202 is a success to the `Idempotency-Key` layer, which keeps it: a retry with the
+/// same key gets it again instead of paying a second time.
+pub enum SendAnswer {
+    Done(SendResponse),
+    Pending(SendResponse),
+}
+
+impl IntoResponse for SendAnswer {
+    fn into_response(self) -> Response {
+        match self {
+            SendAnswer::Done(body) => Json(body).into_response(),
+            SendAnswer::Pending(body) => (StatusCode::ACCEPTED, Json(body)).into_response(),
+        }
+    }
+}
+
 /// `POST /api/v1/wallet/send`
 #[utoipa::path(
     post,
@@ -70,11 +88,12 @@ pub struct SendResponse {
     summary = "Send a payment",
     description = "Pays an Ark address out of round (arkoor). Returns once the payment has \\
         reached the recipient's mailbox; if that takes over a minute (server or mailbox \\
-        down), 503 says it goes on in the background. 422 when the spendable balance is too \\
-        small.",
+        down), 202 says it goes on in the background (barkd: 503, after which a client may \\
+        well pay again). 422 when the spendable balance is too small.",
     request_body = SendRequest,
     responses(
         (status = 200, description = "Sent", body = SendResponse),
+        (status = 202, description = "An Ark payment started and stored but not delivered within a minute: it goes on in the background and shows in the history; do not send it again (Berth)", body = SendResponse),
         (status = 400, description = "Malformed, an unknown destination, or an address of another network or server", body = ErrorResponse),
         (status = 422, description = "No wallet, or not enough spendable funds", body = ErrorResponse),
         (status = 503, description = "Ark server unreachable, or the wallet not loaded yet", body = ErrorResponse),
@@ -84,7 +103,7 @@ pub struct SendResponse {
 pub async fn send(
     State(state): State<AppState>,
     body: Result<Json<SendRequest>, JsonRejection>,
-) -> Result<Json<SendResponse>, ApiError> {
+) -> Result<SendAnswer, ApiError> {
     let Json(req) = body?;
     let destination = req.destination.trim();
     if let Ok(address) = destination.parse::<ark::Address>() {
@@ -101,12 +120,21 @@ pub async fn send(
                 "a comment can only be sent to a Lightning address".into(),
             ));
         }
-        let movement = state.engine.send_ark(&address, amount).await?;
-        return Ok(Json(SendResponse {
-            message: "Payment sent successfully".into(),
-            payment_hash: None,
-            movement_id: Some(movement.0),
-        }));
+        return Ok(match state.engine.send_ark(&address, amount).await? {
+            ArkPayment::Sent(movement) => SendAnswer::Done(SendResponse {
+                message: "Payment sent successfully".into(),
+                payment_hash: None,
+                movement_id: Some(movement.0),
+            }),
+            ArkPayment::Pending { movement_id } => SendAnswer::Pending(SendResponse {
+                message: "The payment has started but has not reached the recipient within a \
+                    minute (Ark server or recipient's mailbox unreachable); it goes on in the \
+                    background and shows in the history: do not send it again"
+                    .into(),
+                payment_hash: None,
+                movement_id: movement_id.map(|m| m.0),
+            }),
+        });
     }
     if destination.parse::<bitcoin::Address<_>>().is_ok() {
         return Err(ApiError::BadRequest(
@@ -122,7 +150,7 @@ pub async fn send(
             .engine
             .pay_lightning(&destination, amount, req.comment)
             .await?;
-        return Ok(Json(SendResponse {
+        return Ok(SendAnswer::Done(SendResponse {
             message: "Payment initiated successfully".into(),
             payment_hash: Some(started.payment_hash.to_string()),
             movement_id: None,
