@@ -5,11 +5,15 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
+use serde_json::json;
+
+use crate::stack::{Berthd, Stack};
+
 /// A gRPC proxy in front of captaind: each call goes through unchanged, except calls
 /// to the methods [`ArkProxy::fail`] names, which it answers itself with `INTERNAL`
 /// (not a rejection to bark: it retries the step later) and counts.
 pub struct ArkProxy {
-    pub url: String,
+    url: String,
     gate: Arc<Gate>,
     /// Runs the proxy; dropped with it.
     _rt: tokio::runtime::Runtime,
@@ -61,6 +65,18 @@ impl ArkProxy {
             gate,
             _rt: rt,
         }
+    }
+
+    /// A berthd whose wallet (created) reaches captaind through this proxy. Its
+    /// watchdog stays out of the way: only the API moves funds in these scenarios.
+    pub fn berthd(&self, stack: &Stack, name: &str) -> Berthd {
+        let datadir = stack.datadir_with_config(name, "[watchdog]\nenabled = false\n");
+        std::fs::write(datadir.join("config.toml"), stack.bark_config(&self.url))
+            .expect("config.toml");
+        let berthd = Berthd::start(name, &datadir);
+        let (status, body) = berthd.post("/api/v1/wallet/create", json!({"network": "regtest"}));
+        assert_eq!(status, 200, "create: {body}");
+        berthd
     }
 
     /// Fail every call to `method` from now on.

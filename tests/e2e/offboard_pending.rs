@@ -95,13 +95,7 @@ fn an_offboard_the_server_interrupts_is_accepted_once() {
     let stack = Stack::start("offboard_pending");
     let started = Instant::now();
     let proxy = ArkProxy::start(&stack.ark_url);
-    // The watchdog stays out of the way: only the API moves funds here.
-    let datadir = stack.datadir_with_config("alice", "[watchdog]\nenabled = false\n");
-    std::fs::write(datadir.join("config.toml"), stack.bark_config(&proxy.url))
-        .expect("config.toml");
-    let alice = Berthd::start("alice", &datadir);
-    let (status, body) = alice.post("/api/v1/wallet/create", json!({"network": "regtest"}));
-    assert_eq!(status, 200, "create: {body}");
+    let alice = proxy.berthd(&stack, "alice");
     crate::board_and_confirm(&stack, &alice, 300_000);
 
     // Send on-chain: the arkoor split goes through and records the movement, then the
