@@ -60,61 +60,50 @@ fn tools_or_skip(test: &str, tools: &[&str]) -> bool {
     true
 }
 
-const BOOT_START: u64 = 8192; // sectors: 4 MiB, as image/build
-const BOOT_MIB: u64 = 64;
+/// The card's MBR disk identifier in these tests (image/build makes a random one).
+const DISK_ID: &str = "5eed0b0e";
+// Partitions in MiB, as image/build lays them out (smaller): 1 BERTH-BOOT, 2 and 3 the
+// slots' FAT boot partitions, 4 extended, 5 and 6 the slots' roots, 7 data; 4 MiB
+// before each logical partition for its table (EBR).
+const CONFIG_MIB: u64 = 64;
+const SLOT_BOOT_MIB: u64 = 64;
 const ROOT_MIB: u64 = 16;
 const DATA_MIB: u64 = 8;
 
+/// (start MiB, size MiB, MBR type) of partitions 1 to 7.
+fn layout() -> [(u64, u64, &'static str); 7] {
+    let p1 = 4;
+    let p2 = p1 + CONFIG_MIB;
+    let p3 = p2 + SLOT_BOOT_MIB;
+    let p4 = p3 + SLOT_BOOT_MIB;
+    let p5 = p4 + 4;
+    let p6 = p5 + ROOT_MIB + 4;
+    let p7 = p6 + ROOT_MIB + 4;
+    [
+        (p1, CONFIG_MIB, "c, bootable"),
+        (p2, SLOT_BOOT_MIB, "c"),
+        (p3, SLOT_BOOT_MIB, "c"),
+        (p4, p7 + DATA_MIB - p4, "5"),
+        (p5, ROOT_MIB, "83"),
+        (p6, ROOT_MIB, "83"),
+        (p7, DATA_MIB, "83"),
+    ]
+}
+
 fn boot_offset() -> u64 {
-    BOOT_START * 512
-}
-fn root_offset() -> u64 {
-    boot_offset() + (BOOT_MIB << 20)
-}
-fn data_offset() -> u64 {
-    root_offset() + (ROOT_MIB << 20)
+    layout()[0].0 << 20
 }
 
-/// A card as image/build makes one, small: MBR; p1 FAT32 `BERTH-BOOT` holding
-/// `boot_files`; p2 ext4 `berth-root` made from `root_tree`; p3 ext4 `berth-data`.
-fn card(dir: &Path, boot_files: &Path, root_tree: &Path) -> PathBuf {
-    let image = dir.join("card.img");
-    let total = 4 + BOOT_MIB + ROOT_MIB + DATA_MIB;
-    std::fs::File::create(&image)
-        .expect("image")
-        .set_len(total << 20)
-        .expect("size");
-    let mut sfdisk = Command::new("sfdisk")
-        .arg("-q")
-        .arg(&image)
-        .stdin(std::process::Stdio::piped())
-        .spawn()
-        .expect("sfdisk");
-    let table = format!(
-        "label: dos\nstart={BOOT_START}, size={}, type=c, bootable\nstart={}, size={}, type=83\nstart={}, size={}, type=83\n",
-        BOOT_MIB * 2048,
-        root_offset() / 512,
-        ROOT_MIB * 2048,
-        data_offset() / 512,
-        DATA_MIB * 2048,
-    );
-    use std::io::Write as _;
-    sfdisk
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(table.as_bytes())
-        .expect("table");
-    assert!(sfdisk.wait().expect("sfdisk").success());
-
-    let fat = dir.join("boot.vfat");
+/// A FAT32 filesystem image labelled `label`, holding `files` (a directory's entries).
+fn fat(dir: &Path, name: &str, label: &str, mib: u64, files: &Path) -> PathBuf {
+    let fat = dir.join(name);
     let _ = std::fs::remove_file(&fat);
     run(Command::new("mkfs.vfat")
-        .args(["-F", "32", "-n", "BERTH-BOOT", "-C"])
+        .args(["-F", "32", "-n", label, "-C"])
         .arg(&fat)
-        .arg((BOOT_MIB * 1024).to_string()));
-    let entries: Vec<PathBuf> = std::fs::read_dir(boot_files)
-        .expect("boot files")
+        .arg((mib * 1024).to_string()));
+    let entries: Vec<PathBuf> = std::fs::read_dir(files)
+        .expect("files")
         .map(|e| e.expect("entry").path())
         .collect();
     if !entries.is_empty() {
@@ -125,18 +114,73 @@ fn card(dir: &Path, boot_files: &Path, root_tree: &Path) -> PathBuf {
             .args(&entries)
             .arg("::/"));
     }
-    run(Command::new("dd")
-        .arg(format!("if={}", fat.display()))
-        .arg(format!("of={}", image.display()))
-        .args(["bs=1M", "seek=4", "conv=notrunc", "status=none"]));
-    for (label, offset, mib, tree) in [
-        ("berth-root", root_offset(), ROOT_MIB, Some(root_tree)),
-        ("berth-data", data_offset(), DATA_MIB, None),
+    fat
+}
+
+/// A card as image/build makes one, small: MBR with disk id `DISK_ID`; p1 FAT32
+/// `BERTH-BOOT` holding `config_files`; slot A's boot partition p2 (FAT32 `BERTH-SYS`,
+/// holding `slot_files`, if any) and root p5 (ext4 made from `root_tree`); slot B (p3,
+/// p6) empty; p7 ext4 `berth-data`.
+fn card(dir: &Path, config_files: &Path, slot_files: Option<&Path>, root_tree: &Path) -> PathBuf {
+    let image = dir.join("card.img");
+    let parts = layout();
+    let (last_start, last_size, _) = parts[6];
+    std::fs::File::create(&image)
+        .expect("image")
+        .set_len((last_start + last_size) << 20)
+        .expect("size");
+    let mut sfdisk = Command::new("sfdisk")
+        .arg("-q")
+        .arg(&image)
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .expect("sfdisk");
+    let mut table = format!("label: dos\nlabel-id: 0x{DISK_ID}\n");
+    for (start, size, kind) in parts {
+        table += &format!(
+            "start={}, size={}, type={kind}\n",
+            start * 2048,
+            size * 2048
+        );
+    }
+    use std::io::Write as _;
+    sfdisk
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(table.as_bytes())
+        .expect("table");
+    assert!(sfdisk.wait().expect("sfdisk").success());
+
+    let mut fats = vec![(
+        fat(dir, "config.vfat", "BERTH-BOOT", CONFIG_MIB, config_files),
+        parts[0].0,
+    )];
+    if let Some(files) = slot_files {
+        fats.push((
+            fat(dir, "slot.vfat", "BERTH-SYS", SLOT_BOOT_MIB, files),
+            parts[1].0,
+        ));
+    }
+    for (fs, start) in fats {
+        run(Command::new("dd")
+            .arg(format!("if={}", fs.display()))
+            .arg(format!("of={}", image.display()))
+            .args([
+                "bs=1M",
+                &format!("seek={start}"),
+                "conv=notrunc",
+                "status=none",
+            ]));
+    }
+    for (label, (start, mib, _), tree) in [
+        ("berth-root", parts[4], Some(root_tree)),
+        ("berth-data", parts[6], None),
     ] {
         let mut mke2fs = Command::new("mke2fs");
         mke2fs
             .args(["-q", "-F", "-t", "ext4", "-L", label, "-E"])
-            .arg(format!("offset={offset}"));
+            .arg(format!("offset={}", start << 20));
         if let Some(tree) = tree {
             mke2fs.arg("-d").arg(tree);
         }
@@ -207,7 +251,7 @@ fn a_provisioned_card_is_set_up_and_claimed_at_first_boot() {
     let dir = tempfile::tempdir().expect("tempdir");
     let empty = dir.path().join("empty");
     std::fs::create_dir(&empty).expect("empty");
-    let image = card(dir.path(), &empty, &empty);
+    let image = card(dir.path(), &empty, None, &empty);
     let keys = dir.path().join("keys.pub");
     std::fs::write(&keys, format!("# my keys\n{KEY_A}\n\n{KEY_B}\n")).expect("keys");
     let scratch = dir.path().join("fat");
@@ -464,8 +508,9 @@ fn a_provisioned_card_is_set_up_and_claimed_at_first_boot() {
     assert!(json_of(&raw)["token"].is_string());
 }
 
-/// A Raspberry Pi 4 card's boot files as raspi-firmware's hooks leave them (the
-/// kernel a stand-in: an arm64 Image header, gzip-compressed as Debian ships it).
+/// A Raspberry Pi 4 slot's boot files as raspi-firmware's hooks and image/build leave
+/// them (the kernel a stand-in: an arm64 Image header, gzip-compressed as Debian ships
+/// it).
 fn pi4_boot_files(dir: &Path, version: &str, cmdline: &str) -> PathBuf {
     let boot = dir.join("boot-files");
     let _ = std::fs::remove_dir_all(&boot);
@@ -483,15 +528,9 @@ fn pi4_boot_files(dir: &Path, version: &str, cmdline: &str) -> PathBuf {
         "bcm2711-rpi-4-b.dtb",
         "bcm2711-rpi-400.dtb",
         "bcm2711-rpi-cm4-io.dtb",
-        "README.txt",
     ] {
         std::fs::write(boot.join(f), b"x").expect("file");
     }
-    std::fs::write(
-        boot.join("berth-image.txt"),
-        format!("board=rpi4\nkernel={version}\n"),
-    )
-    .expect("berth-image.txt");
     std::fs::write(
         boot.join("config.txt"),
         format!(
@@ -506,8 +545,58 @@ fn pi4_boot_files(dir: &Path, version: &str, cmdline: &str) -> PathBuf {
     boot
 }
 
-/// cmdline.txt as raspi-firmware writes it for board/rpi4.
-const GOOD_CMDLINE: &str = "console=tty0 console=ttyS1,115200 root=LABEL=berth-root rw fsck.repair=yes net.ifnames=0 rootwait";
+/// Partition 1 of a Pi 4 card as image/build leaves it: what the card is, the README,
+/// and `autoboot.txt` as given.
+fn pi4_config_files(dir: &Path, version: &str, autoboot: &str) -> PathBuf {
+    let config = dir.join("config-files");
+    let _ = std::fs::remove_dir_all(&config);
+    std::fs::create_dir_all(&config).expect("config");
+    std::fs::write(config.join("README.txt"), b"x").expect("README");
+    std::fs::write(
+        config.join("berth-image.txt"),
+        format!("board=rpi4\nkernel={version}\ndisk_id={DISK_ID}\n"),
+    )
+    .expect("berth-image.txt");
+    std::fs::write(config.join("autoboot.txt"), autoboot).expect("autoboot.txt");
+    config
+}
+
+/// RAUC's system.conf as image/build writes it for this card.
+fn system_conf(board: &str) -> String {
+    std::fs::read_to_string(repo("board/common/etc/rauc/system.conf"))
+        .expect("system.conf")
+        .replace("@COMPATIBLE@", &format!("berth-{board}"))
+        .replace("@DISK_ID@", DISK_ID)
+}
+
+/// A slot's root tree with what image/inspect looks at: the kernel's modules, RAUC's
+/// configuration and keyring, the update scripts.
+fn root_tree(dir: &Path, name: &str, version: &str) -> PathBuf {
+    let root = dir.join(name);
+    std::fs::create_dir_all(root.join(format!("usr/lib/modules/{version}"))).expect("modules");
+    std::fs::create_dir_all(root.join("etc/rauc")).expect("rauc");
+    std::fs::write(root.join("etc/rauc/system.conf"), system_conf("rpi4")).expect("conf");
+    std::fs::write(
+        root.join("etc/rauc/keyring.pem"),
+        "-----BEGIN CERTIFICATE-----\nx\n-----END CERTIFICATE-----\n",
+    )
+    .expect("keyring");
+    for script in [
+        "usr/lib/berth/ab-boot",
+        "usr/lib/berth/rauc-post-install",
+        "usr/lib/berth/trial",
+        "usr/sbin/berth-update",
+    ] {
+        let to = root.join(script);
+        std::fs::create_dir_all(to.parent().expect("parent")).expect("dir");
+        std::fs::copy(repo(&format!("board/common/{script}")), &to).expect("script");
+    }
+    root
+}
+
+/// cmdline.txt as raspi-firmware writes it for board/rpi4, pointed at slot A by image/build.
+const GOOD_CMDLINE: &str = "console=tty0 console=ttyS1,115200 rw fsck.repair=yes net.ifnames=0 rootwait panic=10 iomem=relaxed root=PARTUUID=5eed0b0e-05 rauc.slot=A";
+const AUTOBOOT_A: &str = "[all]\nboot_partition=2\n";
 
 /// Spoils a card's boot files in one way.
 type BreakCard = fn(&Path);
@@ -532,8 +621,8 @@ fn image_inspect_passes_a_good_pi_card_and_fails_a_broken_one() {
         return;
     }
     let dir = tempfile::tempdir().expect("tempdir");
-    let root = dir.path().join("root-tree");
-    std::fs::create_dir_all(root.join("usr/lib/modules/6.12.0-test-arm64")).expect("modules");
+    const VERSION: &str = "6.12.0-test-arm64";
+    let root = root_tree(dir.path(), "root-tree", VERSION);
     let inspect = |image: &Path| {
         Command::new(repo("image/inspect"))
             .arg(image)
@@ -541,17 +630,28 @@ fn image_inspect_passes_a_good_pi_card_and_fails_a_broken_one() {
             .expect("image/inspect")
     };
 
-    let boot = pi4_boot_files(dir.path(), "6.12.0-test-arm64", GOOD_CMDLINE);
-    let image = card(dir.path(), &boot, &root);
+    let config = pi4_config_files(dir.path(), VERSION, AUTOBOOT_A);
+    let boot = pi4_boot_files(dir.path(), VERSION, GOOD_CMDLINE);
+    let image = card(dir.path(), &config, Some(&boot), &root);
     let out = inspect(&image);
     assert!(out.status.success(), "{}", text(&out));
     let report = text(&out);
     for line in [
         "ok    an MBR (dos) partition table",
+        "ok    seven partitions",
+        "ok    partition 4 is the extended partition (type 5)",
         "ok    partition 1: FAT, label BERTH-BOOT",
+        "ok    autoboot.txt: [all] boot_partition=2, slot A is the committed one",
+        "ok    partition 2: FAT, label BERTH-SYS (slot A's boot partition)",
+        "the other slot (boot partition 3) is empty: no update installed yet",
         "ok    config.txt: kernel=vmlinuz-6.12.0-test-arm64 is there, an arm64 Linux image",
         "ok    the kernel's modules (6.12.0-test-arm64) are in the root filesystem",
-        "ok    cmdline.txt: root=LABEL=berth-root, partition 2's label",
+        "ok    cmdline.txt: root=PARTUUID=5eed0b0e-05, slot A's root partition",
+        "ok    cmdline.txt: rauc.slot=A",
+        "ok    cmdline.txt: iomem=relaxed",
+        "ok    RAUC: /etc/rauc/system.conf, compatible=berth-rpi4",
+        "ok    RAUC: the slots are this card's partitions 5+2 (A) and 6+3 (B)",
+        "ok    the update scripts: /usr/sbin/berth-update",
         "ok    Pi 4 boot file start4.elf is there",
         "image/inspect: all checks passed",
     ] {
@@ -561,17 +661,22 @@ fn image_inspect_passes_a_good_pi_card_and_fails_a_broken_one() {
 
     // Each of these is a card the firmware would not boot (or would boot into a root
     // that is not there), and inspection says which check fails.
-    let broken: [(&str, BreakCard, &str); 5] = [
+    let broken: [(&str, BreakCard, &str); 6] = [
         (
-            "a root the card does not have",
+            "slot B's root on slot A's command line",
             |b: &Path| {
-                std::fs::write(
-                    b.join("cmdline.txt"),
-                    GOOD_CMDLINE.replace("berth-root", "berth-root-b"),
-                )
-                .expect("cmdline")
+                std::fs::write(b.join("cmdline.txt"), GOOD_CMDLINE.replace("-05", "-06"))
+                    .expect("cmdline")
             },
-            "FAIL  cmdline.txt names partition 2 as root",
+            "FAIL  cmdline.txt names slot A's root partition",
+        ),
+        (
+            "no panic= (a trial slot's kernel panic would hang the box)",
+            |b: &Path| {
+                std::fs::write(b.join("cmdline.txt"), GOOD_CMDLINE.replace(" panic=10", ""))
+                    .expect("cmdline")
+            },
+            "FAIL  cmdline.txt: panic=N",
         ),
         (
             "a CMA size on a Pi 4's command line",
@@ -607,20 +712,28 @@ fn image_inspect_passes_a_good_pi_card_and_fails_a_broken_one() {
         ),
     ];
     for (what, breaks, expected) in broken {
-        let boot = pi4_boot_files(dir.path(), "6.12.0-test-arm64", GOOD_CMDLINE);
+        let boot = pi4_boot_files(dir.path(), VERSION, GOOD_CMDLINE);
         breaks(&boot);
-        let image = card(dir.path(), &boot, &root);
+        let image = card(dir.path(), &config, Some(&boot), &root);
         let out = inspect(&image);
         assert!(!out.status.success(), "{what}: passed: {}", text(&out));
         assert!(text(&out).contains(expected), "{what}: {}", text(&out));
     }
 
+    // autoboot.txt naming no system slot: the firmware would find nothing to boot.
+    let boot = pi4_boot_files(dir.path(), VERSION, GOOD_CMDLINE);
+    let odd = pi4_config_files(dir.path(), VERSION, "[all]\nboot_partition=4\n");
+    let out = inspect(&card(dir.path(), &odd, Some(&boot), &root));
+    assert!(!out.status.success());
+    assert!(
+        text(&out).contains("FAIL  autoboot.txt names slot A's or B's boot partition"),
+        "{}",
+        text(&out)
+    );
+
     // The kernel's modules missing from the root: a boot that cannot load a driver.
-    let other_root = dir.path().join("other-root");
-    std::fs::create_dir_all(other_root.join("usr/lib/modules/6.1.0-old-arm64")).expect("modules");
-    let boot = pi4_boot_files(dir.path(), "6.12.0-test-arm64", GOOD_CMDLINE);
-    let image = card(dir.path(), &boot, &other_root);
-    let out = inspect(&image);
+    let other_root = root_tree(dir.path(), "other-root", "6.1.0-old-arm64");
+    let out = inspect(&card(dir.path(), &config, Some(&boot), &other_root));
     assert!(!out.status.success());
     assert!(
         text(&out)
@@ -724,4 +837,230 @@ fn the_first_boot_units_verify_and_run_only_when_something_was_provisioned() {
         "/usr/lib/berth/move-claim-code",
     );
     verify_unit(TEST, "berth-setup.service", "/usr/lib/berth/apply-setup");
+}
+
+/// RAUC's custom bootloader backend for the card (`board/common/usr/lib/berth/ab-boot`),
+/// on a directory standing for partition 1 and a file for /proc/cmdline: a slot RAUC
+/// installs is only tried (`reboot N`), autoboot.txt keeps the committed slot until the
+/// tried one is marked good while booted, and the committed slot cannot be marked bad
+/// while another is on trial.
+#[test]
+fn the_ab_boot_backend_tries_a_new_slot_once_and_commits_it_only_when_it_is_good() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let boot = dir.path().join("firmware");
+    std::fs::create_dir(&boot).expect("boot");
+    std::fs::write(boot.join("autoboot.txt"), AUTOBOOT_A).expect("autoboot");
+    let cmdline = dir.path().join("cmdline");
+    let booted = |slot: &str| {
+        std::fs::write(
+            &cmdline,
+            GOOD_CMDLINE.replace("rauc.slot=A", &format!("rauc.slot={slot}")) + "\n",
+        )
+        .expect("cmdline")
+    };
+    let ab = |args: &[&str]| {
+        Command::new(repo("board/common/usr/lib/berth/ab-boot"))
+            .args(args)
+            .env("BERTH_BOOT_DIR", &boot)
+            .env("BERTH_PROC_CMDLINE", &cmdline)
+            .env("BERTH_RUN_DIR", dir.path().join("run"))
+            .output()
+            .expect("ab-boot")
+    };
+    let says = |args: &[&str]| {
+        let out = ab(args);
+        assert!(out.status.success(), "{args:?}: {}", text(&out));
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    };
+    let autoboot = || std::fs::read_to_string(boot.join("autoboot.txt")).expect("autoboot");
+
+    // Booted from slot A, as flashed.
+    booted("A");
+    assert_eq!(says(&["get-current"]), "A");
+    assert_eq!(says(&["committed"]), "A");
+    assert_eq!(says(&["get-primary"]), "A");
+    assert_eq!(says(&["get-state", "B"]), "good");
+    assert_eq!(says(&["partition", "B"]), "3");
+
+    // RAUC installs into B: marks it bad while writing, then makes it primary. B is only
+    // the one a `reboot 3` tries; autoboot.txt still boots A.
+    says(&["set-state", "B", "bad"]);
+    assert_eq!(says(&["get-state", "B"]), "bad");
+    says(&["set-primary", "B"]);
+    assert_eq!(says(&["get-primary"]), "B");
+    assert_eq!(autoboot(), AUTOBOOT_A);
+
+    // Booted from B on trial: A, committed, cannot be marked bad (nothing to return to).
+    booted("B");
+    let out = ab(&["set-state", "A", "bad"]);
+    assert!(!out.status.success(), "marked the committed slot bad");
+    assert!(text(&out).contains("refusing"), "{}", text(&out));
+    // berthd ready: mark-good commits B.
+    says(&["set-state", "B", "good"]);
+    assert_eq!(autoboot(), "[all]\nboot_partition=3\n");
+    assert_eq!(says(&["committed"]), "B");
+    assert_eq!(says(&["get-state", "B"]), "good");
+    assert_eq!(says(&["get-primary"]), "B");
+
+    // The next update, into A, fails its trial: marked bad while booted, never committed.
+    says(&["set-state", "A", "bad"]);
+    says(&["set-primary", "A"]);
+    booted("A");
+    says(&["set-state", "A", "bad"]);
+    assert_eq!(says(&["get-state", "A"]), "bad");
+    assert_eq!(says(&["committed"]), "B");
+    assert_eq!(autoboot(), "[all]\nboot_partition=3\n");
+    // RAUC's mark-active of the booted slot commits it too.
+    says(&["set-primary", "A"]);
+    assert_eq!(says(&["committed"]), "A");
+    assert_eq!(says(&["get-state", "A"]), "good");
+
+    // The partition for the firmware, in PM_RSTS's bits 0, 2, 4, 6, 8, 10.
+    assert_eq!(says(&["rsts-bits", "2"]), "0x004");
+    assert_eq!(says(&["rsts-bits", "3"]), "0x005");
+    assert_eq!(says(&["rsts-bits", "0"]), "0x000");
+    assert!(
+        !ab(&["rsts-bits", "63"]).status.success(),
+        "63 is the firmware's halt"
+    );
+    // Not a Raspberry Pi (no watchdog in /proc/iomem): arming does nothing, and says so.
+    let iomem = dir.path().join("iomem");
+    std::fs::write(&iomem, "40000000-bfffffff : System RAM\n").expect("iomem");
+    let out = Command::new(repo("board/common/usr/lib/berth/ab-boot"))
+        .args(["arm", "3"])
+        .env("BERTH_PROC_IOMEM", &iomem)
+        .output()
+        .expect("ab-boot arm");
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("nothing to arm"), "{}", text(&out));
+
+    // Nonsense is refused.
+    assert!(!ab(&["get-state", "C"]).status.success());
+    assert!(!ab(&["set-state", "A", "maybe"]).status.success());
+    std::fs::write(boot.join("autoboot.txt"), "[all]\nboot_partition=4\n").expect("autoboot");
+    assert!(!ab(&["committed"]).status.success());
+}
+
+/// The update bundle as image/build makes it (format, slot images, compatible), signed
+/// with a key made here: RAUC, configured as the appliance is, verifies it against that
+/// key's certificate and refuses it against another's.
+#[test]
+fn an_update_bundle_verifies_against_the_appliance_keyring_and_not_another() {
+    const TEST: &str = "an_update_bundle_verifies_against_the_appliance_keyring_and_not_another";
+    if !tools_or_skip(
+        TEST,
+        &["rauc", "mksquashfs", "openssl", "mkfs.vfat", "mke2fs"],
+    ) {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let key = |name: &str| {
+        run(Command::new("openssl")
+            .args([
+                "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+            ])
+            .args(["-subj", &format!("/O=Berth/CN={name}")])
+            .arg("-keyout")
+            .arg(dir.path().join(format!("{name}.key")))
+            .arg("-out")
+            .arg(dir.path().join(format!("{name}.pem"))));
+        dir.path().join(format!("{name}.pem"))
+    };
+    let signer = key("build");
+    let stranger = key("stranger");
+
+    // The manifest image/build writes, with the slot classes the appliance's system.conf
+    // has.
+    let build = std::fs::read_to_string(repo("image/build")).expect("image/build");
+    let conf = system_conf("rpi4");
+    for (image, slot) in [
+        ("[image.boot]", "[slot.boot.0]"),
+        ("[image.rootfs]", "[slot.rootfs.0]"),
+    ] {
+        assert!(build.contains(image), "image/build's manifest has {image}");
+        assert!(conf.contains(slot), "system.conf has {slot}");
+    }
+    assert!(build.contains("format=verity") && conf.contains("bundle-formats=-plain"));
+    let content = dir.path().join("bundle");
+    std::fs::create_dir(&content).expect("content");
+    std::fs::write(
+        content.join("manifest.raucm"),
+        "[update]\ncompatible=berth-rpi4\nversion=test\n\n[bundle]\nformat=verity\n\n\
+         [image.boot]\nfilename=boot.vfat\n\n[image.rootfs]\nfilename=root.ext4\n",
+    )
+    .expect("manifest");
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).expect("empty");
+    std::fs::rename(
+        fat(dir.path(), "boot.vfat", "BERTH-SYS", 34, &empty),
+        content.join("boot.vfat"),
+    )
+    .expect("boot.vfat");
+    // A root with something in it that does not compress (a verity bundle's squashfs
+    // must be larger than one 4 KiB block).
+    let tree = dir.path().join("root-tree");
+    std::fs::create_dir(&tree).expect("tree");
+    let mut noise = vec![0u8; 64 << 10];
+    let mut x: u32 = 0x9e37_79b9;
+    for b in noise.iter_mut() {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        *b = x as u8;
+    }
+    std::fs::write(tree.join("noise"), &noise).expect("noise");
+    run(Command::new("mke2fs")
+        .args(["-q", "-F", "-t", "ext4", "-L", "berth-root", "-d"])
+        .arg(&tree)
+        .arg(content.join("root.ext4"))
+        .arg("4M"));
+    let bundle = dir.path().join("update.raucb");
+    run(Command::new("rauc")
+        .arg(format!("--cert={}", signer.display()))
+        .arg(format!("--key={}", dir.path().join("build.key").display()))
+        .arg("bundle")
+        .arg(&content)
+        .arg(&bundle));
+
+    let conf_file = dir.path().join("system.conf");
+    std::fs::write(&conf_file, &conf).expect("conf");
+    let info = |keyring: &Path| {
+        Command::new("rauc")
+            .arg(format!("--conf={}", conf_file.display()))
+            .arg(format!("--keyring={}", keyring.display()))
+            .arg("info")
+            .arg(&bundle)
+            .output()
+            .expect("rauc info")
+    };
+    let good = info(&signer);
+    assert!(good.status.success(), "{}", text(&good));
+    let report = text(&good);
+    assert!(report.contains("'berth-rpi4'"), "{report}");
+    assert!(report.contains("verity"), "{report}");
+    let bad = info(&stranger);
+    assert!(
+        !bad.status.success(),
+        "verified with another key: {}",
+        text(&bad)
+    );
+}
+
+#[test]
+fn the_trial_unit_verifies_and_the_image_enables_it() {
+    const TEST: &str = "the_trial_unit_verifies_and_the_image_enables_it";
+    let trial = unit_lines("berth-trial.service");
+    for line in [
+        "ExecStart=/usr/lib/berth/trial",
+        "RequiresMountsFor=/boot/firmware",
+        "WantedBy=multi-user.target",
+    ] {
+        assert!(trial.lines().any(|l| l == line), "berth-trial: {line}");
+    }
+    let build = std::fs::read_to_string(repo("image/build")).expect("image/build");
+    assert!(
+        build.contains("berth-trial.service"),
+        "the image enables berth-trial.service"
+    );
+    verify_unit(TEST, "berth-trial.service", "/usr/lib/berth/trial");
 }
