@@ -923,8 +923,28 @@ fn the_ab_boot_backend_tries_a_new_slot_once_and_commits_it_only_when_it_is_good
         !ab(&["rsts-bits", "63"]).status.success(),
         "63 is the firmware's halt"
     );
-    // Not a Raspberry Pi (no watchdog in /proc/iomem): arming does nothing, and says so.
+    // A Pi 4's /proc/iomem: the watchdog device has three regions; PM_RSTS is in the
+    // one it is named after ("pm"), not the first listed.
     let iomem = dir.path().join("iomem");
+    std::fs::write(
+        &iomem,
+        "fe00a000-fe00a023 : fe100000.watchdog asb\n\
+         fe100000-fe100113 : fe100000.watchdog pm\n\
+         fec11000-fec1101f : fe100000.watchdog rpivid_asb\n",
+    )
+    .expect("iomem");
+    let out = Command::new(repo("board/common/usr/lib/berth/ab-boot"))
+        .arg("rsts-address")
+        .env("BERTH_PROC_IOMEM", &iomem)
+        .output()
+        .expect("ab-boot rsts-address");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "0xfe100020\n",
+        "{}",
+        text(&out)
+    );
+    // Not a Raspberry Pi (no watchdog in /proc/iomem): arming does nothing, and says so.
     std::fs::write(&iomem, "40000000-bfffffff : System RAM\n").expect("iomem");
     let out = Command::new(repo("board/common/usr/lib/berth/ab-boot"))
         .args(["arm", "3"])
