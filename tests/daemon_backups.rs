@@ -478,9 +478,10 @@ fn wait_for_failure(daemon: &Daemon, datadir: &Path, error: &str) -> serde_json:
 }
 
 /// One `backup-failed` event (the first failure of the run), for whoever asks for it.
+/// Waited for: the service shows the failure in `/health` before it records the event.
 fn assert_alert(daemon: &Daemon, datadir: &Path, error: &str) {
     let (_, raw) = daemon.get(
-        "/api/v1/notifications/wait?after=0&timeout=0&types=backup-failed",
+        "/api/v1/notifications/wait?after=0&timeout=10&types=backup-failed",
         &[("Authorization", &bearer(datadir))],
     );
     let wait = json_of(&raw);
