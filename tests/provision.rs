@@ -296,23 +296,26 @@ fn a_provisioned_card_is_set_up_and_claimed_at_first_boot() {
 
     // Everything an owner can give.
     let keys_arg = keys.to_string_lossy().into_owned();
-    let out = provision(
-        &image,
-        &[
-            "--hostname",
-            "kitchen-box",
-            "--ssh-keys",
-            &keys_arg,
-            "--wifi",
-            WIFI_SSID,
-            "--wifi-country",
-            "DE",
-        ],
-        &[
-            ("BERTH_CLAIM_CODE", CODE),
-            ("BERTH_WIFI_PASSPHRASE", WIFI_PASSPHRASE),
-        ],
-    );
+    let provision_everything = || {
+        provision(
+            &image,
+            &[
+                "--hostname",
+                "kitchen-box",
+                "--ssh-keys",
+                &keys_arg,
+                "--wifi",
+                WIFI_SSID,
+                "--wifi-country",
+                "DE",
+            ],
+            &[
+                ("BERTH_CLAIM_CODE", CODE),
+                ("BERTH_WIFI_PASSPHRASE", WIFI_PASSPHRASE),
+            ],
+        )
+    };
+    let out = provision_everything();
     let printed = text(&out);
     assert!(out.status.success(), "{printed}");
     for line in [
@@ -369,23 +372,7 @@ fn a_provisioned_card_is_set_up_and_claimed_at_first_boot() {
         "a new random code"
     );
     // And the final set, for the first boot below.
-    let out = provision(
-        &image,
-        &[
-            "--hostname",
-            "kitchen-box",
-            "--ssh-keys",
-            &keys_arg,
-            "--wifi",
-            WIFI_SSID,
-            "--wifi-country",
-            "DE",
-        ],
-        &[
-            ("BERTH_CLAIM_CODE", CODE),
-            ("BERTH_WIFI_PASSPHRASE", WIFI_PASSPHRASE),
-        ],
-    );
+    let out = provision_everything();
     assert!(out.status.success(), "{}", text(&out));
 
     // First boot, part one (berth-setup.service): the boot partition's files as

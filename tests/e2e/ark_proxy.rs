@@ -166,3 +166,21 @@ async fn accept(listener: tokio::net::TcpListener, upstream: String, gate: Arc<G
         });
     }
 }
+
+/// The answer (`status`, raw response, body) to a request sent again with the key of
+/// one answered `first` with 202: the same answer, replayed by the key layer.
+pub fn assert_replayed_202(
+    first: &serde_json::Value,
+    (status, raw, again): (u16, String, serde_json::Value),
+) {
+    assert_eq!(
+        (status, &again),
+        (202, first),
+        "the retry with the same key gets the first answer"
+    );
+    assert!(
+        raw.to_ascii_lowercase()
+            .contains("idempotent-replayed: true"),
+        "{raw}"
+    );
+}

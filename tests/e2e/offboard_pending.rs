@@ -14,7 +14,7 @@ use std::time::Instant;
 
 use serde_json::{Value, json};
 
-use crate::ark_proxy::ArkProxy;
+use crate::ark_proxy::{ArkProxy, assert_replayed_202};
 use crate::stack::{Berthd, Stack, wait_for};
 
 /// The `bark.offboard` movements of `berthd`'s history.
@@ -101,7 +101,7 @@ fn an_offboard_the_server_interrupts_is_accepted_once() {
     // Send on-chain: the arkoor split goes through and records the movement, then the
     // server fails the offboard's preparation.
     let payee = stack.bitcoind.new_address();
-    let (first, (status, raw, again)) = post_while_failing(
+    let (first, replay) = post_while_failing(
         &alice,
         &proxy,
         "PrepareOffboard",
@@ -112,16 +112,7 @@ fn an_offboard_the_server_interrupts_is_accepted_once() {
     let movement_id = first["movement_id"]
         .as_u64()
         .unwrap_or_else(|| panic!("the split recorded the movement: {first}"));
-    assert_eq!(
-        (status, &again),
-        (202, &first),
-        "the retry with the same key gets the first answer"
-    );
-    assert!(
-        raw.to_ascii_lowercase()
-            .contains("idempotent-replayed: true"),
-        "{raw}"
-    );
+    assert_replayed_202(&first, replay);
     let offboards = offboard_movements(&alice);
     assert_eq!(offboards.len(), 1, "one offboard, not two: {offboards:?}");
     assert_eq!(offboards[0]["id"], movement_id, "{offboards:?}");
@@ -159,7 +150,7 @@ fn an_offboard_the_server_interrupts_is_accepted_once() {
         .filter_map(|v| v["amount_sat"].as_u64())
         .sum();
     let destination = stack.bitcoind.new_address();
-    let (first, (status, _, again)) = post_while_failing(
+    let (first, replay) = post_while_failing(
         &alice,
         &proxy,
         "FinishOffboard",
@@ -167,7 +158,7 @@ fn an_offboard_the_server_interrupts_is_accepted_once() {
         json!({"vtxos": spendable, "address": destination}),
         "offboard-1",
     );
-    assert_eq!((status, &again), (202, &first));
+    assert_replayed_202(&first, replay);
     let movement_id = first["movement_id"]
         .as_u64()
         .unwrap_or_else(|| panic!("the prepared offboard has its movement: {first}"));
