@@ -148,9 +148,11 @@ fn a_loaded_wallet_without_its_ark_server_is_degraded_and_measured() {
         "{text}"
     );
 
-    // Ark-server-unreachable is an opt-in alert: there for whoever asks.
+    // Ark-server-unreachable is an opt-in alert: there for whoever asks. The
+    // autopilot marks the server unreachable (what /health showed above) just before
+    // it records the alert, so wait for it rather than read once.
     let (_, raw) = daemon.get(
-        "/api/v1/notifications/wait?after=0&timeout=0&types=ark-server-unreachable",
+        "/api/v1/notifications/wait?after=0&timeout=10&types=ark-server-unreachable",
         &[("Authorization", &bearer)],
     );
     let wait = json_of(&raw);
