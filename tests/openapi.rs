@@ -289,3 +289,38 @@ fn every_operation_documents_what_the_layers_before_its_handler_answer() {
         "{behind_token} operations behind the token"
     );
 }
+
+/// A description is Markdown for a client's developer (a doc comment's line breaks are
+/// fine there), but a backslash or an indented line in it is a string continuation gone
+/// wrong in the code: `\\` at a line's end keeps the backslash and the next line's
+/// indentation, which Markdown then shows as a stray `\` or a code block.
+#[test]
+fn descriptions_carry_no_stray_backslashes_or_indentation() {
+    fn walk(value: &Value, at: &str, found: &mut Vec<String>) {
+        match value {
+            Value::Object(map) => {
+                for (key, v) in map {
+                    let here = format!("{at}/{key}");
+                    if let (true, Value::String(text)) =
+                        (key == "description" || key == "summary", v)
+                    {
+                        if text.contains('\\') || text.contains("\n ") {
+                            found.push(format!("{here}: {text:?}"));
+                        }
+                    }
+                    walk(v, &here, found);
+                }
+            }
+            Value::Array(items) => {
+                for (i, v) in items.iter().enumerate() {
+                    walk(v, &format!("{at}/{i}"), found);
+                }
+            }
+            _ => {}
+        }
+    }
+    let doc: Value = serde_json::from_str(&generated()).expect("JSON");
+    let mut found = Vec::new();
+    walk(&doc, "", &mut found);
+    assert!(found.is_empty(), "{}", found.join("\n"));
+}

@@ -86,9 +86,9 @@ impl IntoResponse for SendAnswer {
     path = "/wallet/send",
     tag = "wallet",
     summary = "Send a payment",
-    description = "Pays an Ark address out of round (arkoor). Returns once the payment has \\
-        reached the recipient's mailbox; if that takes over a minute (server or mailbox \\
-        down), 202 says it goes on in the background (barkd: 503, after which a client may \\
+    description = "Pays an Ark address out of round (arkoor). Returns once the payment has \
+        reached the recipient's mailbox; if that takes over a minute (server or mailbox \
+        down), 202 says it goes on in the background (barkd: 503, after which a client may \
         well pay again). 422 when the spendable balance is too small.",
     request_body = SendRequest,
     responses(
@@ -305,8 +305,8 @@ pub struct OffboardAllRequest {
     path = "/wallet/offboard/all",
     tag = "wallet",
     summary = "Offboard everything",
-    description = "Sends every spendable VTXO on-chain, less the server's offboard fee. Returns \\
-        once the transaction is broadcast; 202 if a step fails for now and it is not broadcast \\
+    description = "Sends every spendable VTXO on-chain, less the server's offboard fee. Returns \
+        once the transaction is broadcast; 202 if a step fails for now and it is not broadcast \
         within seconds (barkd: 500).",
     request_body = OffboardAllRequest,
     responses(
@@ -341,8 +341,8 @@ pub struct OffboardVtxosRequest {
     path = "/wallet/offboard/vtxos",
     tag = "wallet",
     summary = "Offboard VTXOs",
-    description = "Sends these VTXOs on-chain, less the server's offboard fee. Returns once the \\
-        transaction is broadcast; 202 if a step fails for now and it is not broadcast within \\
+    description = "Sends these VTXOs on-chain, less the server's offboard fee. Returns once the \
+        transaction is broadcast; 202 if a step fails for now and it is not broadcast within \
         seconds (barkd: 500).",
     request_body = OffboardVtxosRequest,
     responses(
@@ -383,8 +383,8 @@ pub struct SendOnchainRequest {
     path = "/wallet/send-onchain",
     tag = "wallet",
     summary = "Pay on-chain from the Ark balance",
-    description = "Pays a bitcoin address out of the Ark balance (an offboard of the exact \\
-        amount; change stays in Ark). Returns once the transaction is broadcast; 202 if a step \\
+    description = "Pays a bitcoin address out of the Ark balance (an offboard of the exact \
+        amount; change stays in Ark). Returns once the transaction is broadcast; 202 if a step \
         fails for now and it is not broadcast within seconds (barkd: 500).",
     request_body = SendOnchainRequest,
     responses(

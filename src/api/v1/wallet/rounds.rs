@@ -149,8 +149,8 @@ impl From<&bark::persist::models::StoredRoundState<bark::persist::models::Unlock
     path = "/wallet/refresh/vtxos",
     tag = "wallet",
     summary = "Refresh VTXOs",
-    description = "Joins the next round to swap these VTXOs for new ones (a fresh expiry, exit \\
-        depth 1). Returns at once; the round runs when the server holds one, and completes once \\
+    description = "Joins the next round to swap these VTXOs for new ones (a fresh expiry, exit \
+        depth 1). Returns at once; the round runs when the server holds one, and completes once \
         its funding transaction confirms (`GET /wallet/rounds`).",
     request_body = RefreshRequest,
     responses(
