@@ -301,12 +301,10 @@ fn descriptions_carry_no_stray_backslashes_or_indentation() {
             Value::Object(map) => {
                 for (key, v) in map {
                     let here = format!("{at}/{key}");
-                    if let (true, Value::String(text)) =
-                        (key == "description" || key == "summary", v)
+                    if let ("description" | "summary", Value::String(text)) = (key.as_str(), v)
+                        && (text.contains('\\') || text.contains("\n "))
                     {
-                        if text.contains('\\') || text.contains("\n ") {
-                            found.push(format!("{here}: {text:?}"));
-                        }
+                        found.push(format!("{here}: {text:?}"));
                     }
                     walk(v, &here, found);
                 }
