@@ -730,7 +730,7 @@ async fn pending_movements_are_listed_by_subsystem() {
     m.effective_balance = SignedAmount::from_sat(-10);
     db.update_movement(&m).await.expect("update");
 
-    let pending = db.pending_movements("bark.round").await.expect("list");
+    let pending = db.pending_movements(&["bark.round"]).await.expect("list");
     assert_eq!(
         pending,
         vec![
@@ -739,16 +739,25 @@ async fn pending_movements_are_listed_by_subsystem() {
         ],
         "pending ones of that subsystem, whole, oldest first"
     );
-    let pending = db.pending_movements(&test.name).await.expect("list");
+    let pending = db.pending_movements(&[&test.name]).await.expect("list");
     assert_eq!(
         pending.iter().map(|m| m.id).collect::<Vec<_>>(),
         vec![other]
     );
     assert!(
-        db.pending_movements("bark.board")
+        db.pending_movements(&["bark.board"])
             .await
             .expect("list")
             .is_empty()
+    );
+    // Several subsystems in one scan: all of theirs, still oldest first.
+    let pending = db
+        .pending_movements(&["bark.round", &test.name, "bark.board"])
+        .await
+        .expect("list");
+    assert_eq!(
+        pending.iter().map(|m| m.id).collect::<Vec<_>>(),
+        vec![a, other, with_inputs]
     );
 }
 

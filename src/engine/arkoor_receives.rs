@@ -53,22 +53,33 @@ impl Engine {
     /// Records the incoming arkoor payments a kill left pending and empty (see the
     /// module's comment). Failures are logged: the wallet loads either way, and the
     /// next load tries again.
-    pub(super) async fn repair_interrupted_arkoor_receives(&self, wallet: &bark::Wallet) {
-        if let Err(e) = self.try_repair_arkoor_receives(wallet).await {
+    ///
+    /// `pending`: the wallet's pending movements of this and other subsystems (one scan
+    /// of the history serves every repair at load).
+    pub(super) async fn repair_interrupted_arkoor_receives(
+        &self,
+        wallet: &bark::Wallet,
+        pending: &[Movement],
+    ) {
+        if let Err(e) = self.try_repair_arkoor_receives(wallet, pending).await {
             tracing::error!(error = %format!("{e:#}"),
                 "cannot finish the incoming arkoor payments a crash left pending; \
                  the next load tries again");
         }
     }
 
-    async fn try_repair_arkoor_receives(&self, wallet: &bark::Wallet) -> anyhow::Result<()> {
-        let empty_receives: Vec<Movement> = self
-            .store
-            .pending_movements(Subsystem::ARKOOR.as_name())
-            .await
-            .context("listing pending arkoor movements")?
-            .into_iter()
-            .filter(|m| m.subsystem.kind == RECEIVE_KIND && m.output_vtxos.is_empty())
+    async fn try_repair_arkoor_receives(
+        &self,
+        wallet: &bark::Wallet,
+        pending: &[Movement],
+    ) -> anyhow::Result<()> {
+        let empty_receives: Vec<&Movement> = pending
+            .iter()
+            .filter(|m| {
+                m.subsystem.name == Subsystem::ARKOOR.as_name()
+                    && m.subsystem.kind == RECEIVE_KIND
+                    && m.output_vtxos.is_empty()
+            })
             .collect();
         if empty_receives.is_empty() {
             return Ok(());

@@ -216,8 +216,15 @@ impl Engine {
     ///
     /// Must run before anything can join a round (the wallet's tasks, the API), or it
     /// could fail a join in its window; and after the event recorder starts.
-    pub(super) async fn fail_orphaned_round_movements(&self, wallet: &bark::Wallet) {
-        let orphans = match self.orphaned_round_movements(wallet).await {
+    ///
+    /// `pending`: the wallet's pending movements of this and other subsystems (one scan
+    /// of the history serves every repair at load).
+    pub(super) async fn fail_orphaned_round_movements(
+        &self,
+        wallet: &bark::Wallet,
+        pending: &[Movement],
+    ) {
+        let orphans = match self.orphaned_round_movements(wallet, pending).await {
             Ok(orphans) => orphans,
             Err(e) => {
                 tracing::error!(error = %format!("{e:#}"),
@@ -254,16 +261,16 @@ impl Engine {
     }
 
     /// The pending `bark.round` movements no stored round state names.
-    async fn orphaned_round_movements(
+    async fn orphaned_round_movements<'m>(
         &self,
         wallet: &bark::Wallet,
-    ) -> anyhow::Result<Vec<Movement>> {
+        pending: &'m [Movement],
+    ) -> anyhow::Result<Vec<&'m Movement>> {
         use anyhow::Context as _;
-        let pending = self
-            .store
-            .pending_movements(Subsystem::ROUND.as_name())
-            .await
-            .context("listing pending round movements")?;
+        let pending: Vec<&Movement> = pending
+            .iter()
+            .filter(|m| m.subsystem.name == Subsystem::ROUND.as_name())
+            .collect();
         if pending.is_empty() {
             return Ok(pending);
         }

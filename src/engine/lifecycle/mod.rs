@@ -448,10 +448,7 @@ impl Engine {
         self.start_recorder(&opened.wallet.wallet).await;
         // Between the two: its notifications are recorded, and no join or mailbox message
         // can be under way.
-        self.fail_orphaned_round_movements(&opened.wallet.wallet)
-            .await;
-        self.repair_interrupted_arkoor_receives(&opened.wallet.wallet)
-            .await;
+        self.repair_what_a_crash_left(&opened.wallet.wallet).await;
         self.start_wallet_tasks(opened.wallet.clone()).await;
         *self.loaded.write().await = Some(opened.wallet);
         self.opening.send_replace(false);
@@ -514,6 +511,26 @@ impl Engine {
             {
                 tracing::warn!("the event recorder did not finish in time");
             }
+        }
+    }
+
+    /// What a kill can leave half-done in bark's own writes, finished or failed at
+    /// load: refreshes with no round state ([`Engine::fail_orphaned_round_movements`])
+    /// and incoming arkoor payments with no amounts
+    /// ([`Engine::repair_interrupted_arkoor_receives`]). Both start from the pending
+    /// movements, listed in one scan of the history.
+    async fn repair_what_a_crash_left(&self, wallet: &bark::Wallet) {
+        use bark::subsystem::Subsystem;
+        let subsystems = [Subsystem::ROUND.as_name(), Subsystem::ARKOOR.as_name()];
+        match self.store.pending_movements(&subsystems).await {
+            Ok(pending) => {
+                self.fail_orphaned_round_movements(wallet, &pending).await;
+                self.repair_interrupted_arkoor_receives(wallet, &pending)
+                    .await;
+            }
+            Err(e) => tracing::error!(error = %e,
+                "cannot list the movements a crash may have left pending; \
+                 they stay as they are until the next load"),
         }
     }
 

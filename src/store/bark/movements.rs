@@ -260,15 +260,18 @@ impl Store {
         .await
     }
 
-    /// Every pending movement of `subsystem` (its name, e.g. `bark.round`), oldest id
-    /// first, read in one transaction. Only those are fully decoded: the rest of the
-    /// history is scanned by status and subsystem alone ([`MovementHead`]), so a check
-    /// at wallet load stays cheap on a long history.
+    /// Every pending movement of these `subsystems` (their names, e.g. `bark.round`),
+    /// oldest id first, read in one transaction. Only those are fully decoded: the rest
+    /// of the history is scanned by status and subsystem alone ([`MovementHead`]), so
+    /// the checks at wallet load stay cheap on a long history, and share one scan.
     ///
     /// [`MovementHead`]: crate::store::codec::MovementHead
-    pub async fn pending_movements(&self, subsystem: &str) -> Result<Vec<Movement>, StoreError> {
+    pub async fn pending_movements(
+        &self,
+        subsystems: &[&str],
+    ) -> Result<Vec<Movement>, StoreError> {
         const CTX: &str = "listing pending movements";
-        let subsystem = subsystem.to_owned();
+        let subsystems: Vec<String> = subsystems.iter().map(|s| (*s).to_owned()).collect();
         self.read(CTX, move |tx| {
             let table = tx.open_table(MOVEMENTS).ctx(CTX)?;
             let mut out = Vec::new();
@@ -276,7 +279,9 @@ impl Store {
                 let (_, value) = entry.ctx(CTX)?;
                 let stored = value.value();
                 let head = stored.decode_head()?;
-                if head.status == MovementStatus::Pending && head.subsystem.name == subsystem {
+                if head.status == MovementStatus::Pending
+                    && subsystems.contains(&head.subsystem.name)
+                {
                     out.push(stored.decode()?);
                 }
             }
@@ -444,7 +449,10 @@ mod tests {
         assert!(other.0 > MOVEMENTS && finished.0 > other.0);
 
         let started = Instant::now();
-        let pending = store.pending_movements("bark.round").await.expect("scan");
+        let pending = store
+            .pending_movements(&["bark.round"])
+            .await
+            .expect("scan");
         let scan = started.elapsed();
         let ids: Vec<u32> = pending.iter().map(|m| m.id.0).collect();
         assert_eq!(ids, pending_refreshes, "oldest first, only these");
