@@ -154,18 +154,11 @@ fn nothing_in_the_datadir_is_left_to_other_users() {
 /// daemon runs as `nobody`) refuses the start with what to do.
 #[test]
 fn an_entry_that_cannot_be_made_private_refuses_the_start() {
-    if !rustix::process::geteuid().is_root() {
-        skip(
-            "an_entry_that_cannot_be_made_private_refuses_the_start",
-            "needs root, to give a file to another user",
-        );
-        return;
-    }
-    let Some(nobody) = nobody() else {
-        skip(
-            "an_entry_that_cannot_be_made_private_refuses_the_start",
-            "no user nobody in /etc/passwd",
-        );
+    let Some(nobody) = nobody_to_run(
+        "an_entry_that_cannot_be_made_private_refuses_the_start",
+        "to give a file to another user",
+        Path::new(BIN),
+    ) else {
         return;
     };
     let (tmp, datadir) = loose_datadir();
@@ -193,6 +186,39 @@ fn an_entry_that_cannot_be_made_private_refuses_the_start() {
         "{err}"
     );
     assert_eq!(mode(&datadir.join("debug.log")), 0o644, "not changed");
+}
+
+/// The uid (and gid) of `nobody`, for a test that runs `program` as that user; `None`,
+/// with the test reported skipped and why, when it cannot: not root (`why_root` says
+/// what root is needed for), no such user, or `program` in a directory other users
+/// cannot enter (a checkout under a 0700 home directory).
+fn nobody_to_run(test: &str, why_root: &str, program: &Path) -> Option<u32> {
+    if !rustix::process::geteuid().is_root() {
+        skip(test, &format!("needs root, {why_root}"));
+        return None;
+    }
+    let Some(nobody) = nobody() else {
+        skip(test, "no user nobody in /etc/passwd");
+        return None;
+    };
+    // Others' execute bit on the program and on every directory above it.
+    let closed = program.ancestors().find(|p| {
+        !p.as_os_str().is_empty()
+            && std::fs::metadata(p).is_ok_and(|m| m.permissions().mode() & 0o001 == 0)
+    });
+    if let Some(closed) = closed {
+        skip(
+            test,
+            &format!(
+                "nobody cannot reach {}: {} is closed to other users (check out the \
+                 repository where other users can enter)",
+                program.display(),
+                closed.display()
+            ),
+        );
+        return None;
+    }
+    Some(nobody)
 }
 
 /// The uid (and gid) of `nobody`, if this system has one.
@@ -233,18 +259,11 @@ fn control_client_as(uid: u32, socket: &Path) -> String {
 /// user is served throughout.
 #[test]
 fn the_control_socket_serves_its_own_user_only() {
-    if !rustix::process::geteuid().is_root() {
-        skip(
-            "the_control_socket_serves_its_own_user_only",
-            "needs root, to connect as another user",
-        );
-        return;
-    }
-    let Some(nobody) = nobody() else {
-        skip(
-            "the_control_socket_serves_its_own_user_only",
-            "no user nobody in /etc/passwd",
-        );
+    let Some(nobody) = nobody_to_run(
+        "the_control_socket_serves_its_own_user_only",
+        "to connect as another user",
+        &std::env::current_exe().expect("test binary"),
+    ) else {
         return;
     };
     rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o022));
