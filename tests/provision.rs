@@ -554,6 +554,14 @@ fn system_conf(board: &str) -> String {
         .expect("system.conf")
         .replace("@COMPATIBLE@", &format!("berth-{board}"))
         .replace("@DISK_ID@", DISK_ID)
+        .replace(
+            "@BUNDLE_FORMATS@",
+            if board == "rpi5" {
+                "plain verity"
+            } else {
+                "-plain"
+            },
+        )
 }
 
 /// A slot's root tree with what image/inspect looks at: the kernel's modules, RAUC's
@@ -987,7 +995,7 @@ fn an_update_bundle_verifies_against_the_appliance_keyring_and_not_another() {
         assert!(build.contains(image), "image/build's manifest has {image}");
         assert!(conf.contains(slot), "system.conf has {slot}");
     }
-    assert!(build.contains("format=verity") && conf.contains("bundle-formats=-plain"));
+    assert!(build.contains("bundle_format=verity") && conf.contains("bundle-formats=-plain"));
     let content = dir.path().join("bundle");
     std::fs::create_dir(&content).expect("content");
     std::fs::write(
