@@ -646,6 +646,8 @@ fn image_inspect_passes_a_good_pi_card_and_fails_a_broken_one() {
         "ok    cmdline.txt: iomem=relaxed",
         "ok    RAUC: /etc/rauc/system.conf, compatible=berth-rpi4",
         "ok    RAUC: the slots are this card's partitions 5+2 (A) and 6+3 (B)",
+        "ok    RAUC: bundle-formats=-plain",
+        "ok    RAUC: resize=true on both roots",
         "ok    the update scripts: /usr/sbin/berth-update",
         "ok    Pi 4 boot file start4.elf is there",
         "image/inspect: all checks passed",
@@ -736,6 +738,22 @@ fn image_inspect_passes_a_good_pi_card_and_fails_a_broken_one() {
         "{}",
         text(&out)
     );
+
+    // A Pi 4's RAUC taking plain bundles, and one root slot not grown after it is
+    // written (the bundle's root image is shrunk: that slot would stay as small).
+    let loose_root = root_tree(dir.path(), "loose-root", VERSION);
+    let conf = system_conf("rpi4")
+        .replace("bundle-formats=-plain", "bundle-formats=plain verity")
+        .replacen("resize=true\n", "", 1);
+    std::fs::write(loose_root.join("etc/rauc/system.conf"), conf).expect("conf");
+    let out = inspect(&card(dir.path(), &config, Some(&boot), &loose_root));
+    assert!(!out.status.success());
+    for line in [
+        "FAIL  RAUC: bundle-formats=-plain for rpi4 (it has: plain verity)",
+        "FAIL  RAUC: resize=true on both root slots",
+    ] {
+        assert!(text(&out).contains(line), "{line}: {}", text(&out));
+    }
 }
 
 /// systemd-analyze verify of a unit, with its ExecStart pointed at the script here.
