@@ -38,6 +38,7 @@ fn health_without_a_wallet_is_ready() {
         "wallet",
         "ark_server",
         "chain_tip",
+        "autopilot",
         "vtxo_expiry",
         "exits",
         "exit_reserve",
@@ -48,6 +49,12 @@ fn health_without_a_wallet_is_ready() {
         assert!(body.get(key).is_some(), "{key} missing: {body}");
     }
     assert_eq!(body["wallet"]["exists"], false);
+    // Nothing to act on without a wallet: unknown, not "on".
+    assert_eq!(
+        body["autopilot"]["acting"],
+        serde_json::Value::Null,
+        "{body}"
+    );
     assert_eq!(body["store"]["writable"], true);
     assert!(body["disk"]["free_bytes"].as_u64().is_some_and(|f| f > 0));
     let names: Vec<&str> = body["tasks"]
@@ -129,6 +136,11 @@ fn a_loaded_wallet_without_its_ark_server_is_degraded_and_measured() {
     assert!(body["chain_tip"]["height"].as_u64().is_some(), "{body}");
     assert_eq!(body["wallet"]["loaded"], true);
     assert_eq!(body["vtxo_expiry"]["vtxos"], 0);
+    assert_eq!(
+        body["autopilot"],
+        serde_json::json!({"acting": true, "manual_sync": false, "watchdog": true}),
+        "{body}"
+    );
 
     let bearer = format!("Bearer {}", token(&datadir));
     let (_, raw) = daemon.get("/metrics", &[("Authorization", &bearer)]);

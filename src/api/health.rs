@@ -10,8 +10,7 @@
 //!   the reserve berthd keeps free (< 64 MiB, `api::disk`: changes are refused), or a
 //!   VTXO is past its exit deadline.
 //! - `degraded`: the wallet is locked or not loaded yet, the Ark server is unreachable, the chain
-//!   tip is unknown, VTXOs are within the exit margin, no refresh can complete under
-//!   the server's VTXO lifetime, the exit reserve is short, the disk is low (< 1 GiB),
+//!   tip is unknown, VTXOs are within the exit margin, the exit reserve is short, the disk is low (< 1 GiB),
 //!   a background task keeps failing, the wallet was imported and seed recovery
 //!   could not restore everything it found, or scheduled backups are failing or the
 //!   newest verified backup is older than `[backup] interval_hours` and a day.
@@ -48,6 +47,9 @@ pub struct Health {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
     pub chain_tip: Option<ChainTipHealth>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub autopilot: Option<AutopilotHealth>,
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
     pub vtxo_expiry: Option<VtxoExpiryHealth>,
@@ -95,6 +97,21 @@ pub struct ChainTipHealth {
     pub age_secs: Option<u64>,
 }
 
+/// Whether berthd acts on the wallet on its own (`docs/headless.md`). Every field is
+/// `null` before the autopilot's first check of a loaded wallet.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct AutopilotHealth {
+    /// The watchdog may join rounds and start exits on its own: `watchdog` is on and
+    /// `manual_sync` off.
+    pub acting: Option<bool>,
+    /// `daemon_manual_sync` in the wallet's `config.toml`, as barkd reads it: when
+    /// true, nothing syncs, refreshes in rounds or advances exits until a client asks,
+    /// and the watchdog only watches and alerts.
+    pub manual_sync: Option<bool>,
+    /// `[watchdog] enabled` in `berth.toml`.
+    pub watchdog: Option<bool>,
+}
+
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct VtxoExpiryHealth {
     /// Unspent VTXOs not being exited.
@@ -120,20 +137,16 @@ pub struct VtxoExpiryHealth {
 pub struct WatchdogThresholds {
     /// A `vtxo-expiring` alert this close to the deadline.
     pub warn_blocks: u32,
-    /// A VTXO this close to the deadline is at risk: exited if no refresh can happen.
+    /// A VTXO this close to the deadline is at risk: exited if no refresh can happen
+    /// by bark's account (the server away, or its refreshes failing).
     pub exit_margin_blocks: u32,
     /// bark's `vtxo_refresh_expiry_threshold`: the maintenance refresh takes a VTXO into
     /// the next round this close to its expiry.
     pub refresh_threshold_blocks: u32,
-    /// Failed refresh attempts before a VTXO at risk is exited.
+    /// Failed refresh attempts (bark's refreshes of a VTXO at risk that failed, and
+    /// blocks gone by with the Ark server not answering) before a VTXO at risk is
+    /// exited.
     pub refresh_attempts: u32,
-    /// The shortest server VTXO lifetime with which bark completes a refresh
-    /// (`round_tx_required_confirmations + 2 × vtxo_exit_margin + vtxo_exit_delta`);
-    /// `null` while the exit delta is unknown.
-    pub refresh_needs_lifetime_blocks: Option<u32>,
-    /// Whether a refresh can complete under the server's lifetime. When not, the
-    /// maintenance refresh does not join rounds and VTXOs at risk are exited.
-    pub refresh_possible: bool,
     /// bark's `vtxo_exit_margin`: the least exit margin.
     pub bark_exit_margin_blocks: u32,
     /// The Ark server's VTXO lifetime (`null` until the wallet has reached it); the
@@ -307,15 +320,6 @@ pub async fn health(
             )),
             _ => {}
         }
-        if let Some(t) = seen.thresholds.filter(|t| !t.refresh_possible) {
-            degraded.push(format!(
-                "no refresh can complete: the Ark server's VTXO lifetime ({} blocks) is shorter \
-                 than bark needs before it forfeits a round's inputs ({} blocks); VTXOs near \
-                 expiry will be exited",
-                t.sources.vtxo_lifetime.unwrap_or(0),
-                t.refresh_needs_lifetime.unwrap_or(0)
-            ));
-        }
         if seen.reserve.is_some_and(|r| !r.sufficient()) {
             degraded.push("the on-chain balance cannot pay for exiting every VTXO".into());
         }
@@ -363,6 +367,7 @@ pub async fn health(
                 wallet: None,
                 ark_server: None,
                 chain_tip: None,
+                autopilot: None,
                 vtxo_expiry: None,
                 exits: None,
                 exit_reserve: None,
@@ -394,6 +399,11 @@ pub async fn health(
                 .and_then(|t| t.seen_at.elapsed().ok())
                 .map(|d| d.as_secs()),
         }),
+        autopilot: Some(AutopilotHealth {
+            acting: seen.acting.map(|a| a.on()),
+            manual_sync: seen.acting.map(|a| a.manual_sync),
+            watchdog: seen.acting.map(|a| a.watchdog),
+        }),
         vtxo_expiry: Some(VtxoExpiryHealth {
             vtxos: seen.vtxos.len(),
             blocks_until_first_at_risk: seen.first_deadline,
@@ -406,8 +416,6 @@ pub async fn health(
                 exit_margin_blocks: t.exit_margin_blocks,
                 refresh_threshold_blocks: t.refresh_threshold_blocks,
                 refresh_attempts: t.refresh_attempts,
-                refresh_needs_lifetime_blocks: t.refresh_needs_lifetime,
-                refresh_possible: t.refresh_possible,
                 bark_exit_margin_blocks: t.sources.bark_exit_margin,
                 vtxo_lifetime_blocks: t.sources.vtxo_lifetime,
                 vtxo_exit_delta_blocks: t.sources.vtxo_exit_delta,

@@ -33,6 +33,7 @@ mod offchain;
 mod onchain;
 mod reads;
 mod recovery;
+mod round_events;
 mod rounds;
 pub mod supervisor;
 mod wallet_tasks;

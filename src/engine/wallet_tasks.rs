@@ -6,7 +6,7 @@
 //! |---|---|---|
 //! | `onchain-sync` | fee-rate estimates, the on-chain wallet | each new tip, at least every `daemon_sync_interval_secs` |
 //! | `ark-sync` | pending boards, offboards, rounds, Lightning sends and receives (the first pass is bark's full `sync`: mailbox, Lightning, force-exited VTXOs) | the same |
-//! | `rounds` | follows the Ark server's round events: advances the wallet's round participations, and joins each new round with the VTXOs due for a maintenance refresh | a stream |
+//! | `rounds` | follows the Ark server's round events: advances the wallet's round participations, and runs bark's maintenance refresh at each new round (`round_events`) | a stream |
 //! | `mailbox` | receives arkoor payments and the server's other mailbox messages | a stream |
 //! | `exit-driver` | advances exits (`exits.rs`) | each new tip |
 //!
@@ -21,18 +21,14 @@
 //! idle streams) and is resubscribed after a second, one that delivers nothing counts as
 //! a failure and is retried with backoff.
 //!
-//! The maintenance refresh joins a round at its first attempt, as bark's daemon does,
-//! but through the public `join_next_round` (bark's interactive join for maintenance is
-//! crate-private): the participation registered just before the attempt is joined by
-//! `progress_pending_rounds` with that same attempt event. Each round event is handled
-//! under the autopilot's round gate (see `autopilot`), and failed participations are
-//! reported to the watchdog as failed refresh attempts.
+//! With `daemon_manual_sync = true` in the wallet's `config.toml` none of these run, as
+//! none of bark's daemon loops but its server heartbeat do (the autopilot's probe is
+//! that heartbeat, and it obeys the same switch): nothing syncs, refreshes or advances
+//! exits until a client asks.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use ark::rounds::RoundEvent;
-use futures_util::StreamExt;
 use tokio::task::JoinHandle;
 
 use super::{Engine, LoadedWallet};
@@ -53,6 +49,14 @@ impl Engine {
     /// Start every task that keeps `loaded` in step with the chain and the Ark server.
     /// Replaces (aborts) the tasks of a wallet loaded before.
     pub(super) async fn start_wallet_tasks(self: &Arc<Self>, loaded: LoadedWallet) {
+        if loaded.wallet.config().daemon_manual_sync {
+            tracing::info!(
+                "daemon_manual_sync is set in config.toml: no background sync, refresh or \
+                 exit progression (as barkd); clients sync and progress through the API"
+            );
+            self.stop_wallet_tasks();
+            return;
+        }
         let interval = Duration::from_secs(loaded.wallet.config().daemon_sync_interval_secs.max(1));
         let [onchain_tip, ark_tip] = TipWait::start(&loaded, interval).await;
         let handles = vec![
@@ -151,118 +155,6 @@ impl Engine {
         };
         self.tasks
             .spawn("rounds", step, || tokio::time::sleep(RESUBSCRIBE_PAUSE))
-    }
-
-    /// One subscription to the round events, followed until it ends.
-    async fn follow_rounds(&self, loaded: &LoadedWallet) -> Result<(), String> {
-        let wallet = &loaded.wallet;
-        let mut events = wallet
-            .subscribe_round_events()
-            .await
-            .map_err(|e| format!("subscribing to round events: {e:#}"))?;
-        let mut delivered = false;
-        while let Some(event) = events.next().await {
-            let event = match event {
-                Ok(event) => event,
-                // After events came through, a broken stream is the usual idle reset.
-                Err(e) if delivered => {
-                    tracing::debug!(target: "berth::rounds", error = %format!("{e:#}"),
-                        "the round event stream broke; subscribing again");
-                    return Ok(());
-                }
-                Err(e) => return Err(format!("the round event stream failed: {e:#}")),
-            };
-            delivered = true;
-            // The watchdog reads VTXO states and acts on them under the same gate: it
-            // never exits a VTXO this round is about to lock, nor joins one twice.
-            let _gate = self.autopilot.round_gate().await;
-            if let RoundEvent::Attempt(attempt) = &event
-                && attempt.attempt_seq == 0
-            {
-                self.join_for_maintenance_refresh(loaded).await;
-            }
-            if let Err(e) = wallet.progress_pending_rounds(Some(&event)).await {
-                tracing::warn!(target: "berth::rounds", error = %format!("{e:#}"),
-                    "cannot advance the wallet's rounds");
-            }
-            self.count_failed_rounds(loaded).await;
-        }
-        if delivered {
-            Ok(())
-        } else {
-            Err("the round event stream closed before any event".into())
-        }
-    }
-
-    /// Register the VTXOs bark considers due (near expiry, or uneconomical to exit)
-    /// for the round that is starting, leaving out those already in a participation
-    /// (one the watchdog or a client registered): two participations over one VTXO
-    /// would fight over it when the attempt locks its inputs. A failure is logged and
-    /// counted; the next round tries again, and the watchdog exits a VTXO whose
-    /// refresh keeps failing.
-    ///
-    /// Not at all when the server's VTXO lifetime is too short for bark to forfeit the
-    /// inputs (`autopilot::Thresholds::refresh_possible`): the round would lock them
-    /// for good, and the watchdog could no longer exit them.
-    async fn join_for_maintenance_refresh(&self, loaded: &LoadedWallet) {
-        if let Some(t) = self.autopilot.status().thresholds
-            && !t.refresh_possible
-        {
-            tracing::warn!(target: "berth::rounds", vtxo_lifetime = ?t.sources.vtxo_lifetime,
-                needs = ?t.refresh_needs_lifetime,
-                "not joining the round for a maintenance refresh: bark would not forfeit \
-                 into VTXOs this short-lived");
-            return;
-        }
-        let wallet = &loaded.wallet;
-        let joined = async {
-            let scheduled = super::autopilot::participation_inputs(wallet).await?;
-            let due = wallet.get_vtxos_to_refresh_with_excluded(scheduled).await?;
-            if due.is_empty() {
-                return Ok(None);
-            }
-            let Some(participation) = wallet.build_refresh_participation(due).await? else {
-                return Ok(None);
-            };
-            let vtxos = participation.inputs.len();
-            let state = wallet
-                .join_next_round(participation, Some(bark::subsystem::RoundMovement::Refresh))
-                .await?;
-            // Release bark's lock so `progress_pending_rounds` can take the state.
-            drop(state.unlock());
-            anyhow::Ok(Some(vtxos))
-        };
-        match joined.await {
-            Ok(None) => {}
-            Ok(Some(vtxos)) => {
-                tracing::info!(target: "berth::rounds", vtxos, "joining the round for a maintenance refresh");
-                self.autopilot.record_refresh(true);
-            }
-            Err(e) => {
-                tracing::warn!(target: "berth::rounds", error = %format!("{e:#}"),
-                    "cannot join the round for a maintenance refresh");
-                self.autopilot.record_refresh(false);
-            }
-        }
-    }
-
-    /// Tell the watchdog about participations that failed (the server refused or
-    /// aborted the round): each is a failed refresh attempt of its inputs. A failed
-    /// state stays listed until the next sync; the autopilot counts each once.
-    async fn count_failed_rounds(&self, loaded: &LoadedWallet) {
-        match loaded.wallet.pending_round_states().await {
-            Ok(states) => {
-                for state in states
-                    .iter()
-                    .filter(|s| s.state().flow_kind() == bark::round::RoundFlowKind::Failed)
-                {
-                    let inputs = state.state().participation().inputs.iter().map(|v| v.id());
-                    self.autopilot.record_failed_round(state.id(), inputs);
-                }
-            }
-            Err(e) => tracing::warn!(target: "berth::rounds", error = %format!("{e:#}"),
-                "cannot list the wallet's rounds"),
-        }
     }
 
     fn spawn_mailbox(&self, loaded: LoadedWallet) -> JoinHandle<()> {

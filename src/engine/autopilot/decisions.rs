@@ -55,14 +55,10 @@ pub struct Sources {
     pub bark_refresh_threshold: u32,
     /// bark's `vtxo_exit_margin` (12): the blocks bark expects an exit to need.
     pub bark_exit_margin: u32,
-    /// bark's `round_tx_required_confirmations` (1): a round's inputs are forfeited
-    /// only once its funding transaction has this many confirmations.
-    pub bark_round_confirmations: u32,
     /// The server's `vtxo_lifetime`; `None` until the wallet has reached it once.
     pub vtxo_lifetime: Option<u32>,
     /// The server's `vtxo_exit_delta`: blocks between an exit's confirmation and its
-    /// funds becoming claimable. It does not move the exit deadline, but it is part of
-    /// the room bark wants before it forfeits a round's inputs ([`Thresholds`]).
+    /// funds becoming claimable. It does not move the exit deadline; `/health` shows it.
     pub vtxo_exit_delta: Option<u32>,
 }
 
@@ -77,16 +73,6 @@ pub struct Thresholds {
     pub refresh_threshold_blocks: u32,
     /// Failed refresh attempts after which a VTXO at risk is exited.
     pub refresh_attempts: u32,
-    /// The shortest VTXO lifetime with which bark completes a refresh: it forfeits a
-    /// round's inputs only if the new VTXOs expire at least `2 × vtxo_exit_margin +
-    /// exit_delta` blocks after the tip at which it forfeits, which is at the
-    /// earliest `round_tx_required_confirmations` blocks after the round (bark 0.8,
-    /// `check_output_vtxos_exitable`). `None` while the exit delta is unknown.
-    pub refresh_needs_lifetime: Option<u32>,
-    /// Whether a refresh can complete under the server's lifetime (`true` while
-    /// unknown). When it cannot, a round would lock the VTXOs and never forfeit them:
-    /// the maintenance refresh does not join, and no round counts as a way out.
-    pub refresh_possible: bool,
     pub sources: Sources,
 }
 
@@ -105,13 +91,6 @@ impl Thresholds {
     /// bark's own margins is never safer.
     pub fn derive(sources: Sources, policy: &Policy) -> Thresholds {
         let cap = sources.vtxo_lifetime.map_or(u32::MAX, |l| l / 2);
-        let refresh_needs_lifetime = sources
-            .vtxo_exit_delta
-            .map(|delta| sources.bark_round_confirmations + 2 * sources.bark_exit_margin + delta);
-        let refresh_possible = match (sources.vtxo_lifetime, refresh_needs_lifetime) {
-            (Some(lifetime), Some(needs)) => lifetime >= needs,
-            _ => true,
-        };
         let exit_margin = sources
             .bark_exit_margin
             .max(policy.exit_margin_blocks.unwrap_or(0))
@@ -126,18 +105,9 @@ impl Thresholds {
             exit_margin_blocks: exit_margin,
             refresh_threshold_blocks: sources.bark_refresh_threshold,
             refresh_attempts: policy.refresh_attempts,
-            refresh_needs_lifetime,
-            refresh_possible,
             sources,
         }
     }
-}
-
-/// Bitcoin's target block spacing, the same on every network (regtest and signet
-/// included: `pow_target_spacing` in `bitcoin::consensus::params`). The watchdog
-/// converts blocks to time with it to tell whether a round comes before a deadline.
-pub fn block_spacing(network: bitcoin::Network) -> Duration {
-    Duration::from_secs(bitcoin::consensus::params::Params::new(network).pow_target_spacing)
 }
 
 /// Where a VTXO stands with respect to rounds.
@@ -181,11 +151,7 @@ pub fn due_for_maintenance(v: &VtxoFacts, tip: u32, t: &Thresholds) -> bool {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Server {
     Unreachable,
-    /// It answers; its next round starts in `next_round_in` (`None`: it would not
-    /// say, nor do we know its round interval).
-    Answering {
-        next_round_in: Option<Duration>,
-    },
+    Answering,
 }
 
 /// What a check knows besides the VTXOs.
@@ -193,7 +159,8 @@ pub enum Server {
 pub struct Conditions<'a> {
     pub tip: u32,
     pub server: Server,
-    pub block_spacing: Duration,
+    /// This is the first check at `tip`: a block went by since the last one.
+    pub new_block: bool,
     /// Failed refresh attempts so far, per VTXO.
     pub failures: &'a HashMap<VtxoId, u32>,
 }
@@ -203,16 +170,18 @@ pub struct Conditions<'a> {
 pub struct Plan {
     /// Within `warn_blocks` of their deadline.
     pub expiring: Vec<VtxoId>,
-    /// At risk and in no round: the watchdog joins the next round with them.
+    /// At risk, in no round, and not yet due for bark's maintenance refresh (a margin
+    /// widened in `berth.toml`): the watchdog joins the next round with them.
     pub refresh: Vec<VtxoId>,
-    /// At risk, a refresh can still happen: the maintenance refresh takes them at
+    /// At risk, a refresh can still happen: bark's maintenance refresh takes them at
     /// the next round, or a participation waits for it.
     pub waiting: Vec<VtxoId>,
     /// At risk, locked or in a pending round: never exited by the watchdog.
     pub held: Vec<VtxoId>,
-    /// At risk and no refresh can happen: exit.
+    /// At risk and no refresh can happen before the deadline: exit.
     pub exit: Vec<VtxoId>,
-    /// At risk and the server did not answer: a failed refresh attempt each.
+    /// At risk, and a block went by with the server not answering: a failed refresh
+    /// attempt each (no round could take them in that block's time).
     pub failed: Vec<VtxoId>,
     /// The nearest deadline, in blocks.
     pub first_deadline: Option<i64>,
@@ -225,23 +194,27 @@ impl Plan {
     }
 }
 
-/// The watchdog's decision for `vtxos` under `c`. For a VTXO within the exit margin,
-/// the first rule that applies:
+/// The watchdog's decision for `vtxos` under `c`. bark decides refreshes: its
+/// maintenance refresh takes a VTXO into a round by its own rules, whatever the
+/// server's terms or the deadline, and the watchdog never acts against that. For a
+/// VTXO within the exit margin, the first rule that applies:
 /// 1. locked, or an input of a pending round: held, never exited (bark's operation
 ///    owns it; a round input may already be forfeited);
-/// 2. refreshing it failed `refresh_attempts` times: exit;
-/// 3. the server does not answer: a failed attempt, and exit only in the last
-///    quarter of the margin (no time left to wait for the server);
-/// 4. the server answers, a refresh can complete under its VTXO lifetime, and its
-///    next round starts before the deadline (blocks converted to time at
-///    `block_spacing`): wait for that round — the watchdog joins it itself only with
-///    a VTXO in no participation that bark's maintenance refresh would not take yet
-///    (a margin widened in `berth.toml`);
-/// 5. otherwise (no round before the deadline, no refresh can complete, or the
-///    deadline passed): exit.
+/// 2. refreshing it failed `refresh_attempts` times (bark's refreshes, and blocks gone
+///    by with the server not answering, each count once): exit;
+/// 3. the server does not answer: wait for it (each new block is a failed attempt),
+///    and exit only in the last quarter of the margin (no time left to wait);
+/// 4. the server answers: a refresh can happen. Wait for bark's maintenance refresh;
+///    the watchdog joins the next round itself only with a VTXO in no participation
+///    that bark would not take yet (a margin widened in `berth.toml`).
 ///
-/// With the watchdog off, only the warnings are planned.
-pub fn plan(vtxos: &[VtxoFacts], c: &Conditions<'_>, t: &Thresholds, watchdog: bool) -> Plan {
+/// No computed rule (lifetimes, round times, a passed deadline) ever starts an exit
+/// while the server answers and bark's refreshes do not fail: bark refreshes an
+/// expired VTXO too, and an exit costs fees where a refresh is free.
+///
+/// With `acting` false (the watchdog off, or bark's manual sync), only the warnings
+/// are planned.
+pub fn plan(vtxos: &[VtxoFacts], c: &Conditions<'_>, t: &Thresholds, acting: bool) -> Plan {
     let mut plan = Plan::default();
     let last_quarter = i64::from(t.exit_margin_blocks / 4);
     for v in vtxos {
@@ -250,7 +223,7 @@ pub fn plan(vtxos: &[VtxoFacts], c: &Conditions<'_>, t: &Thresholds, watchdog: b
         if left <= i64::from(t.warn_blocks) {
             plan.expiring.push(v.id);
         }
-        if !watchdog || left > i64::from(t.exit_margin_blocks) {
+        if !acting || left > i64::from(t.exit_margin_blocks) {
             continue;
         }
         if matches!(v.custody, Custody::Locked | Custody::InPendingRound) {
@@ -265,24 +238,17 @@ pub fn plan(vtxos: &[VtxoFacts], c: &Conditions<'_>, t: &Thresholds, watchdog: b
         match c.server {
             Server::Unreachable if left <= last_quarter => plan.exit.push(v.id),
             Server::Unreachable => {
-                plan.failed.push(v.id);
+                if c.new_block {
+                    plan.failed.push(v.id);
+                }
                 plan.waiting.push(v.id);
             }
-            Server::Answering { next_round_in } => {
-                let round_in_time = left > 0
-                    && t.refresh_possible
-                    && next_round_in.is_none_or(|wait| {
-                        let blocks = u32::try_from(left).unwrap_or(u32::MAX);
-                        wait < c.block_spacing.saturating_mul(blocks)
-                    });
-                if !round_in_time {
-                    plan.exit.push(v.id);
-                } else if v.custody == Custody::Free && !due_for_maintenance(v, c.tip, t) {
-                    plan.refresh.push(v.id);
-                } else {
-                    plan.waiting.push(v.id);
-                }
+            Server::Answering
+                if v.custody == Custody::Free && !due_for_maintenance(v, c.tip, t) =>
+            {
+                plan.refresh.push(v.id)
             }
+            Server::Answering => plan.waiting.push(v.id),
         }
     }
     plan
@@ -342,15 +308,13 @@ mod tests {
         VtxoFacts { custody, ..v }
     }
 
-    /// bark's defaults on regtest and captaind's default lifetime.
+    /// bark's defaults on regtest, captaind's default exit delta, and `lifetime`.
     fn regtest(lifetime: u32) -> Sources {
         Sources {
             bark_refresh_threshold: 12,
             bark_exit_margin: 12,
-            bark_round_confirmations: 1,
             vtxo_lifetime: Some(lifetime),
-            // Short enough for bark to forfeit into 32-block VTXOs (2 x 12 + 4 + 1).
-            vtxo_exit_delta: Some(4),
+            vtxo_exit_delta: Some(12),
         }
     }
 
@@ -368,21 +332,24 @@ mod tests {
         Thresholds::derive(regtest(432), &configured(None, None))
     }
 
-    const TEN_MINUTES: Duration = Duration::from_secs(600);
+    const UP: Server = Server::Answering;
+    const DOWN: Server = Server::Unreachable;
 
-    /// The server answers; its next round starts in `minutes`.
-    fn up(minutes: u64) -> Server {
-        Server::Answering {
-            next_round_in: Some(Duration::from_secs(60 * minutes)),
-        }
-    }
-
+    /// A check at `tip`, the first at that height.
     fn check<'a>(tip: u32, server: Server, failures: &'a HashMap<VtxoId, u32>) -> Conditions<'a> {
         Conditions {
             tip,
             server,
-            block_spacing: TEN_MINUTES,
+            new_block: true,
             failures,
+        }
+    }
+
+    /// A later check at the same height.
+    fn again<'a>(tip: u32, server: Server, failures: &'a HashMap<VtxoId, u32>) -> Conditions<'a> {
+        Conditions {
+            new_block: false,
+            ..check(tip, server, failures)
         }
     }
 
@@ -421,7 +388,7 @@ mod tests {
         let t = Thresholds::derive(regtest(432), &configured(Some(5), Some(3)));
         assert_eq!((t.warn_blocks, t.exit_margin_blocks), (12, 12));
         assert_eq!(t.refresh_attempts, 3);
-        assert_eq!(t.sources.vtxo_exit_delta, Some(4));
+        assert_eq!(t.sources.vtxo_exit_delta, Some(12));
     }
 
     #[test]
@@ -445,23 +412,11 @@ mod tests {
     }
 
     #[test]
-    fn blocks_are_ten_minutes_on_every_network() {
-        for network in [
-            bitcoin::Network::Bitcoin,
-            bitcoin::Network::Testnet,
-            bitcoin::Network::Signet,
-            bitcoin::Network::Regtest,
-        ] {
-            assert_eq!(block_spacing(network), TEN_MINUTES, "{network}");
-        }
-    }
-
-    #[test]
     fn far_vtxos_are_left_alone_near_ones_warned_then_watched() {
         let t = Thresholds::derive(regtest(432), &configured(Some(100), Some(40)));
         let vtxos = [vtxo(1, 2000, 3), vtxo(2, 1103, 3), vtxo(3, 1043, 3)];
         let none = HashMap::new();
-        let p = plan(&vtxos, &check(1000, up(30), &none), &t, true);
+        let p = plan(&vtxos, &check(1000, UP, &none), &t, true);
         // 997 blocks, 100 and 40 left.
         assert_eq!(p.first_deadline, Some(40));
         assert_eq!(p.expiring, vec![vtxos[1].id, vtxos[2].id]);
@@ -470,7 +425,7 @@ mod tests {
         assert_eq!(p.at_risk(), 1);
         assert!(p.exit.is_empty());
         // One block earlier the nearest is still outside the margin.
-        let p = plan(&vtxos, &check(999, up(30), &none), &t, true);
+        let p = plan(&vtxos, &check(999, UP, &none), &t, true);
         assert_eq!(p.at_risk(), 0);
     }
 
@@ -480,7 +435,7 @@ mod tests {
         let v = held(Custody::Locked, vtxo(1, 1005, 1));
         let mut failures = HashMap::new();
         failures.insert(v.id, 10);
-        for server in [Server::Unreachable, up(30), up(600)] {
+        for server in [DOWN, UP] {
             // 4 blocks left, the last quarter is 3; then past the deadline.
             for tip in [1000, 1003, 1010] {
                 let p = plan(
@@ -504,7 +459,7 @@ mod tests {
         failures.insert(v.id, 3);
         let p = plan(
             std::slice::from_ref(&v),
-            &check(1003, Server::Unreachable, &failures),
+            &check(1003, DOWN, &failures),
             &t,
             true,
         );
@@ -515,171 +470,82 @@ mod tests {
             custody: Custody::Free,
             ..v
         };
-        let p = plan(
-            &[free],
-            &check(1003, Server::Unreachable, &failures),
-            &t,
-            true,
-        );
+        let p = plan(&[free], &check(1003, DOWN, &failures), &t, true);
         assert_eq!(p.exit, vec![v.id]);
     }
 
+    /// issue 46: under a 32-block lifetime, with captaind's 12-block exit delta, a
+    /// VTXO aged past its expiry while the server answers is left to bark's
+    /// maintenance refresh, which refreshes it (bark forfeits expired inputs into any
+    /// new VTXO). Berth used to compute that no refresh could complete and exit it.
     #[test]
-    fn with_the_server_up_and_a_round_due_nothing_is_exited_even_in_the_last_quarter() {
-        // The issue's case: a 32-block lifetime, the old berth.toml margins.
-        let t = Thresholds::derive(regtest(32), &configured(Some(288), Some(72)));
+    fn with_the_server_answering_nothing_is_exited_whatever_the_deadline() {
+        let t = Thresholds::derive(regtest(32), &configured(None, None));
         let none = HashMap::new();
-        // In bark's refresh window (11 blocks to expiry), 10 to the deadline.
-        let due = vtxo(1, 1011, 1);
-        let scheduled = held(Custody::Scheduled, vtxo(2, 1004, 1));
-        let vtxos = [due.clone(), scheduled.clone()];
-        // The next round in 25 minutes: before either deadline (100 and 30 minutes).
-        let p = plan(&vtxos, &check(1000, up(25), &none), &t, true);
-        assert!(p.exit.is_empty(), "{p:?}");
-        assert!(
-            p.refresh.is_empty(),
-            "bark's maintenance refresh takes them: {p:?}"
-        );
-        assert_eq!(p.waiting, vec![due.id, scheduled.id]);
-        assert!(p.failed.is_empty());
-        // 3 blocks left is the last quarter of 16: still waiting for the round.
-        let p = plan(
-            std::slice::from_ref(&due),
-            &check(1007, up(25), &none),
-            &t,
-            true,
-        );
-        assert_eq!(p.waiting, vec![due.id]);
-        assert!(p.exit.is_empty());
+        let board = vtxo(1, 1032, 1);
+        let scheduled = held(Custody::Scheduled, vtxo(2, 1030, 1));
+        // In bark's refresh window, then the last quarter, the deadline, expiry, past it.
+        for tip in [1021, 1029, 1031, 1032, 1040] {
+            let p = plan(
+                &[board.clone(), scheduled.clone()],
+                &check(tip, UP, &none),
+                &t,
+                true,
+            );
+            assert!(p.exit.is_empty(), "at {tip}: {p:?}");
+            assert!(p.refresh.is_empty(), "bark's maintenance takes them: {p:?}");
+            assert_eq!(p.waiting, vec![board.id, scheduled.id], "at {tip}");
+            assert!(p.failed.is_empty());
+        }
     }
 
     #[test]
-    fn no_round_helps_when_the_lifetime_is_too_short_for_bark_to_forfeit() {
-        // The regtest stack's exit delta of 12 under a 32-block lifetime: bark wants
-        // new VTXOs to outlive the forfeit tip by 2 x 12 + 12, the round's
-        // confirmation comes first, so 37 blocks. It would lock the inputs and never
-        // forfeit them.
-        let short = Sources {
-            vtxo_exit_delta: Some(12),
-            ..regtest(32)
-        };
-        let t = Thresholds::derive(short, &configured(None, None));
-        assert_eq!(t.refresh_needs_lifetime, Some(37));
-        assert!(!t.refresh_possible);
-        let none = HashMap::new();
-        let v = vtxo(1, 1011, 1);
-        let p = plan(
-            std::slice::from_ref(&v),
-            &check(1000, up(5), &none),
-            &t,
-            true,
-        );
-        assert_eq!(p.exit, vec![v.id], "a round is due, but cannot refresh it");
-        let locked = held(Custody::InPendingRound, v.clone());
-        let p = plan(&[locked], &check(1000, up(5), &none), &t, true);
-        assert_eq!(p.held, vec![v.id]);
-        // Enough lifetime, or terms not known yet: a round can refresh it.
-        let t = Thresholds::derive(
-            Sources {
-                vtxo_exit_delta: Some(12),
-                ..regtest(37)
-            },
-            &configured(None, None),
-        );
-        assert!(t.refresh_possible);
-        let unknown = Sources {
-            vtxo_lifetime: None,
-            vtxo_exit_delta: None,
-            ..regtest(0)
-        };
-        let t = Thresholds::derive(unknown, &configured(None, None));
-        assert_eq!(t.refresh_needs_lifetime, None);
-        assert!(t.refresh_possible);
-        let p = plan(
-            std::slice::from_ref(&v),
-            &check(1000, up(5), &none),
-            &t,
-            true,
-        );
-        assert_eq!(p.waiting, vec![v.id]);
-    }
-
-    #[test]
-    fn with_no_round_before_the_deadline_the_vtxo_is_exited() {
-        let t = derived();
-        let none = HashMap::new();
-        let v = vtxo(1, 1011, 1);
-        // 10 blocks (100 minutes) left.
-        let p = plan(
-            std::slice::from_ref(&v),
-            &check(1000, up(99), &none),
-            &t,
-            true,
-        );
-        assert_eq!(p.waiting, vec![v.id]);
-        let p = plan(
-            std::slice::from_ref(&v),
-            &check(1000, up(100), &none),
-            &t,
-            true,
-        );
-        assert_eq!(p.exit, vec![v.id]);
-        // Past the deadline a round cannot help: exit (it may yet confirm in time).
-        let p = plan(
-            std::slice::from_ref(&v),
-            &check(1010, up(0), &none),
-            &t,
-            true,
-        );
-        assert_eq!(p.exit, vec![v.id]);
-        // A server that answers without saying when: a round is assumed to come.
-        let unsaid = Server::Answering {
-            next_round_in: None,
-        };
-        let p = plan(
-            std::slice::from_ref(&v),
-            &check(1000, unsaid, &none),
-            &t,
-            true,
-        );
-        assert_eq!(p.waiting, vec![v.id]);
-    }
-
-    #[test]
-    fn with_the_server_down_attempts_fail_and_the_last_quarter_exits() {
+    fn with_the_server_down_each_block_is_a_failed_attempt_and_the_last_quarter_exits() {
         let t = derived();
         let none = HashMap::new();
         let v = vtxo(1, 1011, 1);
         // 10 blocks left of a 12-block margin: a failed attempt, wait.
         let p = plan(
             std::slice::from_ref(&v),
-            &check(1000, Server::Unreachable, &none),
+            &check(1000, DOWN, &none),
             &t,
             true,
         );
         assert_eq!(p.failed, vec![v.id]);
         assert_eq!(p.waiting, vec![v.id]);
         assert!(p.exit.is_empty());
+        // Another check in the same block: no round could have come, nothing counts.
+        let p = plan(
+            std::slice::from_ref(&v),
+            &again(1000, DOWN, &none),
+            &t,
+            true,
+        );
+        assert!(p.failed.is_empty());
+        assert_eq!(p.waiting, vec![v.id]);
         // 3 blocks left: the last quarter, no time to wait for the server.
         let p = plan(
             std::slice::from_ref(&v),
-            &check(1007, Server::Unreachable, &none),
+            &check(1007, DOWN, &none),
             &t,
             true,
         );
         assert_eq!(p.exit, vec![v.id]);
         assert!(p.failed.is_empty());
+        // The same VTXO with the server answering: never.
+        let p = plan(std::slice::from_ref(&v), &check(1007, UP, &none), &t, true);
+        assert_eq!(p.waiting, vec![v.id]);
     }
 
     #[test]
-    fn refused_refresh_attempts_start_the_exit_even_with_a_round_due() {
+    fn refresh_attempts_that_keep_failing_start_the_exit_even_with_the_server_up() {
         let t = derived();
         let v = vtxo(1, 1011, 1);
         let mut failures = HashMap::new();
         failures.insert(v.id, 2);
         let p = plan(
             std::slice::from_ref(&v),
-            &check(1000, up(5), &failures),
+            &check(1000, UP, &failures),
             &t,
             true,
         );
@@ -689,20 +555,15 @@ mod tests {
             "two failures: the next round may take it"
         );
         failures.insert(v.id, 3);
-        let p = plan(
-            std::slice::from_ref(&v),
-            &check(1000, up(5), &failures),
-            &t,
-            true,
-        );
-        assert_eq!(p.exit, vec![v.id]);
-        let p = plan(
-            std::slice::from_ref(&v),
-            &check(1000, Server::Unreachable, &failures),
-            &t,
-            true,
-        );
-        assert_eq!(p.exit, vec![v.id]);
+        for server in [UP, DOWN] {
+            let p = plan(
+                std::slice::from_ref(&v),
+                &check(1000, server, &failures),
+                &t,
+                true,
+            );
+            assert_eq!(p.exit, vec![v.id], "{server:?}");
+        }
     }
 
     #[test]
@@ -714,7 +575,7 @@ mod tests {
         let bark_takes_it = vtxo(3, 1011, 1);
         let p = plan(
             &[early.clone(), scheduled.clone(), bark_takes_it.clone()],
-            &check(1000, up(30), &none),
+            &check(1000, UP, &none),
             &t,
             true,
         );
@@ -725,7 +586,7 @@ mod tests {
         // With the server down nothing is joined: the attempt fails.
         let p = plan(
             std::slice::from_ref(&early),
-            &check(1000, Server::Unreachable, &none),
+            &check(1000, DOWN, &none),
             &t,
             true,
         );
@@ -734,22 +595,17 @@ mod tests {
     }
 
     #[test]
-    fn with_the_watchdog_off_only_warnings_are_planned() {
+    fn when_not_acting_only_warnings_are_planned() {
         let t = derived();
         let vtxos = [vtxo(1, 1005, 2)];
         let mut failures = HashMap::new();
         failures.insert(vtxos[0].id, 10);
-        let p = plan(
-            &vtxos,
-            &check(1000, Server::Unreachable, &failures),
-            &t,
-            false,
-        );
+        let p = plan(&vtxos, &check(1000, DOWN, &failures), &t, false);
         assert_eq!(p.expiring, vec![vtxos[0].id]);
         assert_eq!(p.at_risk(), 0);
         assert!(p.exit.is_empty() && p.failed.is_empty());
         assert_eq!(
-            plan(&[], &check(1000, Server::Unreachable, &failures), &t, false),
+            plan(&[], &check(1000, DOWN, &failures), &t, false),
             Plan::default()
         );
     }

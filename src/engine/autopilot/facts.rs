@@ -10,9 +10,7 @@ use crate::engine::EngineError;
 
 /// The ids of the inputs of the wallet's pending round participations, whether or
 /// not their round has started (bark locks them only then).
-pub(in crate::engine) async fn participation_inputs(
-    wallet: &bark::Wallet,
-) -> anyhow::Result<HashSet<VtxoId>> {
+pub(super) async fn participation_inputs(wallet: &bark::Wallet) -> anyhow::Result<HashSet<VtxoId>> {
     Ok(wallet
         .pending_round_states()
         .await?

@@ -1,21 +1,23 @@
 //! The autopilot: what keeps a wallet safe with nobody watching.
 //!
 //! An Ark VTXO must be refreshed before it expires; after expiry the server can sweep
-//! the tree it hangs from. The wallet's `rounds` task refreshes the VTXOs bark considers
-//! due at each round while the Ark server answers (`wallet_tasks`); barkd never starts
-//! an exit on its own. The autopilot adds, on every check (each `check_interval` and
-//! each new block):
-//! - a probe of the Ark server (`ark-server-unreachable` when it stops answering);
+//! the tree it hangs from. bark decides refreshes: the wallet's `rounds` task runs
+//! bark's own maintenance refresh at each round while the Ark server answers
+//! (`wallet_tasks`), and nothing here overrides it; barkd never starts an exit on its
+//! own. The autopilot adds, on every check (each `check_interval` and each new block):
+//! - a probe of the Ark server (`ark-server-unreachable` when it stops answering); it
+//!   is also the heartbeat bark's daemon keeps in manual-sync mode;
 //! - the expiry watchdog. A VTXO's *exit deadline* is the last height at which an exit
 //!   can still get each of its transactions confirmed (one block each) before the VTXO
 //!   expires. Its thresholds come from the wallet's bark config and the server's terms
 //!   ([`Thresholds::derive`]); `berth.toml` can only make it act earlier. Within
 //!   `warn_blocks` of the deadline: a `vtxo-expiring` alert. Within
 //!   `exit_margin_blocks`: the VTXO is at risk, and an exit is the last resort — only
-//!   when a refresh cannot happen (the server does not answer, no round starts before
-//!   the deadline, or refreshing it failed `refresh_attempts` times), and never for a
-//!   VTXO that is locked or in a pending round ([`plan`] has the rules). Exited funds
-//!   are never claimed here; `exit-claimable` tells the user they can be;
+//!   when no refresh can happen by bark's own account: the server has not answered for
+//!   `refresh_attempts` blocks (or into the margin's last quarter), or bark's refreshes
+//!   of it failed `refresh_attempts` times; never for a VTXO that is locked or in a
+//!   pending round ([`plan`] has the rules). Exited funds are never claimed here;
+//!   `exit-claimable` tells the user they can be;
 //! - the exit reserve: the on-chain wallet's confirmed coins must pay the fee-paying
 //!   children of every exit; `exit-reserve-low` when they would not.
 //!
@@ -25,6 +27,10 @@
 //! sequence of steps (probe the server, read the tip, watch exits, watch expiry, check
 //! the reserve), each gathering its facts, applying the decision and recording what it
 //! saw for `/health` and `/metrics`.
+//!
+//! When the wallet's bark config says `daemon_manual_sync = true`, the autopilot obeys
+//! it as bark's daemon does: it probes, watches and alerts, but never joins a round or
+//! starts an exit ([`Status::acting`] says so in `/health`).
 //!
 //! The watchdog never races bark: the `rounds` task holds [`Autopilot::round_gate`]
 //! while it picks and joins VTXOs for a round and plays the round's events, and the
@@ -50,12 +56,15 @@ mod decisions;
 mod facts;
 
 pub use decisions::*;
-pub(in crate::engine) use facts::participation_inputs;
 use facts::{still_free, watched_vtxos};
 
 /// What the autopilot last saw, for `/health` and `/metrics`.
 #[derive(Debug, Clone, Default)]
 pub struct Status {
+    /// Whether the watchdog may join rounds and start exits: `[watchdog] enabled`,
+    /// and the wallet's bark config not in `daemon_manual_sync` (`None` before a check
+    /// of a loaded wallet).
+    pub acting: Option<Acting>,
     pub ark_server: ServerStatus,
     pub chain_tip: Option<TipStatus>,
     /// The watched VTXOs (unspent, not exiting) at `chain_tip`.
@@ -74,6 +83,22 @@ pub struct Status {
     pub reserve: Option<Reserve>,
     pub refresh_successes: u64,
     pub refresh_failures: u64,
+}
+
+/// What decides whether the autopilot acts on its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Acting {
+    /// `[watchdog] enabled` in `berth.toml`.
+    pub watchdog: bool,
+    /// `daemon_manual_sync` in the wallet's `config.toml` (bark's switch).
+    pub manual_sync: bool,
+}
+
+impl Acting {
+    /// The watchdog may refresh and exit on its own.
+    pub fn on(&self) -> bool {
+        self.watchdog && !self.manual_sync
+    }
 }
 
 #[derive(Debug, Clone, Default)]
@@ -114,6 +139,8 @@ struct Memory {
     server_alerted: bool,
     reserve_alerted: bool,
     last_tip: Option<TipStatus>,
+    /// The tip of the last expiry check: a failed attempt counts once per block.
+    tip_checked: Option<u32>,
     /// The server's terms as last seen (kept while it is unreachable).
     terms: Option<ServerTerms>,
     thresholds: Option<Thresholds>,
@@ -124,13 +151,15 @@ struct Memory {
 struct ServerTerms {
     vtxo_lifetime: u32,
     vtxo_exit_delta: u32,
-    round_interval: Duration,
-    block_spacing: Duration,
 }
 
+/// Failed refresh attempts, counted only for VTXOs at risk: a refresh that failed long
+/// before the deadline says nothing about the rounds still to come before it.
 #[derive(Default)]
 struct Failures {
     per_vtxo: HashMap<VtxoId, u32>,
+    /// The VTXOs the last check found at risk.
+    at_risk: HashSet<VtxoId>,
     /// Failed round states already counted (a failed state stays listed until the
     /// next sync; each counts once). Bounded: the oldest are forgotten.
     rounds_counted: VecDeque<bark::persist::models::RoundStateId>,
@@ -156,6 +185,16 @@ const PHASES: [(bark::exit::ExitStateKind, &str); 6] = [
 /// how long the watchdog waits for the round gate before leaving its action to the
 /// next check.
 const CALL_BOUND: Duration = Duration::from_secs(30);
+
+impl Failures {
+    fn count(&mut self, ids: impl IntoIterator<Item = VtxoId>) {
+        for id in ids {
+            if self.at_risk.contains(&id) {
+                *self.per_vtxo.entry(id).or_default() += 1;
+            }
+        }
+    }
+}
 
 impl Autopilot {
     pub fn new(policy: Policy) -> Arc<Self> {
@@ -211,18 +250,22 @@ impl Autopilot {
             failures.rounds_counted.pop_front();
         }
         failures.rounds_counted.push_back(state);
-        for id in inputs {
-            *failures.per_vtxo.entry(id).or_default() += 1;
-        }
+        failures.count(inputs);
         drop(failures);
         self.update(|s| s.refresh_failures += 1);
     }
 
-    fn record_failed_attempts(&self, ids: &[VtxoId]) {
-        let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
-        for id in ids {
-            *failures.per_vtxo.entry(*id).or_default() += 1;
-        }
+    /// A maintenance refresh that left `ids` unrefreshed (it failed, or the server
+    /// rejected them and bark went on without them): a failed attempt each.
+    pub(super) fn record_unrefreshed(&self, ids: impl IntoIterator<Item = VtxoId>) {
+        self.record_failed_attempts(ids);
+    }
+
+    fn record_failed_attempts(&self, ids: impl IntoIterator<Item = VtxoId>) {
+        self.failures
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .count(ids);
     }
 
     /// The failure counts of `watched`, forgetting every other VTXO.
@@ -232,6 +275,24 @@ impl Autopilot {
             .per_vtxo
             .retain(|id, _| watched.iter().any(|f| f.id == *id));
         failures.per_vtxo.clone()
+    }
+
+    /// Remember which VTXOs are at risk: only their failed refreshes count.
+    fn set_at_risk(&self, plan: &Plan) {
+        let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
+        failures.at_risk = [&plan.refresh, &plan.waiting, &plan.held, &plan.exit]
+            .into_iter()
+            .flatten()
+            .copied()
+            .collect();
+        let at_risk = &failures.at_risk;
+        let kept: HashMap<VtxoId, u32> = failures
+            .per_vtxo
+            .iter()
+            .filter(|(id, _)| at_risk.contains(id))
+            .map(|(id, n)| (*id, *n))
+            .collect();
+        failures.per_vtxo = kept;
     }
 
     fn update(&self, f: impl FnOnce(&mut Status)) {
@@ -328,35 +389,26 @@ impl Autopilot {
             memory.terms = Some(ServerTerms {
                 vtxo_lifetime: info.vtxo_lifetime.into(),
                 vtxo_exit_delta: info.vtxo_exit_delta.into(),
-                round_interval: info.round_interval,
-                block_spacing: block_spacing(info.network),
             });
         }
-        // When the next round starts: the server says, else its round interval.
-        let server = match server_error {
-            Some(_) => Server::Unreachable,
+        // When the next round starts, for `/health`: the server says.
+        let (server, next_round_at) = match server_error {
+            Some(_) => (Server::Unreachable, None),
             None => {
                 let next =
                     tokio::time::timeout(CALL_BOUND, loaded.wallet.next_round_start_time()).await;
-                let next_round_in = match next {
-                    Ok(Ok(at)) => Some(at.duration_since(now).unwrap_or_default()),
+                let at = match next {
+                    Ok(Ok(at)) => Some(at),
                     failed => {
                         tracing::debug!(target: "berth::autopilot", ok = failed.is_ok(),
                             "the server did not say when its next round starts");
-                        memory.terms.map(|t| t.round_interval)
+                        None
                     }
                 };
-                Server::Answering { next_round_in }
+                (Server::Answering, at)
             }
         };
-        self.update(|s| {
-            s.next_round_at = match server {
-                Server::Answering {
-                    next_round_in: Some(wait),
-                } => Some(now + wait),
-                _ => None,
-            }
-        });
+        self.update(|s| s.next_round_at = next_round_at);
         server
     }
 
@@ -451,11 +503,14 @@ impl Autopilot {
     ) -> Result<usize, EngineError> {
         let facts: Vec<VtxoFacts> = watched_vtxos(&loaded.wallet, exiting).await?;
         let config = loaded.wallet.config();
+        let acting = Acting {
+            watchdog: self.policy.watchdog,
+            manual_sync: config.daemon_manual_sync,
+        };
         let thresholds = Thresholds::derive(
             Sources {
                 bark_refresh_threshold: config.vtxo_refresh_expiry_threshold.into(),
                 bark_exit_margin: config.vtxo_exit_margin.into(),
-                bark_round_confirmations: config.round_tx_required_confirmations.into(),
                 vtxo_lifetime: memory.terms.map(|t| t.vtxo_lifetime),
                 vtxo_exit_delta: memory.terms.map(|t| t.vtxo_exit_delta),
             },
@@ -469,21 +524,20 @@ impl Autopilot {
         let conditions = Conditions {
             tip,
             server,
-            block_spacing: memory
-                .terms
-                .map_or(block_spacing(bitcoin::Network::Bitcoin), |t| {
-                    t.block_spacing
-                }),
+            new_block: memory.tip_checked != Some(tip),
             failures: &failures,
         };
-        let decided = plan(&facts, &conditions, &thresholds, self.policy.watchdog);
-        self.record_failed_attempts(&decided.failed);
+        memory.tip_checked = Some(tip);
+        let decided = plan(&facts, &conditions, &thresholds, acting.on());
+        self.set_at_risk(&decided);
+        self.record_failed_attempts(decided.failed.iter().copied());
         if !decided.failed.is_empty() {
             tracing::warn!(target: "berth::autopilot", vtxos = decided.failed.len(),
                 "cannot refresh VTXOs near their exit deadline: the Ark server is unreachable");
             self.update(|s| s.refresh_failures += 1);
         }
         self.update(|s| {
+            s.acting = Some(acting);
             s.vtxos = facts.clone();
             s.first_deadline = decided.first_deadline;
             s.expiring = decided.expiring.len();
@@ -519,15 +573,6 @@ impl Autopilot {
             refresh_threshold_blocks = thresholds.refresh_threshold_blocks,
             vtxo_lifetime = ?thresholds.sources.vtxo_lifetime,
             "watchdog thresholds (blocks before a VTXO's exit deadline)");
-        if !thresholds.refresh_possible {
-            tracing::error!(target: "berth::autopilot",
-                vtxo_lifetime = ?thresholds.sources.vtxo_lifetime,
-                needs = ?thresholds.refresh_needs_lifetime,
-                "no refresh can complete: the Ark server's VTXO lifetime is shorter than \
-                 bark needs before it forfeits a round's inputs (2 x vtxo_exit_margin + \
-                 vtxo_exit_delta + round_tx_required_confirmations); VTXOs near expiry \
-                 will be exited");
-        }
         for (key, set, used) in [
             (
                 "warn_blocks",
@@ -662,7 +707,7 @@ impl Autopilot {
                 };
                 tracing::warn!(target: "berth::autopilot", error = %reason,
                     vtxos = fresh.len(), "cannot refresh VTXOs near their exit deadline");
-                self.record_failed_attempts(&fresh);
+                self.record_failed_attempts(fresh.iter().copied());
                 self.update(|s| s.refresh_failures += 1);
             }
         }
@@ -744,5 +789,54 @@ impl Autopilot {
         if let Err(e) = engine.events().alert(kind, alert).await {
             tracing::error!(target: "berth::autopilot", error = %e, ?kind, "cannot record an alert");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(n: u8) -> VtxoId {
+        use bitcoin::hashes::Hash as _;
+        VtxoId::from(bitcoin::OutPoint::new(
+            bitcoin::Txid::from_byte_array([n; 32]),
+            0,
+        ))
+    }
+
+    /// A failed refresh counts only for a VTXO the last check found at risk: one that
+    /// failed long before its deadline says nothing about the rounds still to come.
+    #[test]
+    fn failed_refreshes_count_only_while_at_risk() {
+        let autopilot = Autopilot::new(Policy::default());
+        let (near, far) = (id(1), id(2));
+        autopilot.record_unrefreshed([near, far]);
+        assert!(autopilot.failures_of(&[]).is_empty(), "nothing was at risk");
+        autopilot.set_at_risk(&Plan {
+            waiting: vec![near],
+            ..Plan::default()
+        });
+        autopilot.record_unrefreshed([near, far]);
+        autopilot.record_failed_round(bark::persist::models::RoundStateId(7), [near, far]);
+        // The same failed round state seen again counts once.
+        autopilot.record_failed_round(bark::persist::models::RoundStateId(7), [near, far]);
+        let failures = autopilot
+            .failures
+            .lock()
+            .expect("failures")
+            .per_vtxo
+            .clone();
+        assert_eq!(failures.get(&near), Some(&2));
+        assert_eq!(failures.get(&far), None);
+        // Refreshed, or out of the margin again: forgotten.
+        autopilot.set_at_risk(&Plan::default());
+        assert!(
+            autopilot
+                .failures
+                .lock()
+                .expect("failures")
+                .per_vtxo
+                .is_empty()
+        );
     }
 }
