@@ -1,6 +1,7 @@
 //! A gRPC proxy in front of captaind for scenarios where the Ark server fails one
-//! method transiently, as an overloaded or restarting server would, and passes
-//! everything else through.
+//! method transiently, as an overloaded or restarting server would, or rejects one
+//! VTXO as a round input, as it does one it holds unusable, and passes everything
+//! else through.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -11,7 +12,8 @@ use crate::stack::{Berthd, Stack};
 
 /// A gRPC proxy in front of captaind: each call goes through unchanged, except calls
 /// to the methods [`ArkProxy::fail`] names, which it answers itself with `INTERNAL`
-/// (not a rejection to bark: it retries the step later) and counts.
+/// (not a rejection to bark: it retries the step later) and counts, and round
+/// submissions with the VTXO [`ArkProxy::reject_input`] names.
 pub struct ArkProxy {
     url: String,
     gate: Arc<Gate>,
@@ -23,7 +25,16 @@ pub struct ArkProxy {
 struct Gate {
     failing: Mutex<HashSet<String>>,
     failed: Mutex<HashMap<String, u32>>,
+    /// A VTXO (its id string and its 36 bytes as the protocol carries them) refused as
+    /// a round input.
+    unusable: Mutex<Option<(String, Vec<u8>)>>,
+    /// Round submissions refused for it, and passed through.
+    rejected: Mutex<u32>,
+    submitted: Mutex<u32>,
 }
+
+/// captaind's round submission.
+const SUBMIT_PAYMENT: &str = "/bark_server.ArkService/SubmitPayment";
 
 impl Gate {
     /// Whether to fail a call to `path` (`/bark_server.ArkService/<method>`); counts it.
@@ -70,9 +81,15 @@ impl ArkProxy {
     /// A berthd whose wallet (created) reaches captaind through this proxy. Its
     /// watchdog stays out of the way: only the API moves funds in these scenarios.
     pub fn berthd(&self, stack: &Stack, name: &str) -> Berthd {
-        let datadir = stack.datadir_with_config(name, "[watchdog]\nenabled = false\n");
-        std::fs::write(datadir.join("config.toml"), stack.bark_config(&self.url))
-            .expect("config.toml");
+        self.berthd_with(stack, name, "[watchdog]\nenabled = false\n", "")
+    }
+
+    /// [`ArkProxy::berthd`] with this `berth.toml`, and these lines added to bark's
+    /// `config.toml`.
+    pub fn berthd_with(&self, stack: &Stack, name: &str, berth_toml: &str, bark: &str) -> Berthd {
+        let datadir = stack.datadir_with_config(name, berth_toml);
+        let config = stack.bark_config(&self.url) + bark;
+        std::fs::write(datadir.join("config.toml"), config).expect("config.toml");
         let berthd = Berthd::start(name, &datadir);
         let (status, body) = berthd.post("/api/v1/wallet/create", json!({"network": "regtest"}));
         assert_eq!(status, 200, "create: {body}");
@@ -91,6 +108,23 @@ impl ArkProxy {
     /// Pass every call through from now on.
     pub fn heal(&self) {
         self.gate.failing.lock().expect("gate").clear();
+    }
+
+    /// Refuse from now on every round submission that has `vtxo` among its inputs, as
+    /// captaind refuses an input it holds unusable: `INVALID_ARGUMENT`, the VTXO's id in
+    /// the `identifiers` metadata (bark drops those inputs and submits the rest again).
+    pub fn reject_input(&self, vtxo: &str) {
+        let id: ark::VtxoId = vtxo.parse().expect("a VTXO id");
+        *self.gate.unusable.lock().expect("gate") =
+            Some((vtxo.to_string(), id.to_bytes().to_vec()));
+    }
+
+    /// Round submissions refused for the unusable input, and those passed through.
+    pub fn submissions(&self) -> (u32, u32) {
+        (
+            *self.gate.rejected.lock().expect("gate"),
+            *self.gate.submitted.lock().expect("gate"),
+        )
     }
 
     /// How many calls to `method` were failed so far.
@@ -123,7 +157,7 @@ async fn accept(listener: tokio::net::TcpListener, upstream: String, gate: Arc<G
             let Ok((sender, connection)) = hyper::client::conn::http2::handshake::<
                 _,
                 _,
-                hyper::body::Incoming,
+                axum::body::Body,
             >(TokioExecutor::new(), TokioIo::new(server))
             .await
             else {
@@ -146,6 +180,23 @@ async fn accept(listener: tokio::net::TcpListener, upstream: String, gate: Arc<G
                         return Ok::<_, hyper::Error>(failed);
                     }
                     let (mut parts, body) = request.into_parts();
+                    let mut body = axum::body::Body::new(body);
+                    let unusable = gate.unusable.lock().expect("gate").clone();
+                    if let Some((id, bytes)) =
+                        unusable.filter(|_| parts.uri.path() == SUBMIT_PAYMENT)
+                    {
+                        // Read the request to look for the VTXO among its inputs (a
+                        // submission is a few kilobytes).
+                        let Ok(whole) = axum::body::to_bytes(body, 1 << 20).await else {
+                            return Ok(rejection("unreadable submission", None));
+                        };
+                        if whole.windows(bytes.len()).any(|w| w == bytes.as_slice()) {
+                            *gate.rejected.lock().expect("gate") += 1;
+                            return Ok(rejection("input vtxo(s) not spendable", Some(&id)));
+                        }
+                        *gate.submitted.lock().expect("gate") += 1;
+                        body = axum::body::Body::from(whole);
+                    }
                     let path = parts
                         .uri
                         .path_and_query()
@@ -165,6 +216,21 @@ async fn accept(listener: tokio::net::TcpListener, upstream: String, gate: Arc<G
                 .await;
         });
     }
+}
+
+/// A trailers-only gRPC `INVALID_ARGUMENT` answer, with the unusable input's id in the
+/// `identifiers` metadata as captaind sends it.
+fn rejection(message: &str, identifiers: Option<&str>) -> hyper::Response<axum::body::Body> {
+    let mut response = hyper::Response::builder()
+        .header("content-type", "application/grpc")
+        .header("grpc-status", "3")
+        .header("grpc-message", message);
+    if let Some(ids) = identifiers {
+        response = response.header("identifiers", ids);
+    }
+    response
+        .body(axum::body::Body::empty())
+        .expect("a gRPC error response")
 }
 
 /// The answer (`status`, raw response, body) to a request sent again with the key of

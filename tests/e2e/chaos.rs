@@ -330,6 +330,19 @@ fn check_at_rest(stack: &Stack, wallets: &[Berthd; 2], onchain_ops: &[String]) -
     for wallet in wallets {
         let balance = wallet.get_ok("/api/v1/wallet/balance");
         let movements = history(wallet);
+        // The Ark server answers throughout and refreshes are free: nothing may have
+        // been exited, by the watchdog or anyone (issue 46).
+        let exits = movements
+            .iter()
+            .filter(|m| subsystem(m).0 == "bark.exit")
+            .count();
+        let listed = wallet.get_ok("/api/v1/exits/status/all");
+        if exits > 0 || listed != json!([]) {
+            broken.push(format!(
+                "{}: exits started with the server up: {exits} exit movement(s), {listed}",
+                wallet.name
+            ));
+        }
         let successful = movements.iter().filter(|m| m["status"] == "successful");
         let sum: i64 = successful
             .clone()

@@ -18,6 +18,8 @@ mod interrupted_receive;
 mod interrupted_refresh;
 mod lightning;
 mod lightning_payments;
+mod maintenance_rejected;
+mod manual_sync;
 mod offboard_pending;
 mod payment_pending;
 mod refresh_window;
@@ -121,6 +123,17 @@ fn onchain_funds_arrive() {
         "e2e onchain_funds_arrive: stack up in {:.1} s, scenario {:.1} s",
         stack.started_in.as_secs_f64(),
         started.elapsed().as_secs_f64()
+    );
+}
+
+/// What a client sees of exits must stay empty: no exit was started, by anyone.
+pub(crate) fn assert_no_exit(berthd: &stack::Berthd, when: &str) {
+    let exits = berthd.get_ok("/api/v1/exits/status/all");
+    assert_eq!(
+        exits,
+        json!([]),
+        "{}: an exit was started {when}",
+        berthd.name
     );
 }
 
@@ -1062,9 +1075,11 @@ fn lightning_payments_start_and_are_tracked() {
 }
 
 /// Scenario 9: the Ark server goes away and a VTXO approaches expiry. With nobody
-/// calling the API, berthd's watchdog fails to refresh it, starts its exit, and the
-/// exit driver takes it to claimable; nothing is claimed until `claim` is called. The
-/// alerts reach a client that asked for them, and `/health` says what is wrong.
+/// calling the API, berthd's watchdog counts each block without the server as a failed
+/// refresh, starts the exit after two, and the exit driver takes it to claimable;
+/// nothing is claimed until `claim` is called. The alerts reach a client that asked for
+/// them, and `/health` says what is wrong. The exit started only once no refresh could
+/// happen: the history holds no refresh, and the server was reported unreachable first.
 #[test]
 #[ignore = "needs the regtest stack: run scripts/e2e"]
 fn watchdog_exits_a_vtxo_near_expiry_when_the_server_is_gone() {
@@ -1106,11 +1121,36 @@ fn watchdog_exits_a_vtxo_near_expiry_when_the_server_is_gone() {
     );
     stack.bitcoind.mine(target - tip);
     let exit_path = format!("/api/v1/exits/status/vtxo/{vtxo}");
+    // A block at a time, as a chain goes: each one without the server is a failed
+    // attempt, and the second starts the exit, well before the margin's last quarter.
+    let mut blocks = 0;
     wait_for("the watchdog to start the exit on its own", 120, || {
         let (status, _) = alice.get(&exit_path);
-        (status == 200).then_some(())
+        if status == 200 {
+            return Some(());
+        }
+        let tip = stack.bitcoind.height();
+        let checked = alice.get("/health").1["chain_tip"]["height"] == tip;
+        if checked && blocks < 8 {
+            stack.bitcoind.mine(1);
+            blocks += 1;
+        }
+        None
     });
     let exit_started_at = stack.bitcoind.height();
+    assert!(
+        exit_started_at < expiry - 1 - 10,
+        "started on failed attempts, before the last quarter: {exit_started_at}"
+    );
+    assert!(
+        alice
+            .get_ok("/api/v1/history")
+            .as_array()
+            .expect("history")
+            .iter()
+            .all(|m| m["subsystem"]["name"] != "bark.round"),
+        "no refresh was possible: none in the history"
+    );
     mine_until_exit_is(&stack, &alice, &exit_path, "claimable", 300);
     // More blocks and watchdog passes: still not claimed.
     stack.bitcoind.mine(2);
@@ -1139,6 +1179,11 @@ fn watchdog_exits_a_vtxo_near_expiry_when_the_server_is_gone() {
         .as_array()
         .and_then(|n| n.iter().find(|n| n["type"] == "exit-started"))
         .expect("exit-started");
+    let position = |kind: &str| kinds.iter().position(|k| *k == kind);
+    assert!(
+        position("ark-server-unreachable") < position("exit-started"),
+        "the server was unreachable before the exit started: {wait}"
+    );
     assert_eq!(started_alert["vtxos"][0], vtxo.as_str(), "{started_alert}");
     // Clients that did not ask see none of them.
     let (_, standard) = alice.get("/api/v1/notifications/wait?after=0&timeout=0");
