@@ -250,11 +250,19 @@ impl Daemon {
             hostname,
             pin,
         });
+        let egress = Arc::new(
+            crate::net::egress::Egress::new(
+                settings.egress.clone(),
+                crate::net::egress::Limits::default(),
+            )
+            .map_err(anyhow::Error::msg)?,
+        );
         // Bound before the router is built: the pairing links the console shows name the
         // bound address. Connections queue until `serve` accepts them.
         let app = crate::api::router(
             AppState {
                 engine: Arc::clone(&engine),
+                egress,
                 events: Arc::clone(&events),
                 tickets: Arc::new(TicketBook::default()),
                 sockets: Arc::clone(&sockets),

@@ -85,6 +85,16 @@ pub enum Credential {
     Device(String),
 }
 
+impl Credential {
+    /// A name for this credential in counts and logs: a device's id, never a token.
+    pub fn key(&self) -> String {
+        match self {
+            Credential::Admin => "admin".into(),
+            Credential::Device(id) => format!("device:{id}"),
+        }
+    }
+}
+
 /// Who is calling: the credential and the scopes it carries.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Caller {

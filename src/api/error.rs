@@ -23,6 +23,10 @@ pub enum ApiError {
     /// number of seconds (also sent as `Retry-After`). 429.
     #[error("too many failed authentication attempts; retry in {0} s")]
     TooManyRequests(u64),
+    /// The caller has as much under way as it may (outbound fetches); `Retry-After: 1`.
+    /// 429.
+    #[error("{0}")]
+    Busy(String),
     /// The request body is larger than the limit (`[server] max_body_kib`). 413.
     #[error("the request body is too large")]
     PayloadTooLarge,
@@ -87,6 +91,7 @@ impl ApiError {
             ApiError::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
             ApiError::PayloadTooLarge => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
             ApiError::TooManyRequests(_) => (StatusCode::TOO_MANY_REQUESTS, "too_many_requests"),
+            ApiError::Busy(_) => (StatusCode::TOO_MANY_REQUESTS, "busy"),
             ApiError::NotFound { .. } => (StatusCode::NOT_FOUND, "not_found"),
             ApiError::WrongState(_) => (StatusCode::UNPROCESSABLE_ENTITY, "wrong_state"),
             ApiError::Conflict(_) => (StatusCode::CONFLICT, "conflict"),
@@ -186,6 +191,12 @@ impl IntoResponse for ApiError {
                 Json(ErrorResponse { message, code }),
             )
                 .into_response(),
+            ApiError::Busy(_) => (
+                status,
+                [(axum::http::header::RETRY_AFTER, "1".to_string())],
+                Json(ErrorResponse { message, code }),
+            )
+                .into_response(),
             _ => (status, Json(ErrorResponse { message, code })).into_response(),
         }
     }
@@ -219,6 +230,7 @@ impl From<crate::engine::EngineError> for ApiError {
             EngineError::NotLoaded | EngineError::Locked | EngineError::Unavailable(_) => {
                 ApiError::Unavailable(err.to_string())
             }
+            EngineError::Busy(msg) => ApiError::Busy(msg),
             EngineError::Store(store) => ApiError::store("wallet database", store),
             // Names a missing or wrong key source, never a secret.
             EngineError::Seed(_) => ApiError::Unavailable(err.to_string()),

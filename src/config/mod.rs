@@ -33,6 +33,16 @@ pub struct BerthToml {
     pub seed: SeedSection,
     pub backup: BackupSection,
     pub claim: ClaimSection,
+    pub egress: EgressSection,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct EgressSection {
+    /// Destinations inside the home network (or otherwise not public) that berthd may
+    /// fetch from on a client's behalf: host names, addresses and ranges (`net::egress`).
+    /// Empty: public addresses over https only.
+    pub allow: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, Eq)]
@@ -596,6 +606,12 @@ impl BerthToml {
             return Err(ConfigError::Invalid {
                 path: shown,
                 reason: "seed.i2c_address must be a 7-bit address (0x08 to 0x77)".into(),
+            });
+        }
+        if let Err(reason) = crate::net::egress::Policy::from_allow(&parsed.egress.allow) {
+            return Err(ConfigError::Invalid {
+                path: shown,
+                reason,
             });
         }
         if parsed.tls.cert_file.is_some() != parsed.tls.key_file.is_some() {

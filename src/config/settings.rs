@@ -36,6 +36,8 @@ pub struct Settings {
     pub log: Log,
     /// How the seed is sealed and unlocked.
     pub seed: SeedSettings,
+    /// Where berthd may fetch from on a client's behalf (`[egress]`).
+    pub egress: crate::net::egress::Policy,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,7 +73,10 @@ impl Settings {
                 (None, false) => Some(layout.log_file()),
             },
         };
+        let egress = crate::net::egress::Policy::from_allow(&file.egress.allow)
+            .map_err(anyhow::Error::msg)?;
         Ok(Settings {
+            egress,
             tls: tls.then(|| tls_source(&layout, &file)),
             seed: seed_settings(&file),
             auth: if cli.no_auth || cli.dangerously_allow_remote_no_auth {

@@ -1,5 +1,7 @@
 //! Lightning: paying invoices, offers, Lightning addresses and LNURLs, creating
 //! invoices, and tracking both directions. Research: `docs/dev/bark-0.8-mapping-3-*`.
+//! A Lightning address or LNURL is resolved to an invoice by berthd, through the
+//! egress policy (`engine::lnurl`), not by bark.
 //!
 //! bark drives every payment as a persisted action; a call here starts or advances one
 //! and returns without waiting for settlement (never bark's `wait = true`, which waits
@@ -128,24 +130,6 @@ fn classify(context: &'static str) -> impl FnOnce(anyhow::Error) -> EngineError 
             if let Some(err) = cause.downcast_ref::<ark::lightning::CheckAmountError>() {
                 return EngineError::InvalidRequest(format!("{context}: {err}"));
             }
-            if let Some(err) = cause.downcast_ref::<bark::lnurllib::Error>() {
-                use bark::lnurllib::Error as L;
-                return match err {
-                    L::InvalidLnUrl
-                    | L::InvalidLightningAddress
-                    | L::InvalidComment
-                    | L::InvalidAmount => EngineError::InvalidRequest(format!("{context}: {err}")),
-                    L::HttpResponse(code) if (400..500).contains(code) => {
-                        EngineError::InvalidRequest(format!(
-                            "{context}: the LNURL server refused the request (HTTP {code})"
-                        ))
-                    }
-                    _ => EngineError::Unreachable {
-                        what: "the LNURL server",
-                        reason: format!("{e:#}"),
-                    },
-                };
-            }
             if let Some(status) = cause.downcast_ref::<tonic::Status>() {
                 return from_server_status(context, status, &e);
             }
@@ -194,6 +178,30 @@ fn from_server_status(
     }
 }
 
+/// What is paid: an invoice, an offer, or the invoice a Lightning address or LNURL
+/// resolved to, with the destination bark records for it.
+enum Payment {
+    Invoice(Bolt11Invoice),
+    Offer(Box<Offer>),
+    Resolved(Bolt11Invoice, Box<bark::movement::PaymentMethod>),
+}
+
+/// The invoice the LNURL-pay endpoint `url` issues (the amount is required for it:
+/// [`LightningDestination::check`]).
+async fn lnurl_invoice(
+    out: crate::engine::lnurl::Outbound<'_>,
+    url: &str,
+    amount: Option<Amount>,
+    comment: Option<&str>,
+) -> Result<Bolt11Invoice, EngineError> {
+    let amount = amount.ok_or_else(|| {
+        EngineError::InvalidRequest(
+            "amount_sat is required to pay a Lightning address or LNURL".into(),
+        )
+    })?;
+    crate::engine::lnurl::invoice(out, url, amount, comment).await
+}
+
 /// Run a Lightning call against the Ark server with the timeout.
 async fn bounded<T>(
     context: &'static str,
@@ -212,48 +220,72 @@ impl Engine {
     /// Start paying `destination`. Returns once bark has handed the payment to the Ark
     /// server (or it settled or failed on the spot); settlement is tracked with
     /// [`Engine::lightning_send`].
+    ///
+    /// A Lightning address or LNURL is resolved first, through `out` (the egress
+    /// policy, on the caller's share): the payee's server is asked for an invoice
+    /// before the wallet is needed, so a refused or unanswered destination is told
+    /// whatever state the wallet is in.
     pub async fn pay_lightning(
         &self,
         destination: &LightningDestination,
         amount: Option<Amount>,
         comment: Option<String>,
+        out: crate::engine::lnurl::Outbound<'_>,
     ) -> Result<PaymentStarted, EngineError> {
         destination.check(amount, comment.as_deref())?;
+        let payment = match destination {
+            LightningDestination::Bolt11(invoice) => Payment::Invoice(invoice.clone()),
+            LightningDestination::Offer(offer) => Payment::Offer(offer.clone()),
+            LightningDestination::Address(address) => Payment::Resolved(
+                lnurl_invoice(out, &address.lnurlp_url(), amount, comment.as_deref()).await?,
+                Box::new(address.clone().into()),
+            ),
+            LightningDestination::LnUrl(lnurl) => Payment::Resolved(
+                lnurl_invoice(out, &lnurl.url, amount, comment.as_deref()).await?,
+                Box::new(lnurl.clone().into()),
+            ),
+        };
         let loaded = self.loaded().await?;
         let wallet = &loaded.wallet;
         const CONTEXT: &str = "paying over Lightning";
-        let paid = match destination {
-            LightningDestination::Bolt11(invoice) => {
-                let network = self.network_of(wallet).await?;
-                if !invoice_network_matches(invoice, network) {
-                    return Err(EngineError::InvalidRequest(format!(
-                        "the invoice is not for {network}"
-                    )));
-                }
+        let bolt11 = match &payment {
+            Payment::Invoice(invoice) | Payment::Resolved(invoice, _) => Some(invoice.clone()),
+            Payment::Offer(_) => None,
+        };
+        if let Some(invoice) = &bolt11 {
+            let network = self.network_of(wallet).await?;
+            if !invoice_network_matches(invoice, network) {
+                return Err(EngineError::InvalidRequest(match payment {
+                    Payment::Resolved(..) => {
+                        format!("the payee's server issued an invoice that is not for {network}")
+                    }
+                    _ => format!("the invoice is not for {network}"),
+                }));
+            }
+        }
+        let paid = match payment {
+            Payment::Invoice(invoice) => {
                 bounded(
                     CONTEXT,
-                    wallet.pay_lightning_invoice(invoice.clone(), amount, false),
+                    wallet.pay_lightning_invoice(invoice, amount, false),
                 )
                 .await
             }
-            LightningDestination::Offer(offer) => {
-                bounded(
-                    CONTEXT,
-                    wallet.pay_lightning_offer(offer.as_ref().clone(), amount, false),
-                )
-                .await
+            Payment::Offer(offer) => {
+                bounded(CONTEXT, wallet.pay_lightning_offer(*offer, amount, false)).await
             }
-            LightningDestination::Address(address) => {
-                let amount = amount.unwrap_or(Amount::ZERO);
-                bounded(
-                    CONTEXT,
-                    wallet.pay_lightning_address(address, amount, comment, false),
-                )
+            // bark records the address or link the invoice came from, as its own
+            // `pay_lightning_address` and `pay_lnurl` do.
+            Payment::Resolved(invoice, method) => {
+                let invoice = Invoice::from(invoice);
+                let opts = bark::LightningSendOptions::default().wait(false);
+                bounded(CONTEXT, async {
+                    wallet
+                        .make_lightning_payment_with(&invoice, *method, None, opts)
+                        .await
+                        .map(|()| invoice.clone())
+                })
                 .await
-            }
-            LightningDestination::LnUrl(lnurl) => {
-                let amount = amount.unwrap_or(Amount::ZERO);
-                bounded(CONTEXT, wallet.pay_lnurl(lnurl, amount, comment, false)).await
             }
         };
         let invoice: Invoice = match paid {
@@ -261,7 +293,7 @@ impl Engine {
             Err(err) => {
                 // A step failed after the payment started: it stays pending and bark
                 // retries it; say so rather than "failed".
-                if let LightningDestination::Bolt11(invoice) = destination {
+                if let Some(invoice) = &bolt11 {
                     let hash = PaymentHash::from(invoice);
                     if let Ok(Some(_)) = wallet.lightning_send_checkpoint(hash).await {
                         tracing::warn!(error = %err, %hash, "a Lightning payment step failed; it stays pending");

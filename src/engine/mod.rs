@@ -28,6 +28,7 @@ mod exits;
 mod fees;
 mod lifecycle;
 pub mod lightning;
+pub mod lnurl;
 mod offboards;
 mod offchain;
 mod onchain;
@@ -90,6 +91,9 @@ pub enum EngineError {
     /// `Unreachable`, whose reason is for the log).
     #[error("{0}")]
     Unavailable(String),
+    /// The caller has as much under way as it may (outbound fetches); try again soon.
+    #[error("{0}")]
+    Busy(String),
     #[error(transparent)]
     Store(#[from] StoreError),
     /// The seed cannot be stored or unlocked (a key source is missing or wrong).

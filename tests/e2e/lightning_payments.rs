@@ -121,7 +121,9 @@ fn lightning_pays_and_receives_over_real_nodes() {
     };
     let started = Instant::now();
     let ln = stack.ln();
-    let alice = stack.berthd("alice");
+    // The LNURL server runs on loopback: the owner allows it (the egress policy refuses
+    // the home network and the box itself by default, tests/egress.rs).
+    let alice = stack.berthd_with("alice", "[egress]\nallow = [\"127.0.0.1\"]\n");
     board_and_confirm(&stack, &alice, 2_000_000);
     let height = stack.bitcoind.height();
     ln.internal.wait_for_block(height);
@@ -598,7 +600,8 @@ fn a_lightning_address_is_paid_over_https() {
     let ca_file = stack.dir().join("lnurl-ca.pem");
     let server = crate::lightning::LnurlServer::start_https(&ln.external, &ca_file)
         .expect("the HTTPS LNURL server");
-    let datadir = stack.datadir_with_config("alice", "");
+    // `localhost` is the box itself: the owner allows it by name (the egress policy).
+    let datadir = stack.datadir_with_config("alice", "[egress]\nallow = [\"localhost\"]\n");
     let alice = Berthd::start_with_env(
         "alice",
         &datadir,

@@ -442,3 +442,15 @@ impl From<&bark::movement::Movement> for Movement {
         }
     }
 }
+
+/// The egress policy's client, on the share of the credential named `key`
+/// (`access::Credential::key`).
+pub fn outbound<'a>(
+    state: &'a crate::api::AppState,
+    key: &'a str,
+) -> crate::engine::lnurl::Outbound<'a> {
+    crate::engine::lnurl::Outbound {
+        egress: &state.egress,
+        caller: key,
+    }
+}

@@ -6,6 +6,7 @@
 //! so.
 
 use crate::api::routes::route;
+use axum::Extension;
 use axum::Json;
 use axum::extract::rejection::{JsonRejection, PathRejection};
 use axum::extract::{Path, State};
@@ -16,10 +17,11 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+use crate::access::Caller;
 use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorResponse, NotFoundResponse};
 use crate::api::routes::Routes;
-use crate::api::v1::common::{WalletVtxoInfo, amount};
+use crate::api::v1::common::{WalletVtxoInfo, amount, outbound};
 use crate::engine::lightning::{LightningDestination, receive_phase, send_phase};
 
 /// The group's routes, each with who may call it (`api::routes`).
@@ -71,11 +73,14 @@ pub struct LightningPayResponse {
         or offer; `comment` goes only to a Lightning address or LNURL. Returns once the Ark \
         server has taken the payment (`state`), with the preimage if it already settled; follow \
         it with `GET /lightning/sends/{payment_hash}`. A payment the server refuses on the spot \
-        is 422 and its funds are back in the wallet.",
+        is 422 and its funds are back in the wallet. berthd resolves a Lightning address or \
+        LNURL itself, before it needs the wallet, through its egress policy: public addresses \
+        over https only unless `[egress] allow` names the host, 15 s and 64 KiB at most.",
     request_body = LightningPayRequest,
     responses(
         (status = 200, description = "Payment started (or settled)", body = LightningPayResponse),
-        (status = 400, description = "Malformed destination, amount or comment; an invoice of another network", body = ErrorResponse),
+        (status = 400, description = "Malformed destination, amount or comment; an invoice of another network; a Lightning address or LNURL whose server the egress policy refuses (the message names the rule) or that refused the request", body = ErrorResponse),
+        (status = 429, description = "This credential (or berthd) has as many outbound fetches under way as it may; retry after `Retry-After`", body = ErrorResponse),
         (status = 422, description = "No wallet, not enough funds, already paid, or refused by the server", body = ErrorResponse),
         (status = 503, description = "Ark server (or its Lightning node, or the LNURL server) unreachable; the wallet not loaded yet", body = ErrorResponse),
         (status = 500, description = "Internal error", body = ErrorResponse),
@@ -83,6 +88,7 @@ pub struct LightningPayResponse {
 )]
 pub async fn pay(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     body: Result<Json<LightningPayRequest>, JsonRejection>,
 ) -> Result<Json<LightningPayResponse>, ApiError> {
     let Json(req) = body?;
@@ -96,9 +102,10 @@ pub async fn pay(
         .amount_sat
         .map(|sats| amount("amount_sat", sats))
         .transpose()?;
+    let key = caller.credential.key();
     let started = state
         .engine
-        .pay_lightning(&destination, amount, req.comment)
+        .pay_lightning(&destination, amount, req.comment, outbound(&state, &key))
         .await?;
     Ok(Json(LightningPayResponse {
         message: if started.preimage.is_some() {

@@ -1,6 +1,7 @@
 //! Receiving and paying: Ark addresses, arkoor and Lightning sends, BIP-321 URIs,
 //! offboards and send-onchain, and barkd's deprecated history aliases.
 
+use axum::Extension;
 use axum::Json;
 use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
@@ -9,9 +10,10 @@ use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+use crate::access::Caller;
 use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorResponse, NotFoundResponse};
-use crate::api::v1::common::{Fresh, Movement, PageQuery, amount, parse_vtxo_ids};
+use crate::api::v1::common::{Fresh, Movement, PageQuery, amount, outbound, parse_vtxo_ids};
 use crate::engine::{ArkPayment, OffboardOutcome};
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -94,7 +96,8 @@ impl IntoResponse for SendAnswer {
     responses(
         (status = 200, description = "Sent", body = SendResponse),
         (status = 202, description = "An Ark payment started and stored but not delivered within a minute: it goes on in the background and shows in the history; do not send it again (Berth)", body = SendResponse),
-        (status = 400, description = "Malformed, an unknown destination, or an address of another network or server", body = ErrorResponse),
+        (status = 400, description = "Malformed, an unknown destination, or an address of another network or server; a Lightning address or LNURL whose server the egress policy refuses (the message names the rule) or that refused the request", body = ErrorResponse),
+        (status = 429, description = "This credential (or berthd) has as many outbound fetches under way as it may; retry after `Retry-After`", body = ErrorResponse),
         (status = 422, description = "No wallet, or not enough spendable funds", body = ErrorResponse),
         (status = 503, description = "Ark server unreachable, or the wallet not loaded yet", body = ErrorResponse),
         (status = 500, description = "Internal error", body = ErrorResponse),
@@ -102,6 +105,7 @@ impl IntoResponse for SendAnswer {
 )]
 pub async fn send(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     body: Result<Json<SendRequest>, JsonRejection>,
 ) -> Result<SendAnswer, ApiError> {
     let Json(req) = body?;
@@ -146,9 +150,10 @@ pub async fn send(
             .amount_sat
             .map(|sats| amount("amount_sat", sats))
             .transpose()?;
+        let key = caller.credential.key();
         let started = state
             .engine
-            .pay_lightning(&destination, amount, req.comment)
+            .pay_lightning(&destination, amount, req.comment, outbound(&state, &key))
             .await?;
         return Ok(SendAnswer::Done(SendResponse {
             message: "Payment initiated successfully".into(),
