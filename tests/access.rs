@@ -407,3 +407,48 @@ fn one_source_cannot_take_every_connection_slot() {
     let mut again = connect();
     assert!(ping(&mut again), "a freed place is taken again");
 }
+
+/// Every answer says `X-Content-Type-Options: nosniff`, the refusals before any route
+/// too: a browser never sniffs a JSON error or an event's text into a page (issue 39).
+#[test]
+fn every_answer_forbids_content_sniffing() {
+    let (_tmp, datadir) = new_datadir();
+    let daemon = Daemon::start(&datadir, &[]);
+    let bearer = format!("Bearer {}", token(&datadir));
+    let port = daemon.port;
+    let answers = [
+        request(port, "GET", "/ping", &[], None),
+        request(port, "GET", "/api/v1/wallet/balance", &[], None),
+        request(
+            port,
+            "GET",
+            "/api/v1/no/such/path",
+            &[("Authorization", &bearer)],
+            None,
+        ),
+        request(port, "GET", "/", &[], None),
+        misdirected(port),
+    ];
+    assert_eq!(answers[4].0, 421, "{}", answers[4].1);
+    for (status, raw) in answers {
+        assert!(
+            raw.to_ascii_lowercase()
+                .contains("x-content-type-options: nosniff"),
+            "{status}: {raw}"
+        );
+    }
+}
+
+/// A request that names another host: the raw answer (a 421).
+fn misdirected(port: u16) -> (u16, String) {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    stream
+        .write_all(b"GET /health HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n")
+        .expect("write");
+    let mut raw = String::new();
+    let _ = stream.read_to_string(&mut raw);
+    (status_of(&raw), raw)
+}

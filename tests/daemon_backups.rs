@@ -11,7 +11,9 @@ mod harness;
 use std::path::{Path, PathBuf};
 
 use berth::engine::backup::{self, BackupKey};
-use common::wallet_datadir::{MNEMONIC, dump, dump_file, fixture_datadir};
+use common::wallet_datadir::{
+    MNEMONIC, dump, dump_file, entries_of, fixture_datadir, without_credentials,
+};
 use harness::{Daemon, json_of, token, wait_until};
 
 fn bearer(datadir: &Path) -> String {
@@ -97,7 +99,7 @@ fn scheduled_backups_follow_changes_are_verified_rotated_and_reported() {
     let foreign = "berth-0badc0de-20260101T000000.000Z.berthbackup";
     std::fs::write(dir.join(foreign), b"someone else's").expect("foreign file");
     let (_tmp, datadir) = datadir_backing_up_to(&dir, "keep = 2\n");
-    let daemon = Daemon::start(&datadir, &["-q"]);
+    let mut daemon = Daemon::start(&datadir, &["-q"]);
     let auth = bearer(&datadir);
 
     // The first backup follows the start: there was none. (The file has its name a
@@ -158,14 +160,20 @@ fn scheduled_backups_follow_changes_are_verified_rotated_and_reported() {
     std::thread::sleep(std::time::Duration::from_secs(4));
     assert_eq!(backups_in(&dir), settled);
 
-    // A change (a paired device) is backed up; another rotates the oldest out (keep 2).
-    let newest = |names: Vec<String>| names.last().cloned();
+    // A paired device is not wallet state: backups never carry credentials (a restored
+    // box pairs again), so pairing is not a change to back up.
     harness::pair_device(&daemon, &datadir, "read");
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    assert_eq!(backups_in(&dir), settled, "pairing wrote a backup");
+
+    // A change (a new movement) is backed up; another rotates the oldest out (keep 2).
+    let newest = |names: Vec<String>| names.last().cloned();
+    daemon = change_wallet(daemon, &datadir);
     wait_until("a backup of the change", 30, || {
         newest(backups_in(&dir)) != newest(settled.clone())
     });
     let second = newest(backups_in(&dir));
-    harness::pair_device(&daemon, &datadir, "read");
+    daemon = change_wallet(daemon, &datadir);
     wait_until("a backup of the next change", 30, || {
         newest(backups_in(&dir)) != second
     });
@@ -187,25 +195,31 @@ fn scheduled_backups_follow_changes_are_verified_rotated_and_reported() {
     );
     assert_no_leftovers(&dir, &datadir);
 
-    // The newest holds the last device paired: the daemon's state when it stopped.
+    // The newest holds the last movement: the daemon's state when it stopped, without
+    // the paired devices.
     let (status, _) = daemon.terminate();
     assert_eq!(status.code(), Some(0));
     let stored = dump_file(&datadir.join("berth.redb"));
-    let stored_devices = stored
-        .iter()
-        .find(|(t, _)| t == "devices")
-        .map(|(_, entries)| entries.len() as u64);
     let scratch = tempfile::tempdir().expect("scratch");
     let newest = backup::verify_file(&dir.join(&kept[1]), &key(), scratch.path())
         .expect("the newest backup verifies");
-    let devices = newest
-        .manifest
-        .snapshot
-        .tables
-        .iter()
-        .find(|(t, _)| t == "devices")
-        .map(|(_, n)| *n);
-    assert_eq!(devices, stored_devices, "{:?}", newest.manifest);
+    let listed = |table: &str| {
+        newest
+            .manifest
+            .snapshot
+            .tables
+            .iter()
+            .find(|(t, _)| t == table)
+            .map(|(_, n)| *n as usize)
+    };
+    assert_eq!(
+        listed("movements"),
+        Some(entries_of(&stored, "movements")),
+        "{:?}",
+        newest.manifest
+    );
+    assert!(entries_of(&stored, "devices") > 0);
+    assert_eq!(listed("devices"), Some(0), "{:?}", newest.manifest);
     backup::verify_file(&dir.join(&kept[0]), &key(), scratch.path())
         .expect("the older backup verifies");
 }
@@ -348,7 +362,22 @@ fn a_downloaded_backup_restores_the_running_wallet_and_needs_the_admin_scope() {
     .expect("open");
     let original = dump(&store);
     drop(store);
-    assert_eq!(dump_file(&restored.join("berth.redb")), original);
+    assert!(
+        entries_of(&original, "devices") > 0,
+        "the reader was paired"
+    );
+    // Every table but the credentials: the reader paired before the backup is not in
+    // the restored box, which pairs its phones again (issue 39).
+    assert_eq!(
+        dump_file(&restored.join("berth.redb")),
+        without_credentials(original)
+    );
+    let daemon = Daemon::start(&restored, &["-q"]);
+    let (status, raw) = daemon.get("/api/v1/wallet/balance", &[("Authorization", &reader)]);
+    assert_eq!(status, 401, "the old device's token: {raw}");
+    let (status, raw) = daemon.get("/api/v1/devices", &[("Authorization", &bearer(&restored))]);
+    assert_eq!(status, 200, "{raw}");
+    assert_eq!(json_of(&raw), serde_json::json!([]), "no device came back");
 }
 
 #[test]
@@ -365,9 +394,27 @@ fn a_missing_target_raises_backup_failed_and_the_wallet_goes_on() {
             .is_some_and(|r| r.iter().any(|r| r == "scheduled backups are failing")),
         "{report}"
     );
-    // Anonymous callers get the verdict, not the path.
+    // Anonymous callers get the verdict, not the path; a read device that a backup
+    // failed, not where to nor why (issue 39: paths say how the home network is laid out).
     let anonymous = json_of(&daemon.get("/health", &[]).1);
     assert!(anonymous.get("backup").is_none(), "{anonymous}");
+    let (reader, _) = harness::pair_device(&daemon, &datadir, "read");
+    let seen = json_of(&daemon.get("/health", &[("Authorization", &reader)]).1);
+    let shown = seen["backup"]["last_error"].as_str().unwrap_or_default();
+    assert!(shown.contains("failed"), "{seen}");
+    assert!(!shown.contains("unplugged"), "{seen}");
+    let listed = json_of(
+        &daemon
+            .get("/api/v1/backups", &[("Authorization", &reader)])
+            .1,
+    );
+    assert!(listed["directory"].is_null(), "{listed}");
+    assert!(
+        listed["last_error"]
+            .as_str()
+            .is_some_and(|e| !e.contains("unplugged")),
+        "{listed}"
+    );
     assert_alert(&daemon, &datadir, "does not exist");
     assert_serving(&daemon, &datadir);
     let (status, raw) = daemon.get("/api/v1/backups", &[("Authorization", &auth)]);
@@ -379,6 +426,12 @@ fn a_missing_target_raises_backup_failed_and_the_wallet_goes_on() {
             .as_str()
             .is_some_and(|e| e.contains("does not exist")),
         "{listed}"
+    );
+    assert!(
+        listed["directory"]
+            .as_str()
+            .is_some_and(|d| d.ends_with("unplugged")),
+        "the admin sees where: {listed}"
     );
 
     // Plugged in: a backup on request works, and the health is restored.
@@ -438,7 +491,7 @@ fn a_full_target_raises_backup_failed_keeps_the_last_backup_and_the_wallet_goes_
         return;
     };
     let (_tmp, datadir) = datadir_backing_up_to(&dir, "");
-    let daemon = Daemon::start(&datadir, &["-q"]);
+    let mut daemon = Daemon::start(&datadir, &["-q"]);
     let auth = bearer(&datadir);
     wait_until("the first backup", 30, || backups_in(&dir).len() == 1);
     let last = backups_in(&dir)[0].clone();
@@ -448,7 +501,7 @@ fn a_full_target_raises_backup_failed_keeps_the_last_backup_and_the_wallet_goes_
     let block = vec![0u8; 64 * 1024];
     while std::io::Write::write_all(&mut filler, &block).is_ok() {}
     drop(filler);
-    harness::pair_device(&daemon, &datadir, "read");
+    daemon = change_wallet(daemon, &datadir);
     wait_for_failure(&daemon, &datadir, "not enough free space");
     assert_alert(&daemon, &datadir, "not enough free space");
     let (status, raw) = daemon.post("/api/v1/backups", &[("Authorization", &auth)], "");
@@ -459,6 +512,18 @@ fn a_full_target_raises_backup_failed_keeps_the_last_backup_and_the_wallet_goes_
     assert_no_leftovers(&dir, &datadir);
     let scratch = tempfile::tempdir().expect("scratch");
     backup::verify_file(&dir.join(&last), &key(), scratch.path()).expect("still verifies");
+}
+
+/// Change the wallet as a payment would (a new movement in its store), with the daemon
+/// stopped meanwhile: the fixture wallet never loads (its chain source is a dead port),
+/// so no API call changes what a backup holds. The daemon, started again.
+fn change_wallet(daemon: Daemon, datadir: &Path) -> Daemon {
+    let (status, _) = daemon.terminate();
+    assert_eq!(status.code(), Some(0));
+    harness::with_store(datadir, async |store| {
+        harness::new_movement(store, "change").await;
+    });
+    Daemon::start(datadir, &["-q"])
 }
 
 /// Wait until `/health` shows a failing backup whose error contains `error`.

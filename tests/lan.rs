@@ -983,3 +983,27 @@ fn a_ca_without_name_constraints_is_replaced_once() {
     assert!(!log_of(&datadir)[before..].contains("replaced the local CA"));
     daemon.terminate();
 }
+
+/// On the TLS listener a console form must come from an `https` page of the box: the
+/// same host and port over plain `http` (a spoofed `.local` page on the LAN, say) is
+/// another origin and changes nothing (issue 39).
+#[test]
+fn a_console_form_over_tls_must_come_from_an_https_page() {
+    let (_tmp, datadir) = new_datadir();
+    let (daemon, config, _ca) = start_tls(&datadir, &["--tls"]);
+    let post = |origin: &str| {
+        tls_request(
+            daemon.port,
+            Arc::clone(&config),
+            "POST",
+            "/console/sign-in",
+            &[("Origin", origin)],
+            Some("code=x&name=y"),
+        )
+        .expect("request")
+    };
+    let (status, raw) = post("http://localhost");
+    assert_eq!(status, 403, "plain http is another origin: {raw}");
+    let (status, raw) = post("https://localhost");
+    assert_ne!(status, 403, "the box's own https origin: {raw}");
+}

@@ -206,6 +206,8 @@ pub struct BackupHealth {
     pub age_secs: Option<u64>,
     /// Scheduled backups that failed in a row (0 when the last one worked).
     pub consecutive_failures: u32,
+    /// Why the last one failed: the reason for the `admin` scope only (it names paths),
+    /// that it failed for anyone else.
     pub last_error: Option<String>,
 }
 
@@ -238,7 +240,10 @@ pub async fn health(
     request: Request,
 ) -> Result<(StatusCode, Json<Health>), ApiError> {
     let caller = authenticator.identify(request.headers(), peer_ip(&request))?;
-    let detailed = caller.is_some_and(|c| c.scopes.allows(Scope::Read));
+    let detailed = caller
+        .as_ref()
+        .is_some_and(|c| c.scopes.allows(Scope::Read));
+    let admin = caller.is_some_and(|c| c.scopes.allows(Scope::Admin));
     let engine = &state.engine;
     let seen = engine.autopilot_status();
     let record = engine.wallet_record().await.ok().flatten();
@@ -460,7 +465,9 @@ pub async fn health(
             newest_verified_at: backup.newest_verified.map(|(_, at)| at),
             age_secs: backup_age,
             consecutive_failures: backup.consecutive_failures,
-            last_error: backup.last_error,
+            last_error: backup
+                .last_error
+                .map(|e| crate::api::v1::backups::withheld(e, admin)),
         }),
     };
     Ok((code, Json(body)))

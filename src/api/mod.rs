@@ -50,6 +50,8 @@ use crate::events::EventHub;
 #[derive(Clone)]
 pub struct AppState {
     pub engine: Arc<Engine>,
+    /// The one way out for fetches made on a client's behalf (`net::egress`).
+    pub egress: Arc<crate::net::egress::Egress>,
     pub events: Arc<EventHub>,
     pub tickets: Arc<TicketBook>,
     /// Open notification websockets (shutdown waits for their goodbyes).
@@ -201,11 +203,23 @@ pub fn router(state: AppState, options: ApiOptions, beside: Router<AppState>) ->
                 )]),
         );
     }
-    // Outermost: a request for another host is refused before anything looks at it.
+    // A request for another host is refused before anything looks at it.
     app.layer(axum::middleware::from_fn_with_state(
         Arc::new(options.allowed_hosts),
         host::require_known_host,
     ))
+    // Outermost, so that every answer carries it (the refusals above too): a browser
+    // must take a body for what its Content-Type says, never sniff a JSON error or an
+    // event's text into a page.
+    .layer(axum::middleware::map_response(no_sniffing))
+}
+
+async fn no_sniffing(mut response: axum::response::Response) -> axum::response::Response {
+    response.headers_mut().insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        header::HeaderValue::from_static("nosniff"),
+    );
+    response
 }
 
 /// `GET /ping`: no credential; the daemon is ready when this answers.

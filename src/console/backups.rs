@@ -78,10 +78,11 @@ pub(super) async fn backups(State(state): State<AppState>, headers: HeaderMap) -
 /// `POST /console/backups`: back up to the directory now.
 pub(super) async fn back_up_now(
     State(state): State<AppState>,
+    scheme: session::Scheme,
     uri: Uri,
     headers: HeaderMap,
 ) -> Response {
-    if !session::same_origin(&headers, &uri) {
+    if !session::same_origin(&headers, &uri, scheme) {
         return forbidden("a form of another site may not start a backup");
     }
     if let Err(refused) = admin(&state, &headers) {
@@ -100,10 +101,11 @@ pub(super) async fn back_up_now(
 /// (same-origin checked) because it makes a backup, not a GET a link could trigger.
 pub(super) async fn download_backup(
     State(state): State<AppState>,
+    scheme: session::Scheme,
     uri: Uri,
     headers: HeaderMap,
 ) -> Response {
-    if !session::same_origin(&headers, &uri) {
+    if !session::same_origin(&headers, &uri, scheme) {
         return forbidden("a form of another site may not download a backup");
     }
     if let Err(refused) = admin(&state, &headers) {

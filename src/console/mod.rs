@@ -98,8 +98,13 @@ async fn asset(content_type: &'static str, body: &'static str) -> impl IntoRespo
 /// `POST /console/live/ticket`: a websocket ticket for the overview's script, owned by
 /// this browser's device (its socket ends when the device is revoked). A post, so the
 /// same-origin check applies; the answer is the API's (a JSON string).
-async fn live_ticket(State(state): State<AppState>, uri: Uri, headers: HeaderMap) -> Response {
-    if !session::same_origin(&headers, &uri) {
+async fn live_ticket(
+    State(state): State<AppState>,
+    scheme: session::Scheme,
+    uri: Uri,
+    headers: HeaderMap,
+) -> Response {
+    if !session::same_origin(&headers, &uri, scheme) {
         return forbidden("a page of another site may not open this box's event stream");
     }
     match session::signed_in(&headers, &state.devices) {
@@ -278,7 +283,11 @@ struct SignIn {
 /// `POST /console/sign-in`: a claim code while a claim is open, else a pairing code;
 /// either makes this browser a device and starts its session.
 async fn sign_in(State(state): State<AppState>, request: Request) -> Response {
-    if !session::same_origin(request.headers(), request.uri()) {
+    if !session::same_origin(
+        request.headers(),
+        request.uri(),
+        session::scheme_of(request.extensions()),
+    ) {
         return forbidden("a form of another site may not sign in here");
     }
     let peer: Option<IpAddr> = peer_ip(&request);
@@ -316,8 +325,13 @@ async fn sign_in(State(state): State<AppState>, request: Request) -> Response {
 }
 
 /// `POST /console/logout`: revoke this browser's device and forget the cookie.
-async fn sign_out(State(state): State<AppState>, uri: Uri, headers: HeaderMap) -> Response {
-    if !session::same_origin(&headers, &uri) {
+async fn sign_out(
+    State(state): State<AppState>,
+    scheme: session::Scheme,
+    uri: Uri,
+    headers: HeaderMap,
+) -> Response {
+    if !session::same_origin(&headers, &uri, scheme) {
         return forbidden("a form of another site may not sign out here");
     }
     if let Some(who) = session::signed_in(&headers, &state.devices)
@@ -402,10 +416,11 @@ async fn devices_page(
 async fn revoke(
     State(state): State<AppState>,
     Path(id): Path<String>,
+    scheme: session::Scheme,
     uri: Uri,
     headers: HeaderMap,
 ) -> Response {
-    if !session::same_origin(&headers, &uri) {
+    if !session::same_origin(&headers, &uri, scheme) {
         return forbidden("a form of another site may not revoke devices");
     }
     if let Err(refused) = admin(&state, &headers) {
@@ -427,7 +442,11 @@ struct PairingForm {
 
 /// `POST /console/pairing`: open a pairing window and show its QR code for a phone.
 async fn pairing(State(state): State<AppState>, request: Request) -> Response {
-    if !session::same_origin(request.headers(), request.uri()) {
+    if !session::same_origin(
+        request.headers(),
+        request.uri(),
+        session::scheme_of(request.extensions()),
+    ) {
         return forbidden("a form of another site may not open a pairing window");
     }
     let who = match admin(&state, request.headers()) {

@@ -99,7 +99,11 @@ struct ReceiveForm {
 /// `POST /console/receive`: a new address of the kind asked for. A post (it derives a
 /// new address each time), so it is same-origin checked like every form.
 pub(super) async fn new_address(State(state): State<AppState>, request: Request) -> Response {
-    if !session::same_origin(request.headers(), request.uri()) {
+    if !session::same_origin(
+        request.headers(),
+        request.uri(),
+        session::scheme_of(request.extensions()),
+    ) {
         return forbidden("a form of another site may not make addresses here");
     }
     if let Some(refused) = refusal(&state, request.headers(), Scope::Receive) {
@@ -157,8 +161,13 @@ pub(super) async fn new_address(State(state): State<AppState>, request: Request)
 
 /// `POST /console/board` (scope `send`): board every confirmed on-chain coin into Ark,
 /// as `POST /api/v1/boards/board-all` does.
-pub(super) async fn board(State(state): State<AppState>, uri: Uri, headers: HeaderMap) -> Response {
-    if !session::same_origin(&headers, &uri) {
+pub(super) async fn board(
+    State(state): State<AppState>,
+    scheme: session::Scheme,
+    uri: Uri,
+    headers: HeaderMap,
+) -> Response {
+    if !session::same_origin(&headers, &uri, scheme) {
         return forbidden("a form of another site may not move funds here");
     }
     if let Some(refused) = refusal(&state, &headers, Scope::Send) {

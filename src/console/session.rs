@@ -8,7 +8,11 @@
 //! never takes it (a cookie-authenticated API would need the same origin check on
 //! every fund-moving call a script makes).
 
+use axum::extract::FromRequestParts;
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, Uri, header};
+
+pub use crate::net::listener::Scheme;
 
 use crate::access::devices::{Authorized, Devices};
 
@@ -44,11 +48,13 @@ pub fn end() -> HeaderValue {
 }
 
 /// Whether a state-changing request comes from a page of this origin: its `Origin`
-/// names the host and port the request was sent to (`Host`, or over HTTP/2 the URI's
-/// authority, which the API's host check has already held against this machine's
-/// names). A request without `Origin` is refused: every browser sends it with a form's
-/// POST.
-pub fn same_origin(headers: &HeaderMap, uri: &Uri) -> bool {
+/// names the scheme the request came over (`scheme`: TLS or not, as the listener saw
+/// the connection), and the host and port it was sent to (`Host`, or over HTTP/2 the
+/// URI's authority, which the API's host check has already held against this
+/// machine's names). A request without `Origin` is refused: every browser sends it
+/// with a form's POST. The scheme matters: a plain-http page on the LAN (a spoofed
+/// `.local` name, say) is another origin than the box's TLS console.
+pub fn same_origin(headers: &HeaderMap, uri: &Uri, scheme: Scheme) -> bool {
     let host = headers
         .get(header::HOST)
         .and_then(|v| v.to_str().ok())
@@ -59,10 +65,26 @@ pub fn same_origin(headers: &HeaderMap, uri: &Uri) -> bool {
     ) else {
         return false;
     };
-    let authority = origin
-        .strip_prefix("https://")
-        .or_else(|| origin.strip_prefix("http://"));
-    authority.is_some_and(|a| a.eq_ignore_ascii_case(host))
+    origin
+        .strip_prefix(scheme.as_str())
+        .and_then(|rest| rest.strip_prefix("://"))
+        .is_some_and(|a| a.eq_ignore_ascii_case(host))
+}
+
+/// The scheme of the connection a request came over, for a handler's arguments: what
+/// the listener put in the request (plain http when nothing did, as over the local
+/// control socket).
+impl<S: Send + Sync> FromRequestParts<S> for Scheme {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        Ok(scheme_of(&parts.extensions))
+    }
+}
+
+/// The scheme the listener recorded in a request's `extensions` (plain http if none).
+pub fn scheme_of(extensions: &axum::http::Extensions) -> Scheme {
+    extensions.get::<Scheme>().copied().unwrap_or(Scheme::Http)
 }
 
 #[cfg(test)]
@@ -84,16 +106,26 @@ mod tests {
             ("host", "berth-1a2b.local:3000"),
         ]);
         let uri = Uri::from_static("/console/sign-in");
-        assert!(same_origin(&same, &uri));
+        assert!(same_origin(&same, &uri, Scheme::Https));
+        // The same host over the other scheme is another origin (issue 39).
+        assert!(!same_origin(&same, &uri, Scheme::Http));
+        let plain = headers(&[
+            ("origin", "http://127.0.0.1:3000"),
+            ("host", "127.0.0.1:3000"),
+        ]);
+        assert!(same_origin(&plain, &uri, Scheme::Http));
+        assert!(!same_origin(&plain, &uri, Scheme::Https));
         // HTTP/2: no Host header, the authority is in the URI.
         let h2 = headers(&[("origin", "https://berth-1a2b.local:3000")]);
         assert!(same_origin(
             &h2,
-            &Uri::from_static("https://berth-1a2b.local:3000/console/sign-in")
+            &Uri::from_static("https://berth-1a2b.local:3000/console/sign-in"),
+            Scheme::Https
         ));
         assert!(!same_origin(
             &h2,
-            &Uri::from_static("https://evil.example/console/sign-in")
+            &Uri::from_static("https://evil.example/console/sign-in"),
+            Scheme::Https
         ));
         for (origin, host) in [
             ("https://evil.example", "berth-1a2b.local:3000"),
@@ -105,12 +137,20 @@ mod tests {
             ("null", "berth-1a2b.local:3000"),
         ] {
             assert!(
-                !same_origin(&headers(&[("origin", origin), ("host", host)]), &uri),
+                !same_origin(
+                    &headers(&[("origin", origin), ("host", host)]),
+                    &uri,
+                    Scheme::Https
+                ),
                 "{origin}"
             );
         }
         assert!(
-            !same_origin(&headers(&[("host", "berth-1a2b.local:3000")]), &uri),
+            !same_origin(
+                &headers(&[("host", "berth-1a2b.local:3000")]),
+                &uri,
+                Scheme::Https
+            ),
             "no Origin"
         );
     }

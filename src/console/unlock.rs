@@ -68,7 +68,11 @@ struct UnlockForm {
 /// `POST /console/unlock`: the passphrase right, the wallet loads and the overview
 /// follows; wrong, the page again (after the engine's pause).
 pub(super) async fn unlock(State(state): State<AppState>, request: Request) -> Response {
-    if !session::same_origin(request.headers(), request.uri()) {
+    if !session::same_origin(
+        request.headers(),
+        request.uri(),
+        session::scheme_of(request.extensions()),
+    ) {
         return forbidden("a form of another site may not unlock the wallet");
     }
     if let Err(refused) = admin(&state, request.headers()) {

@@ -178,7 +178,11 @@ pub(super) async fn wallet_form(State(state): State<AppState>, headers: HeaderMa
 
 /// `POST /console/wallet/new`: a new seed, shown once, kept until it is confirmed.
 pub(super) async fn new_wallet(State(state): State<AppState>, request: Request) -> Response {
-    if !session::same_origin(request.headers(), request.uri()) {
+    if !session::same_origin(
+        request.headers(),
+        request.uri(),
+        session::scheme_of(request.extensions()),
+    ) {
         return forbidden("a form of another site may not create a wallet");
     }
     let who = match admin(&state, request.headers()) {
@@ -219,7 +223,11 @@ struct ConfirmForm {
 /// `POST /console/wallet/confirm`: the two words right, the wallet is created with the
 /// seed that was shown.
 pub(super) async fn confirm_wallet(State(state): State<AppState>, request: Request) -> Response {
-    if !session::same_origin(request.headers(), request.uri()) {
+    if !session::same_origin(
+        request.headers(),
+        request.uri(),
+        session::scheme_of(request.extensions()),
+    ) {
         return forbidden("a form of another site may not create a wallet");
     }
     let who = match admin(&state, request.headers()) {
@@ -264,7 +272,11 @@ pub(super) async fn confirm_wallet(State(state): State<AppState>, request: Reque
 
 /// `POST /console/wallet/import`
 pub(super) async fn import_wallet(State(state): State<AppState>, request: Request) -> Response {
-    if !session::same_origin(request.headers(), request.uri()) {
+    if !session::same_origin(
+        request.headers(),
+        request.uri(),
+        session::scheme_of(request.extensions()),
+    ) {
         return forbidden("a form of another site may not create a wallet");
     }
     if let Err(refused) = admin(&state, request.headers()) {

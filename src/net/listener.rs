@@ -118,6 +118,23 @@ impl Transport {
     }
 }
 
+/// The scheme a connection speaks (TLS or not), in each of its requests' extensions:
+/// a page's `Origin` must name it (`console::session::same_origin`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scheme {
+    Http,
+    Https,
+}
+
+impl Scheme {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scheme::Http => "http",
+            Scheme::Https => "https",
+        }
+    }
+}
+
 /// The address a connection arrived at, in each of its requests' extensions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LocalAddr(pub SocketAddr);
@@ -188,7 +205,8 @@ pub async fn serve(
             };
             match transport {
                 Transport::Plain => {
-                    serve_connection(stream, false, addrs, app, limits, closing).await;
+                    serve_connection(stream, Scheme::Http, false, addrs, app, limits, closing)
+                        .await;
                 }
                 Transport::Tls(source) => {
                     let acceptor = tokio_rustls::TlsAcceptor::from(source.current());
@@ -197,7 +215,8 @@ pub async fn serve(
                     match handshake.await {
                         Ok(Ok(tls)) => {
                             let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
-                            serve_connection(tls, h2, addrs, app, limits, closing).await;
+                            serve_connection(tls, Scheme::Https, h2, addrs, app, limits, closing)
+                                .await;
                         }
                         Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed"),
                         Err(_) => tracing::debug!("TLS handshake timed out"),
@@ -232,7 +251,10 @@ pub async fn serve_unix(
             let app = app.clone();
             async move {
                 match verdict {
-                    Ok(()) => serve_connection(stream, false, None, app, limits, closing).await,
+                    Ok(()) => {
+                        serve_connection(stream, Scheme::Http, false, None, app, limits, closing)
+                            .await
+                    }
                     Err(answer) => {
                         use tokio::io::AsyncWriteExt as _;
                         let _ = tokio::time::timeout(Duration::from_secs(1), async {
@@ -326,6 +348,7 @@ impl Drain {
 /// local control socket.
 pub async fn serve_connection<I>(
     io: I,
+    scheme: Scheme,
     h2: bool,
     addrs: Option<(SocketAddr, Option<SocketAddr>)>,
     app: Router,
@@ -336,6 +359,7 @@ pub async fn serve_connection<I>(
 {
     let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
         let mut request = request.map(axum::body::Body::new);
+        request.extensions_mut().insert(scheme);
         if let Some((peer, local)) = addrs {
             request.extensions_mut().insert(ConnectInfo(peer));
             if let Some(local) = local {

@@ -72,6 +72,31 @@ pub fn dump(store: &Store) -> Dump {
     tables
 }
 
+/// The tables a backup carries empty and a restore drops (`engine::backup`, credentials).
+pub const CREDENTIAL_TABLES: [&str; 4] = [
+    "devices",
+    "tokens",
+    "idempotency_keys",
+    "idempotency_keys_by_time",
+];
+
+/// `dump` with the credential tables emptied: what a restore of it must give.
+pub fn without_credentials(mut dump: Dump) -> Dump {
+    for (name, entries) in &mut dump {
+        if CREDENTIAL_TABLES.contains(&name.as_str()) {
+            entries.clear();
+        }
+    }
+    dump
+}
+
+/// Entries of `table` in `dump` (0 when it has no such table).
+pub fn entries_of(dump: &Dump, table: &str) -> usize {
+    dump.iter()
+        .find(|(t, _)| t == table)
+        .map_or(0, |(_, entries)| entries.len())
+}
+
 pub fn dump_file(path: &Path) -> Dump {
     let (store, _) = Store::open(path, &StoreConfig::default()).expect("open");
     dump(&store)

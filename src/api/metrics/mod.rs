@@ -591,6 +591,11 @@ pub async fn metrics(
 /// What the engine knows now: balances from the wallet, the rest from the
 /// autopilot's last check.
 async fn wallet_metrics(engine: &crate::engine::Engine) -> WalletMetrics {
+    // The balance reads from the store whether or not bark has opened the wallet: only
+    // an open wallet counts as loaded, as `/health` says.
+    if !engine.is_loaded().await {
+        return WalletMetrics::default();
+    }
     let Ok(balance) = engine.balance().await else {
         return WalletMetrics::default();
     };

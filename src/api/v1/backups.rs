@@ -3,13 +3,15 @@
 //! `docs/operations.md`, "Backups").
 
 use crate::api::routes::route;
-use axum::Json;
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
 use serde::Serialize;
 
+use crate::access::Caller;
+use crate::access::scopes::Scope;
 use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorResponse};
 use crate::api::routes::Routes;
@@ -53,13 +55,15 @@ impl From<BackupFile> for BackupInfo {
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct BackupList {
     /// The backup directory (`berth.toml [backup] directory`); `null` when none is
-    /// configured.
+    /// configured, or for a caller without the `admin` scope (a path says how the home
+    /// network is laid out).
     pub directory: Option<String>,
     /// This wallet's backups there, newest first (at most 1,000).
     pub backups: Vec<BackupInfo>,
     /// The newest verified backup's time.
     pub newest_verified_at: Option<chrono::DateTime<chrono::Utc>>,
-    /// Why the last scheduled backup failed; `null` when it did not.
+    /// Why the last scheduled backup failed; `null` when it did not. Only the `admin`
+    /// scope gets the reason (it names paths and devices); others get that it failed.
     pub last_error: Option<String>,
 }
 
@@ -90,15 +94,31 @@ impl From<ServiceError> for ApiError {
         (status = 200, description = "The backups", body = BackupList),
     )
 )]
-pub async fn list_backups(State(state): State<AppState>) -> Result<Json<BackupList>, ApiError> {
+pub async fn list_backups(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+) -> Result<Json<BackupList>, ApiError> {
     let backups = state.backups.list().await?;
     let status = state.backups.status();
+    let admin = caller.scopes.allows(Scope::Admin);
     Ok(Json(BackupList {
-        directory: status.directory.map(|d| d.display().to_string()),
+        directory: status
+            .directory
+            .filter(|_| admin)
+            .map(|d| d.display().to_string()),
         backups: backups.into_iter().map(BackupInfo::from).collect(),
         newest_verified_at: status.newest_verified.map(|(_, at)| at),
-        last_error: status.last_error,
+        last_error: status.last_error.map(|e| withheld(e, admin)),
     }))
+}
+
+/// A backup error's text for the admin, and only that it failed for anyone else.
+pub fn withheld(error: String, admin: bool) -> String {
+    if admin {
+        error
+    } else {
+        "the last scheduled backup failed (the admin sees why)".into()
+    }
 }
 
 /// `POST /api/v1/backups`

@@ -207,6 +207,14 @@ impl Autopilot {
         })
     }
 
+    /// Forget everything learnt of the wallet (it was deleted): its server's terms,
+    /// the alerts raised, failure counts, what `/health` shows.
+    pub async fn forget(&self) {
+        *self.memory.lock().await = Memory::default();
+        *self.failures.lock().unwrap_or_else(|e| e.into_inner()) = Failures::default();
+        self.update(|s| *s = Status::default());
+    }
+
     pub fn policy(&self) -> &Policy {
         &self.policy
     }

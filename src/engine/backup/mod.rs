@@ -226,6 +226,24 @@ pub struct BackupReport {
 /// The datadir files a backup carries: bark's wallet configuration.
 const FILES: &[&str] = &["config.toml"];
 
+/// Tables that hold credentials, or what belongs to one: paired devices (phones and
+/// console sessions) and their tokens, and the idempotency records of each
+/// credential's requests. A backup carries them empty, and a restore drops what an
+/// older backup carried: a restored box pairs its phones again, so a phone revoked
+/// after the backup was taken (a stolen one) does not come back with it. The admin
+/// token is a datadir file a backup never held (the new box makes its own); websocket
+/// tickets and pairing codes live in memory only.
+const CREDENTIALS: &[&str] = &[
+    "devices",
+    "tokens",
+    "idempotency_keys",
+    "idempotency_keys_by_time",
+];
+
+fn is_credentials(table: &str) -> bool {
+    CREDENTIALS.contains(&table)
+}
+
 /// Write a backup of `store` (and the `FILES` found in `datadir`) to `out`, encrypted
 /// under `key`. Streams: memory stays bounded whatever the wallet's size. Blocks.
 pub fn write(
@@ -338,18 +356,30 @@ fn encode_contents(
             Err(e) => return Err(BackupError::io(format!("reading {}", path.display()))(e)),
         }
     }
-    let snapshot = snapshot(&mut |item| match item {
-        SnapshotItem::Table(name) => format::write_name(out, format::TAG_TABLE, name),
+    // The credential tables are written empty (`CREDENTIALS`).
+    let mut withheld = false;
+    let mut snapshot = snapshot(&mut |item| match item {
+        SnapshotItem::Table(name) => {
+            withheld = is_credentials(name);
+            format::write_name(out, format::TAG_TABLE, name)
+        }
+        SnapshotItem::Entry { .. } if withheld => Ok(()),
         SnapshotItem::Entry { key, value } => {
             out.write_all(&[format::TAG_ENTRY])?;
             format::write_blob(out, key)?;
             format::write_blob(out, value)
         }
         SnapshotItem::EndTable { entries } => {
+            let entries = if withheld { 0 } else { entries };
             out.write_all(&[format::TAG_TABLE_END])?;
             out.write_all(&entries.to_be_bytes())
         }
     })?;
+    for (name, entries) in &mut snapshot.tables {
+        if is_credentials(name) {
+            *entries = 0;
+        }
+    }
     Ok((snapshot, files))
 }
 
@@ -477,6 +507,8 @@ struct Target<'a> {
     /// Files carried in the backup, to write into the datadir (or `None`: ignore).
     files: Option<&'a Path>,
     written_files: Vec<PathBuf>,
+    /// Inside a credential table (`CREDENTIALS`): its entries are dropped, and counted.
+    dropping: Option<u64>,
 }
 
 /// Decrypt `file` and rebuild its database at `db_path` (which must not exist). Every
@@ -493,6 +525,7 @@ fn restore_into(
         restorer: Restorer::create(db_path)?,
         files: files_dir,
         written_files: Vec::new(),
+        dropping: None,
     };
     let result = read_records(&mut input, &mut target);
     let result = result.and_then(|(manifest, content_digest)| {
@@ -501,6 +534,8 @@ fn restore_into(
         // with entries was restored.
         for (name, entries) in &manifest.snapshot.tables {
             let restored = tables.iter().find(|(t, _)| t == name).map(|(_, n)| *n);
+            // An older backup lists the credentials a restore drops.
+            let entries = if is_credentials(name) { &0 } else { entries };
             if restored.unwrap_or(0) != *entries {
                 return Err(BackupError::Check(format!(
                     "table {name}: {} entries restored, the manifest lists {entries}",
@@ -564,15 +599,31 @@ fn read_records(
                     }
                 }
             }
-            format::TAG_TABLE => target.restorer.begin_table(&format::read_name(input)?)?,
+            format::TAG_TABLE => {
+                let name = format::read_name(input)?;
+                target.dropping = is_credentials(&name).then_some(0);
+                target.restorer.begin_table(&name)?
+            }
             format::TAG_ENTRY => {
                 let key = format::read_blob(input, format::MAX_KEY, "key")?;
                 let value = format::read_blob(input, format::MAX_VALUE, "value")?;
-                target.restorer.entry(&key, &value)?;
+                match &mut target.dropping {
+                    // An older backup's credentials: read (and counted), not restored.
+                    Some(dropped) => *dropped += 1,
+                    None => target.restorer.entry(&key, &value)?,
+                }
             }
             format::TAG_TABLE_END => {
                 let entries = format::read_u64(input).map_err(BackupError::from_io)?;
-                target.restorer.end_table(entries)?;
+                match target.dropping.take() {
+                    Some(dropped) if dropped != entries => {
+                        return Err(BackupError::Invalid(format!(
+                            "a table holds {dropped} entries, its end says {entries}"
+                        )));
+                    }
+                    Some(_) => target.restorer.end_table(0)?,
+                    None => target.restorer.end_table(entries)?,
+                }
             }
             format::TAG_SUMMARY => {
                 let bytes = format::read_blob(input, format::MAX_SUMMARY, "summary")?;
@@ -648,7 +699,7 @@ fn check_restored(db_path: &Path, manifest: &Manifest, key: &BackupKey) -> Resul
             .snapshot
             .tables
             .iter()
-            .find(|(t, _)| t == name)
+            .find(|(t, _)| t == name && !is_credentials(name))
             .map_or(0, |(_, n)| *n)
     };
     for (name, seen) in [

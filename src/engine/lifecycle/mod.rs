@@ -478,6 +478,9 @@ impl Engine {
         self.store.wipe_wallet().await?;
         self.events.forget_recent();
         *self.chain_view.lock().await = None;
+        // The next wallet may have another Ark server: none of this one's terms, alerts
+        // or failure counts may carry over to it.
+        self.autopilot.forget().await;
         if let Err(e) = self.seeds.remove() {
             tracing::warn!(error = %e, "cannot remove the deleted wallet's seed");
         }
