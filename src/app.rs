@@ -87,6 +87,8 @@ struct Parts {
     autopilot: JoinHandle<()>,
     backups: JoinHandle<()>,
     renewer: Option<JoinHandle<()>>,
+    /// Removes console sessions past their time (`console::session`).
+    session_sweeper: JoinHandle<()>,
     announcement: Option<crate::net::mdns::MdnsHandle>,
     control: Option<ControlSocket>,
     fatal_watch: JoinHandle<()>,
@@ -118,6 +120,7 @@ impl Parts {
         if let Some(renewer) = self.renewer {
             renewer.abort();
         }
+        self.session_sweeper.abort();
         self.autopilot.abort();
         // A backup under way finishes on its own thread or is cut off with the process;
         // what it left is removed at the next start.
@@ -216,8 +219,12 @@ impl Daemon {
         };
         let renewer = identity.clone().map(spawn_tls_renewer);
 
-        let devices = Arc::new(Devices::load(store.clone()).await?);
-        let claim = Arc::new(crate::access::claim::Claim::new(layout.claim()));
+        let devices =
+            Arc::new(Devices::load(store.clone(), settings.file.console.session_policy()).await?);
+        let claim = Arc::new(crate::access::claim::Claim::new(
+            layout.claim(),
+            settings.file.claim.reset_ttl(),
+        ));
         if let Some(card) = &settings.file.claim.code_file {
             take_up_claim_code(&claim, card);
         }
@@ -259,30 +266,32 @@ impl Daemon {
         );
         // Bound before the router is built: the pairing links the console shows name the
         // bound address. Connections queue until `serve` accepts them.
+        let state = AppState {
+            engine: Arc::clone(&engine),
+            egress,
+            events: Arc::clone(&events),
+            tickets: Arc::new(TicketBook::default()),
+            sockets: Arc::clone(&sockets),
+            expose_mnemonic: settings.expose_mnemonic,
+            devices,
+            pairing: Arc::clone(&pairing),
+            failures: Arc::new(AuthFailures::default()),
+            requests: crate::api::metrics::RequestMetrics::new(),
+            backups,
+            disk,
+            claim,
+            pairing_target: Arc::clone(&pairing_target),
+            new_wallets: Arc::new(std::sync::Mutex::new(
+                crate::access::expiring::ExpiringMap::new(crate::console::wallet::NEW_WALLETS),
+            )),
+            history_pages: Arc::default(),
+            settings_toml: toml::to_string_pretty(&settings.file)
+                .unwrap_or_else(|e| format!("# cannot show the configuration: {e}"))
+                .into(),
+        };
+        let session_sweeper = crate::console::session::spawn_sweeper(state.clone());
         let app = crate::api::router(
-            AppState {
-                engine: Arc::clone(&engine),
-                egress,
-                events: Arc::clone(&events),
-                tickets: Arc::new(TicketBook::default()),
-                sockets: Arc::clone(&sockets),
-                expose_mnemonic: settings.expose_mnemonic,
-                devices,
-                pairing: Arc::clone(&pairing),
-                failures: Arc::new(AuthFailures::default()),
-                requests: crate::api::metrics::RequestMetrics::new(),
-                backups,
-                disk,
-                claim,
-                pairing_target: Arc::clone(&pairing_target),
-                new_wallets: Arc::new(std::sync::Mutex::new(
-                    crate::access::expiring::ExpiringMap::new(crate::console::wallet::NEW_WALLETS),
-                )),
-                history_pages: Arc::default(),
-                settings_toml: toml::to_string_pretty(&settings.file)
-                    .unwrap_or_else(|e| format!("# cannot show the configuration: {e}"))
-                    .into(),
-            },
+            state.clone(),
             ApiOptions {
                 auth,
                 allowed_origins: settings.allowed_origins.clone(),
@@ -291,7 +300,7 @@ impl Daemon {
                 ),
                 limits: settings.file.request_limits(),
             },
-            crate::console::routes(),
+            crate::console::routes(state),
         );
 
         let control = start_control_socket(
@@ -315,6 +324,7 @@ impl Daemon {
             _instance: instance,
             systemd,
             parts: Parts {
+                session_sweeper,
                 store,
                 pruner,
                 disk_watch,

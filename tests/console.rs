@@ -607,3 +607,75 @@ fn the_overview_script_gets_a_websocket_ticket_for_its_session_only() {
     let issued: String = serde_json::from_str(body).expect("a JSON string");
     assert_eq!(issued.len(), 64, "{issued}");
 }
+
+/// A console session (issue 39): its cookie is `__Host-` (a sibling host cannot plant
+/// one) with the session's longest life; a request carrying two is refused, not
+/// resolved; a cookie naming no session counts towards the address's backoff; and a
+/// session older than `[console] session_max_days` is over, its device removed, after a
+/// restart too.
+#[test]
+fn console_sessions_are_host_only_single_counted_and_expire() {
+    let (_tmp, datadir) = harness::datadir_with_berth_toml("[console]\nsession_max_days = 1\n");
+    let mut daemon = Daemon::start(&datadir, &["-q"]);
+    let uri = harness::open_window(&datadir, "read");
+    let code = harness::uri_param(&uri, "t").to_owned();
+    let (status, raw) = post_form(
+        daemon.port,
+        "/console/sign-in",
+        &[("Origin", &origin(&daemon))],
+        &format!("code={code}&name=Laptop"),
+    );
+    assert_eq!(status, 303, "{raw}");
+    let (cookie, line) = set_cookie(&raw);
+    assert!(cookie.starts_with("__Host-berth_session="), "{line}");
+    assert!(line.contains("Max-Age=86400"), "one day: {line}");
+    let (status, raw) = page(&daemon, "/", &cookie);
+    assert_eq!(status, 200, "{raw}");
+
+    // A second session cookie (planted, or left over): refused, and both cleared.
+    let (status, raw) = page(
+        &daemon,
+        "/",
+        &format!("{cookie}; __Host-berth_session=AQplanted"),
+    );
+    assert_eq!(status, 400, "{raw}");
+    assert!(raw.contains("Max-Age=0"), "{raw}");
+
+    // Cookies naming no session: counted, then the address is blocked.
+    let mut blocked = false;
+    for i in 0..20 {
+        let (status, _) = page(&daemon, "/", &format!("__Host-berth_session=AQguess{i}"));
+        if status == 429 {
+            blocked = true;
+            break;
+        }
+        assert_eq!(status, 200, "served signed out");
+    }
+    assert!(blocked, "wrong session cookies count towards the backoff");
+
+    // The session began two days ago, as its record says: over, and its device gone.
+    let (status, _) = daemon.terminate();
+    assert_eq!(status.code(), Some(0));
+    harness::with_store(&datadir, async |store| {
+        let mut record = store
+            .devices()
+            .await
+            .expect("devices")
+            .into_iter()
+            .find(|d| d.name == "Laptop")
+            .expect("the session's device");
+        assert!(record.console_session, "a sign-in makes a console session");
+        store.remove_device(&record.id).await.expect("remove");
+        record.created_at_us -= 2 * 86_400 * 1_000_000;
+        store.add_device(record, 64).await.expect("add");
+    });
+    daemon = Daemon::start(&datadir, &["-q"]);
+    let (status, raw) = page(&daemon, "/", &cookie);
+    assert_eq!(status, 200, "{raw}");
+    assert!(!raw.contains("<h1>Overview</h1>"), "signed out: {raw}");
+    assert!(
+        raw.contains("Max-Age=0"),
+        "told to forget the cookie: {raw}"
+    );
+    assert_devices_gone(&datadir, &daemon);
+}

@@ -96,6 +96,7 @@ fn fixture_device() -> DeviceRecord {
         scopes: 0b11,
         token_hash: [0x3f; 32],
         created_at_us: FIXTURE_AT_US,
+        console_session: false,
     }
 }
 

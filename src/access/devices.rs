@@ -7,9 +7,15 @@
 //! Device tokens are stored only as SHA-256 hashes (in redb by `store::tokens`, and in
 //! memory for the per-request check); a token has 256 random bits, so a fast hash is
 //! enough — nothing can be brute-forced from it. At most [`MAX_DEVICES`] are paired.
+//!
+//! A web console session is a device too (`console::session`), marked as one: it
+//! expires after [`SessionPolicy::idle`] without use or [`SessionPolicy::max_age`] in
+//! all, and is then removed like a revoked device, so a sign-in never leaves a
+//! full-scope credential behind for good (nor fills the cap).
 
 use std::collections::HashMap;
-use std::sync::RwLock;
+use std::sync::{Mutex, RwLock};
+use std::time::{Duration, Instant, SystemTime};
 
 use crate::access::Credential;
 use crate::access::scopes::Scopes;
@@ -60,6 +66,43 @@ pub enum DeviceError {
     Store(#[from] StoreError),
 }
 
+/// How long a console session lives (`berth.toml [console]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionPolicy {
+    /// Without a request.
+    pub idle: Duration,
+    /// Since the sign-in, whatever its use.
+    pub max_age: Duration,
+}
+
+impl Default for SessionPolicy {
+    fn default() -> Self {
+        SessionPolicy {
+            idle: Duration::from_secs(7 * 24 * 3600),
+            max_age: Duration::from_secs(30 * 24 * 3600),
+        }
+    }
+}
+
+/// When a console session began and was last used. The last use is kept in memory
+/// only: a restart gives every session a fresh idle period, never a longer life.
+#[derive(Debug, Clone, Copy)]
+struct SessionClock {
+    began: SystemTime,
+    last_used: Instant,
+}
+
+/// What a console session's token is.
+#[derive(Debug, Clone)]
+pub enum SessionCheck {
+    /// A live session.
+    Valid(Authorized),
+    /// A session past its time: the caller removes the device.
+    Expired(String),
+    /// No session has this token (a phone's token is not a session's).
+    Unknown,
+}
+
 /// The paired devices: the store is the record, the map the per-request check.
 pub struct Devices {
     store: Store,
@@ -67,13 +110,27 @@ pub struct Devices {
     /// Bumped at every revocation, so live streams can end theirs at once
     /// ([`Devices::revoked`]).
     revocations: tokio::sync::watch::Sender<u64>,
+    /// The console sessions among the devices, by device id.
+    sessions: Mutex<HashMap<String, SessionClock>>,
+    policy: SessionPolicy,
 }
 
 impl Devices {
-    pub async fn load(store: Store) -> Result<Devices, StoreError> {
-        let by_hash = store
-            .devices()
-            .await?
+    pub async fn load(store: Store, policy: SessionPolicy) -> Result<Devices, StoreError> {
+        let records = store.devices().await?;
+        let now = Instant::now();
+        let sessions = records
+            .iter()
+            .filter(|d| d.console_session)
+            .map(|d| {
+                let clock = SessionClock {
+                    began: began_at(d.created_at_us),
+                    last_used: now,
+                };
+                (d.id.clone(), clock)
+            })
+            .collect();
+        let by_hash = records
             .into_iter()
             .map(|d| {
                 (
@@ -89,7 +146,46 @@ impl Devices {
             store,
             by_hash: RwLock::new(by_hash),
             revocations: tokio::sync::watch::channel(0).0,
+            sessions: Mutex::new(sessions),
+            policy,
         })
+    }
+
+    pub fn session_policy(&self) -> SessionPolicy {
+        self.policy
+    }
+
+    /// A console session's token, checked and its use recorded (`now`).
+    pub fn check_session(&self, token: &str, now: Instant) -> SessionCheck {
+        let Some(who) = self.authenticate(token) else {
+            return SessionCheck::Unknown;
+        };
+        let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(clock) = sessions.get_mut(&who.device_id) else {
+            return SessionCheck::Unknown;
+        };
+        if self.expired(clock, now) {
+            return SessionCheck::Expired(who.device_id);
+        }
+        clock.last_used = now;
+        SessionCheck::Valid(who)
+    }
+
+    /// The console sessions past their time at `now`, to remove.
+    pub fn expired_sessions(&self, now: Instant) -> Vec<String> {
+        let sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        sessions
+            .iter()
+            .filter(|(_, clock)| self.expired(clock, now))
+            .map(|(id, _)| id.clone())
+            .collect()
+    }
+
+    fn expired(&self, clock: &SessionClock, now: Instant) -> bool {
+        now.saturating_duration_since(clock.last_used) > self.policy.idle
+            || SystemTime::now()
+                .duration_since(clock.began)
+                .is_ok_and(|age| age > self.policy.max_age)
     }
 
     /// Whether `credential` still works: the admin token always does, a device until it
@@ -128,6 +224,24 @@ impl Devices {
 
     /// Pair a new device: its token (shown once) and its record.
     pub async fn add(&self, name: &str, scopes: Scopes) -> Result<(Secret, Device), DeviceError> {
+        self.add_kind(name, scopes, false).await
+    }
+
+    /// Start a console session: a device that expires ([`SessionPolicy`]).
+    pub async fn add_session(
+        &self,
+        name: &str,
+        scopes: Scopes,
+    ) -> Result<(Secret, Device), DeviceError> {
+        self.add_kind(name, scopes, true).await
+    }
+
+    async fn add_kind(
+        &self,
+        name: &str,
+        scopes: Scopes,
+        console_session: bool,
+    ) -> Result<(Secret, Device), DeviceError> {
         let name = check_device_name(name).map_err(DeviceError::Invalid)?;
         let token = random_secret(Some(1)).ok_or(DeviceError::NoRandomness)?;
         let mut id = [0u8; 8];
@@ -139,8 +253,21 @@ impl Devices {
             scopes: scopes.bits(),
             token_hash: hash(token.expose()),
             created_at_us: u64::try_from(chrono::Utc::now().timestamp_micros()).unwrap_or(0),
+            console_session,
         };
         self.store.add_device(record.clone(), MAX_DEVICES).await?;
+        if console_session {
+            self.sessions
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(
+                    record.id.clone(),
+                    SessionClock {
+                        began: began_at(record.created_at_us),
+                        last_used: Instant::now(),
+                    },
+                );
+        }
         self.by_hash
             .write()
             .unwrap_or_else(|e| e.into_inner())
@@ -173,9 +300,17 @@ impl Devices {
             .write()
             .unwrap_or_else(|e| e.into_inner())
             .remove(&removed.token_hash);
+        self.sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(id);
         self.revocations.send_modify(|n| *n = n.wrapping_add(1));
         Ok(true)
     }
+}
+
+fn began_at(created_at_us: u64) -> SystemTime {
+    SystemTime::UNIX_EPOCH + Duration::from_micros(created_at_us)
 }
 
 fn device_of(record: DeviceRecord) -> Device {
@@ -206,5 +341,84 @@ mod tests {
         assert!(check_device_name("").is_err());
         assert!(check_device_name("a\nb").is_err());
         assert!(check_device_name(&"x".repeat(65)).is_err());
+    }
+
+    #[tokio::test]
+    async fn a_console_session_expires_when_idle_or_old_and_a_phone_token_is_no_session() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (store, _) = Store::open_async(
+            &dir.path().join("db.redb"),
+            &crate::store::StoreConfig::default(),
+        )
+        .await
+        .expect("open");
+        let policy = SessionPolicy {
+            idle: Duration::from_secs(60),
+            max_age: Duration::from_secs(3600),
+        };
+        let devices = Devices::load(store.clone(), policy).await.expect("load");
+        let (session, device) = devices
+            .add_session("laptop", Scopes::FULL)
+            .await
+            .expect("session");
+        let (phone, _) = devices.add("phone", Scopes::FULL).await.expect("phone");
+        let t0 = Instant::now();
+        assert!(matches!(
+            devices.check_session(session.expose(), t0),
+            SessionCheck::Valid(_)
+        ));
+        assert!(
+            matches!(
+                devices.check_session(phone.expose(), t0),
+                SessionCheck::Unknown
+            ),
+            "a phone's token opens no console session"
+        );
+        // Used 50 s later: still live, and the idle period starts again.
+        let t1 = t0 + Duration::from_secs(50);
+        assert!(matches!(
+            devices.check_session(session.expose(), t1),
+            SessionCheck::Valid(_)
+        ));
+        assert!(
+            devices
+                .expired_sessions(t1 + Duration::from_secs(59))
+                .is_empty()
+        );
+        let idle = t1 + Duration::from_secs(61);
+        assert_eq!(devices.expired_sessions(idle), vec![device.id.clone()]);
+        assert!(matches!(
+            devices.check_session(session.expose(), idle),
+            SessionCheck::Expired(id) if id == device.id
+        ));
+        // Removed: its token is nobody's; the phone stays.
+        assert!(devices.revoke(&device.id).await.expect("revoke"));
+        assert!(matches!(
+            devices.check_session(session.expose(), t1),
+            SessionCheck::Unknown
+        ));
+        assert!(devices.authenticate(phone.expose()).is_some());
+        // A session kept across a restart keeps its age: one begun over an hour ago
+        // (the record says so) is past its longest life whatever its use.
+        let (old, _) = devices
+            .add_session("old browser", Scopes::FULL)
+            .await
+            .expect("session");
+        let mut records = store.devices().await.expect("records");
+        let record = records
+            .iter_mut()
+            .find(|r| r.name == "old browser")
+            .expect("record");
+        record.created_at_us -= 2 * 3600 * 1_000_000;
+        store.remove_device(&record.id).await.expect("remove");
+        store
+            .add_device(record.clone(), MAX_DEVICES)
+            .await
+            .expect("re-add");
+        let reloaded = Devices::load(store, policy).await.expect("load");
+        assert!(matches!(
+            reloaded.check_session(old.expose(), Instant::now()),
+            SessionCheck::Expired(_)
+        ));
     }
 }

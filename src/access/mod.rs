@@ -138,7 +138,9 @@ mod tests {
         let (store, _) = Store::open_async(&dir.path().join("db.redb"), &StoreConfig::default())
             .await
             .expect("open");
-        let devices = Devices::load(store.clone()).await.expect("load");
+        let devices = Devices::load(store.clone(), Default::default())
+            .await
+            .expect("load");
         let admin = AuthToken::from_secret(&[7; 32]);
         let scopes = |token: &str, devices: &Devices| {
             authenticate(token, &admin, devices).map(|caller| caller.scopes)
@@ -167,7 +169,9 @@ mod tests {
         assert!(devices.revoke(&device.id).await.expect("revoke"));
         assert_eq!(authenticate(token.expose(), &admin, &devices), None);
         // A restart loads the same devices, by hash, from the store.
-        let reloaded = Devices::load(store).await.expect("load");
+        let reloaded = Devices::load(store, Default::default())
+            .await
+            .expect("load");
         assert_eq!(authenticate(token.expose(), &admin, &reloaded), None);
         assert_eq!(scopes(kept.expose(), &reloaded), Some(Scopes::PHONE_WALLET));
     }

@@ -9,11 +9,11 @@ use crate::datadir::Layout;
 
 pub fn reset(layout: &Layout) -> anyhow::Result<()> {
     layout.ensure()?;
-    let code = Claim::new(layout.claim())
+    let settings = crate::config::BerthToml::load(&layout.berth_toml())?;
+    let code = Claim::new(layout.claim(), settings.claim.reset_ttl())
         .reset()
         .context("opening the claim")?;
     // The pin lets the claiming browser or phone check it reached this box.
-    let settings = crate::config::BerthToml::load(&layout.berth_toml())?;
     let source = crate::config::settings::tls_source(layout, &settings);
     let pin = crate::tls::ServerIdentity::open(source)
         .map(|identity| identity.ca_pin())
@@ -32,8 +32,9 @@ pub fn reset(layout: &Layout) -> anyhow::Result<()> {
     println!("Claim code: {}", code.expose());
     println!("Link: {uri}");
     println!(
-        "It works once (POST /api/v1/claim), for a new admin device; any earlier claim code \
-         is void. The TLS pin is {pin}."
+        "It works once (POST /api/v1/claim), for a new admin device, within {} hours; any \
+         earlier claim code is void. The TLS pin is {pin}.",
+        settings.claim.reset_code_hours
     );
     Ok(())
 }

@@ -34,6 +34,35 @@ pub struct BerthToml {
     pub backup: BackupSection,
     pub claim: ClaimSection,
     pub egress: EgressSection,
+    pub console: ConsoleSection,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ConsoleSection {
+    /// Hours a console session lives without a request (1 to 8,760).
+    pub session_idle_hours: u64,
+    /// Days a console session lives at most, however it is used (1 to 365).
+    pub session_max_days: u64,
+}
+
+impl Default for ConsoleSection {
+    fn default() -> Self {
+        let policy = crate::access::devices::SessionPolicy::default();
+        ConsoleSection {
+            session_idle_hours: policy.idle.as_secs() / 3600,
+            session_max_days: policy.max_age.as_secs() / 86_400,
+        }
+    }
+}
+
+impl ConsoleSection {
+    pub fn session_policy(&self) -> crate::access::devices::SessionPolicy {
+        crate::access::devices::SessionPolicy {
+            idle: std::time::Duration::from_secs(self.session_idle_hours * 3600),
+            max_age: std::time::Duration::from_secs(self.session_max_days * 86_400),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, Eq)]
@@ -45,12 +74,30 @@ pub struct EgressSection {
     pub allow: Vec<String>,
 }
 
-#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields, default)]
 pub struct ClaimSection {
     /// A claim code written onto the card before first boot (an absolute path): taken
     /// up at start (its hash kept, the file removed). Unset: none.
     pub code_file: Option<std::path::PathBuf>,
+    /// Hours a code from `berthd claim reset` works (1 to 720).
+    pub reset_code_hours: u64,
+}
+
+impl Default for ClaimSection {
+    fn default() -> Self {
+        ClaimSection {
+            code_file: None,
+            reset_code_hours: 24,
+        }
+    }
+}
+
+impl ClaimSection {
+    /// How long a reset code works.
+    pub fn reset_ttl(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.reset_code_hours * 3600)
+    }
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
@@ -500,6 +547,24 @@ impl BerthToml {
                 100,
             ),
             ("backup.keep", parsed.backup.keep, 1, 1000),
+            (
+                "claim.reset_code_hours",
+                parsed.claim.reset_code_hours,
+                1,
+                720,
+            ),
+            (
+                "console.session_idle_hours",
+                parsed.console.session_idle_hours,
+                1,
+                8760,
+            ),
+            (
+                "console.session_max_days",
+                parsed.console.session_max_days,
+                1,
+                365,
+            ),
             (
                 "backup.debounce_secs",
                 parsed.backup.debounce_secs,

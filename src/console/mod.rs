@@ -43,7 +43,7 @@ use crate::api::v1::devices as device_ops;
 
 /// The console's routes, to be served beside the API with its layers (host check,
 /// limits, metrics).
-pub fn routes() -> Router<AppState> {
+pub fn routes(state: AppState) -> Router<AppState> {
     Router::new()
         .route("/", get(home))
         .route(
@@ -79,6 +79,8 @@ pub fn routes() -> Router<AppState> {
         .route("/console/wallet/new", post(wallet::new_wallet))
         .route("/console/wallet/confirm", post(wallet::confirm_wallet))
         .route("/console/wallet/import", post(wallet::import_wallet))
+        // Every console route: one session cookie at most, a live one, or none.
+        .route_layer(axum::middleware::from_fn_with_state(state, session::guard))
 }
 
 const STYLE: &str = include_str!("style.css");
@@ -300,14 +302,15 @@ async fn sign_in(State(state): State<AppState>, request: Request) -> Response {
     };
     let code = form.code.trim();
     let outcome = if device_ops::claim_is_open(&state) {
-        device_ops::claim_device(&state, code, &form.name, peer).await
+        device_ops::claim_device(&state, code, &form.name, peer, true).await
     } else {
-        device_ops::pair_device(&state, code, &form.name, peer).await
+        device_ops::pair_device(&state, code, &form.name, peer, true).await
     };
     match outcome {
         Ok((token, device)) => {
             tracing::info!(target: "berth::console", device = %device.id, "a browser signed in");
-            see_other("/", Some(session::start(token.expose())))
+            let max_age = state.devices.session_policy().max_age;
+            see_other("/", Some(session::start(token.expose(), max_age)))
         }
         Err(e) => {
             let status = e.status();

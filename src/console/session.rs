@@ -1,50 +1,145 @@
-//! Browser sessions: a session is a device credential (`access::devices`), its token
-//! kept by the browser in an `HttpOnly; Secure; SameSite=Strict` cookie, so page
-//! scripts cannot read it and other sites' pages never send it. Every state-changing
-//! request must also come from a page of this origin (`Origin`), against cross-site
-//! request forgery even where `SameSite` is not honoured.
+//! Browser sessions: a session is a device credential (`access::devices`, marked as a
+//! console session), its token kept by the browser in an `HttpOnly; Secure;
+//! SameSite=Strict` cookie, so page scripts cannot read it and other sites' pages never
+//! send it. Every state-changing request must also come from a page of this origin
+//! (`Origin`), against cross-site request forgery even where `SameSite` is not
+//! honoured.
+//!
+//! The cookie's name has the `__Host-` prefix: a browser keeps it only as set by this
+//! very host over TLS, for `/`, with no `Domain`, so a sibling host (another
+//! `*.local` on the LAN) cannot plant one beside it ("cookie tossing"); a request that
+//! still carries two is refused, never resolved by taking either. A session expires
+//! ([`crate::access::devices::SessionPolicy`]), and its device goes with it; a cookie
+//! naming no live session counts towards the address's auth-failure backoff, as a wrong
+//! bearer token does ([`guard`]).
 //!
 //! The cookie is read by the console's routes only: the bearer API is unchanged and
 //! never takes it (a cookie-authenticated API would need the same origin check on
 //! every fund-moving call a script makes).
 
-use axum::extract::FromRequestParts;
+use std::time::Instant;
+
+use axum::extract::{FromRequestParts, Request, State};
 use axum::http::request::Parts;
-use axum::http::{HeaderMap, HeaderValue, Uri, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
 
 pub use crate::net::listener::Scheme;
 
-use crate::access::devices::{Authorized, Devices};
+use crate::access::devices::{Authorized, Devices, SessionCheck};
+use crate::api::AppState;
 
 /// The cookie's name.
-pub const COOKIE: &str = "berth_session";
+pub const COOKIE: &str = "__Host-berth_session";
 
-/// The device whose token the request's session cookie carries, if it is a valid one.
-pub fn signed_in(headers: &HeaderMap, devices: &Devices) -> Option<Authorized> {
-    let token = headers
+/// The session cookies a request carries (the values).
+fn session_cookies(headers: &HeaderMap) -> Vec<&str> {
+    headers
         .get_all(header::COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(';'))
-        .find_map(|pair| {
+        .filter_map(|pair| {
             let (name, value) = pair.trim().split_once('=')?;
-            (name == COOKIE).then(|| value.to_owned())
-        })?;
-    devices.authenticate(&token)
+            (name == COOKIE).then_some(value)
+        })
+        .collect()
 }
 
-/// `Set-Cookie` for a new session holding `token`. No `Max-Age`: the session lasts as
-/// long as the device is not revoked (signing out revokes it).
-pub fn start(token: &str) -> HeaderValue {
+/// The console session the request's cookie carries, if it is a live one. ([`guard`]
+/// has already refused two cookies and removed a dead one.)
+pub fn signed_in(headers: &HeaderMap, devices: &Devices) -> Option<Authorized> {
+    match session_cookies(headers).as_slice() {
+        [token] => match devices.check_session(token, Instant::now()) {
+            SessionCheck::Valid(who) => Some(who),
+            SessionCheck::Expired(_) | SessionCheck::Unknown => None,
+        },
+        _ => None,
+    }
+}
+
+/// `Set-Cookie` for a new session holding `token`; the browser forgets it when the
+/// session's longest life is over (`max_age`), and berthd ends it earlier when idle.
+pub fn start(token: &str, max_age: std::time::Duration) -> HeaderValue {
     HeaderValue::from_str(&format!(
-        "{COOKIE}={token}; HttpOnly; Secure; SameSite=Strict; Path=/"
+        "{COOKIE}={token}; HttpOnly; Secure; SameSite=Strict; Path=/; Max-Age={}",
+        max_age.as_secs()
     ))
-    .unwrap_or_else(|_| HeaderValue::from_static("berth_session=; Path=/"))
+    .unwrap_or_else(|_| end())
 }
 
 /// `Set-Cookie` that ends the session in the browser.
 pub fn end() -> HeaderValue {
-    HeaderValue::from_static("berth_session=; HttpOnly; Secure; SameSite=Strict; Path=/; Max-Age=0")
+    HeaderValue::from_static(
+        "__Host-berth_session=; HttpOnly; Secure; SameSite=Strict; Path=/; Max-Age=0",
+    )
+}
+
+/// Before every console route: a request carrying two session cookies is refused
+/// (400); one whose session expired loses it (its device is removed) and is served
+/// signed out, told to forget the cookie; one naming no session counts as a failed
+/// authentication of its address (429 once the address is blocked) and is served
+/// signed out.
+pub async fn guard(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
+    let token = match session_cookies(request.headers()).as_slice() {
+        [] => return next.run(request).await,
+        [token] => (*token).to_owned(),
+        _ => {
+            let mut refused = (
+                StatusCode::BAD_REQUEST,
+                "This browser sent two session cookies for this box; one was planted by \
+                 another site. Both are cleared: sign in again.",
+            )
+                .into_response();
+            refused.headers_mut().insert(header::SET_COOKIE, end());
+            return refused;
+        }
+    };
+    let now = Instant::now();
+    match state.devices.check_session(&token, now) {
+        SessionCheck::Valid(_) => return next.run(request).await,
+        SessionCheck::Expired(id) => {
+            tracing::info!(target: "berth::console", device = %id, "a console session expired");
+            if let Err(e) = crate::api::v1::devices::revoke(&state, &id).await {
+                tracing::warn!(target: "berth::console", device = %id, error = %e,
+                    "cannot remove an expired console session");
+            }
+        }
+        SessionCheck::Unknown => {
+            if let Some(ip) = crate::api::auth::peer_ip(&request) {
+                if let Err(secs) = state.failures.check(ip, now) {
+                    return crate::api::error::ApiError::TooManyRequests(secs).into_response();
+                }
+                state.failures.failed(ip, now);
+            }
+        }
+    }
+    request.headers_mut().remove(header::COOKIE);
+    let mut response = next.run(request).await;
+    response.headers_mut().append(header::SET_COOKIE, end());
+    response
+}
+
+/// How often expired console sessions are looked for and removed.
+const SWEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Remove the console sessions past their time every [`SWEEP_EVERY`], so that a
+/// browser that never comes back leaves no credential behind (nor fills the device cap).
+pub fn spawn_sweeper(state: AppState) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(SWEEP_EVERY).await;
+            for id in state.devices.expired_sessions(Instant::now()) {
+                match crate::api::v1::devices::revoke(&state, &id).await {
+                    Ok(()) => tracing::info!(target: "berth::console", device = %id,
+                        "removed a console session past its time"),
+                    Err(e) => tracing::warn!(target: "berth::console", device = %id,
+                        error = %e, "cannot remove an expired console session"),
+                }
+            }
+        }
+    })
 }
 
 /// Whether a state-changing request comes from a page of this origin: its `Origin`
@@ -157,10 +252,11 @@ mod tests {
 
     #[test]
     fn the_cookie_is_out_of_scripts_reach_and_never_sent_cross_site() {
-        let cookie = start("token123");
+        let cookie = start("token123", std::time::Duration::from_secs(3600));
         let text = cookie.to_str().expect("ascii");
         for attribute in [
-            "berth_session=token123",
+            "__Host-berth_session=token123",
+            "Max-Age=3600",
             "HttpOnly",
             "Secure",
             "SameSite=Strict",

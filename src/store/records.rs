@@ -177,4 +177,8 @@ pub struct DeviceRecord {
     pub token_hash: [u8; 32],
     /// When the device was paired, in microseconds since the Unix epoch.
     pub created_at_us: u64,
+    /// A web console session (a browser signed in), which expires (`console::session`),
+    /// rather than a paired phone or app. False in records written before it existed.
+    #[serde(default)]
+    pub console_session: bool,
 }

@@ -207,6 +207,7 @@ mod tests {
             scopes: n,
             token_hash: [n; 32],
             created_at_us: at_us,
+            console_session: n.is_multiple_of(2),
         }
     }
 

@@ -143,7 +143,7 @@ async fn pair_inner(state: AppState, request: Request) -> Result<Json<PairRespon
     let body: Result<Json<PairRequest>, JsonRejection> =
         <Json<PairRequest> as axum::extract::FromRequest<()>>::from_request(request, &()).await;
     let Json(body) = body?;
-    let (token, device) = pair_device(&state, &body.code, &body.name, peer).await?;
+    let (token, device) = pair_device(&state, &body.code, &body.name, peer, false).await?;
     Ok(Json(PairResponse {
         token: token.expose().to_string(),
         device: device.into(),
@@ -151,12 +151,14 @@ async fn pair_inner(state: AppState, request: Request) -> Result<Json<PairRespon
 }
 
 /// Redeem a pairing code for a device named `name` (the window's name wins): the API's
-/// `POST /pair` and the console's sign-in.
+/// `POST /pair` and the console's sign-in (`session`: a console session, which
+/// expires).
 pub(crate) async fn pair_device(
     state: &AppState,
     code: &str,
     name: &str,
     peer: Option<IpAddr>,
+    session: bool,
 ) -> Result<(Secret, Device), ApiError> {
     let name = check_device_name(name).map_err(|msg| ApiError::BadRequest(msg.into()))?;
     let grant = match state.pairing.redeem(code) {
@@ -170,9 +172,23 @@ pub(crate) async fn pair_device(
         }
     };
     let name = grant.name.unwrap_or(name);
-    let (token, device) = state.devices.add(&name, grant.scopes).await?;
+    let (token, device) = add_device(state, &name, grant.scopes, session).await?;
     tracing::info!(device = %device.id, name = %device.name, scopes = ?device.scopes, "device paired");
     Ok((token, device))
+}
+
+/// A paired device, or a console session (which expires).
+async fn add_device(
+    state: &AppState,
+    name: &str,
+    scopes: Scopes,
+    session: bool,
+) -> Result<(Secret, Device), crate::access::devices::DeviceError> {
+    if session {
+        state.devices.add_session(name, scopes).await
+    } else {
+        state.devices.add(name, scopes).await
+    }
 }
 
 /// As with bearer tokens (`api::auth`): a right code is always taken, a wrong one from a
@@ -198,9 +214,10 @@ fn count_wrong_code(state: &AppState, peer: Option<IpAddr>) -> Result<(), ApiErr
     description = "Exchanges the box's claim code for its first admin device: a device token \
         with every scope, listed and revocable like any other. No bearer token is needed. The \
         code works once; a provisioned code (written onto the card) only while the box has \
-        no wallet and no paired device, a code from `berthd claim reset` always. Without an \
-        open claim this endpoint answers 404. Wrong codes count towards the address's \
-        backoff (429).",
+        no wallet and no paired device, a code from `berthd claim reset` always, within \
+        `[claim] reset_code_hours` (24). Without an open claim this endpoint answers 404. \
+        Wrong codes count towards the address's backoff; an address it blocks is answered \
+        429 before its code is looked at.",
     security(()),
     request_body = ClaimRequest,
     responses(
@@ -225,7 +242,7 @@ async fn claim_inner(state: AppState, request: Request) -> Result<Json<PairRespo
     let body: Result<Json<ClaimRequest>, JsonRejection> =
         <Json<ClaimRequest> as axum::extract::FromRequest<()>>::from_request(request, &()).await;
     let Json(body) = body?;
-    let (token, device) = claim_device(&state, &body.code, &body.name, peer).await?;
+    let (token, device) = claim_device(&state, &body.code, &body.name, peer, false).await?;
     Ok(Json(PairResponse {
         token: token.expose().to_string(),
         device: device.into(),
@@ -240,15 +257,25 @@ pub(crate) fn claim_is_open(state: &AppState) -> bool {
 /// Exchange the claim code for an admin device named `name`: the API's `POST /claim`
 /// and the console's sign-in. 404 without an open claim (or a provisioned one on a box
 /// that has a wallet or a device).
+///
+/// An address the auth-failure backoff blocks is refused before anything is read, and
+/// no lock is held: a flood of wrong codes costs memory lookups and never makes the
+/// owner's attempt wait. Of two attempts with the right code, the one that takes the
+/// claim (`Claim::take`, an atomic rename) gets the device.
 pub(crate) async fn claim_device(
     state: &AppState,
     code: &str,
     name: &str,
     peer: Option<IpAddr>,
+    session: bool,
 ) -> Result<(Secret, Device), ApiError> {
     let name = check_device_name(name).map_err(|msg| ApiError::BadRequest(msg.into()))?;
-    // Checking, adding the device and closing the claim are one step.
-    let _attempt = state.claim.attempt().await;
+    if let Some(ip) = peer {
+        state
+            .failures
+            .check(ip, Instant::now())
+            .map_err(ApiError::TooManyRequests)?;
+    }
     let wallet = state.engine.wallet_record().await.map_err(ApiError::from)?;
     let devices = state
         .devices
@@ -263,16 +290,34 @@ pub(crate) async fn claim_device(
     match checked {
         Redeem::Closed => Err(ApiError::not_found("no such endpoint")),
         Redeem::WrongCode => {
-            count_wrong_code(state, peer)?;
+            // The address was not blocked when the attempt began (checked above).
+            if let Some(ip) = peer {
+                state.failures.failed(ip, Instant::now());
+            }
             Err(ApiError::Unauthorized("not the claim code"))
         }
         Redeem::Accepted => {
-            let (token, device) = state.devices.add(&name, Scopes::FULL).await?;
-            // The device exists: a failure to close now would leave a reset code open
-            // for one more use, so it is an error the caller sees, not a silent one.
-            state
+            let Some(taken) = state
                 .claim
-                .close()
+                .take(code)
+                .map_err(|e| ApiError::internal("taking the claim", e))?
+            else {
+                // Another attempt with the code took it first.
+                return Err(ApiError::not_found("no such endpoint"));
+            };
+            let (token, device) = match add_device(state, &name, Scopes::FULL, session).await {
+                Ok(added) => added,
+                Err(e) => {
+                    if let Err(e) = taken.put_back() {
+                        tracing::error!(error = %e, "cannot open the claim again after a failed claim");
+                    }
+                    return Err(e.into());
+                }
+            };
+            // The device exists: a claim file left aside would only be litter, but a
+            // failure to remove it is said.
+            taken
+                .used()
                 .map_err(|e| ApiError::internal("closing the claim", e))?;
             tracing::info!(device = %device.id, name = %device.name, "the box was claimed");
             Ok((token, device))
