@@ -155,7 +155,11 @@ fn serve(mut stream: TcpStream, port: u16, behaviour: &Behaviour, asked: &Mutex<
 /// A berthd whose `berth.toml` allows these egress destinations.
 fn berthd(allow: &[&str]) -> (tempfile::TempDir, std::path::PathBuf, Daemon) {
     let list: Vec<String> = allow.iter().map(|a| format!("{a:?}")).collect();
-    let toml = format!("[egress]\nallow = [{}]\n", list.join(", "));
+    // Nothing allowed: the default, no section at all.
+    let toml = match allow {
+        [] => String::new(),
+        _ => format!("[egress]\nallow = [{}]\n", list.join(", ")),
+    };
     let (tmp, datadir) = datadir_with_berth_toml(&toml);
     let daemon = Daemon::start(&datadir, &[]);
     (tmp, datadir, daemon)
