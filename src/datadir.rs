@@ -20,6 +20,9 @@
 //! - `berthd.lock`: retired (berthd before issue 18 locked this file instead of
 //!   barkd's, so a barkd could run beside it). A leftover one is removed at start.
 //! - `debug.log`: the log file, unless logging goes elsewhere.
+//! - `card-setup-request`: the owner asked in the console for the settings on the
+//!   appliance's card to be applied at its next start (`card_setup`); the appliance's
+//!   `apply-setup` takes it away at that start.
 
 use std::path::{Path, PathBuf};
 
@@ -114,6 +117,11 @@ impl Layout {
         self.root.join("debug.log")
     }
 
+    /// The owner's request to apply the card's settings at the next start (`card_setup`).
+    pub fn card_setup_request(&self) -> PathBuf {
+        self.root.join(crate::card_setup::REQUEST_FILE)
+    }
+
     /// Everything above, and the locks: the entries Berth knows.
     fn known_entries(&self) -> Vec<PathBuf> {
         let seed = self.seed_files();
@@ -132,6 +140,7 @@ impl Layout {
             self.tls_dir(),
             self.control_socket(),
             self.claim(),
+            self.card_setup_request(),
         ]
     }
 

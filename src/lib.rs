@@ -7,6 +7,7 @@
 //!   codes, websocket tickets), scopes, the auth-failure backoff.
 //! - [`app`]: composition root — command line in, running daemon out (a `Daemon` that
 //!   starts its parts in order and stops them in reverse).
+//! - [`card_setup`]: the owner's request to apply the appliance card's settings again.
 //! - [`commands`]: the subcommands (`secret`, `store`, `tls`, `seed`, `pair`, `backup`,
 //!   `restore`).
 //! - [`runtime`]: the bounded async runtime.
@@ -28,6 +29,7 @@
 pub mod access;
 pub mod api;
 pub mod app;
+pub mod card_setup;
 pub mod cli;
 pub mod commands;
 pub mod config;

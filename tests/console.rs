@@ -309,6 +309,79 @@ fn the_backups_page_backs_up_and_downloads_and_the_settings_page_shows_the_confi
     assert!(raw.contains("[seed]"), "defaults are filled in: {raw}");
 }
 
+#[test]
+fn the_owner_asks_for_the_cards_settings_at_the_next_start_and_nobody_else_can() {
+    let (_tmp, datadir) = harness::new_datadir();
+    let daemon = Daemon::start(&datadir, &["-q"]);
+    let own = origin(&daemon);
+    let request = datadir.join("card-setup-request");
+    let admin = admin_session(&daemon, &datadir);
+    let reader = harness::console_session(daemon.port, &datadir, "read", "Display");
+    let post = |headers: &[(&str, &str)], body: &str| {
+        post_form(daemon.port, "/console/settings/card", headers, body).0
+    };
+
+    let (status, raw) = page(&daemon, "/console/settings", &admin);
+    assert_eq!(status, 200, "{raw}");
+    assert!(
+        raw.contains("Apply the card's settings at the next start"),
+        "{raw}"
+    );
+    // Another site's form, a device without admin, nobody signed in: nothing written.
+    assert_eq!(
+        post(
+            &[("Origin", "https://evil.example"), ("Cookie", &admin)],
+            "action=request"
+        ),
+        403
+    );
+    assert_eq!(
+        post(&[("Origin", &own), ("Cookie", &reader)], "action=request"),
+        403
+    );
+    assert_eq!(
+        post(&[("Origin", &own)], "action=request"),
+        303,
+        "to the sign-in page"
+    );
+    assert!(!request.exists(), "refused posts wrote nothing");
+    assert_eq!(
+        post(&[("Origin", &own), ("Cookie", &admin)], "action=reboot"),
+        400
+    );
+
+    assert_eq!(
+        post(&[("Origin", &own), ("Cookie", &admin)], "action=request"),
+        303
+    );
+    // Where apply-setup (run as root before berthd) looks for it, only berthd's to read.
+    use std::os::unix::fs::PermissionsExt as _;
+    let meta = std::fs::metadata(&request).expect("the request is in the datadir");
+    assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+    let note = std::fs::read_to_string(&request).expect("request");
+    assert!(note.contains("web console"), "{note}");
+    let (_, raw) = page(&daemon, "/console/settings", &admin);
+    assert!(
+        raw.contains("Asked for:") && raw.contains("Not after all"),
+        "{raw}"
+    );
+
+    assert_eq!(
+        post(&[("Origin", &own), ("Cookie", &admin)], "action=cancel"),
+        303
+    );
+    assert!(!request.exists(), "taken back");
+    let (_, raw) = page(&daemon, "/console/settings", &admin);
+    assert!(!raw.contains("Asked for:"), "{raw}");
+
+    // The appliance's script and berthd agree on the name.
+    let script = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("board/common/usr/lib/berth/apply-setup"),
+    )
+    .expect("apply-setup");
+    assert!(script.contains("/var/lib/berth/card-setup-request"));
+}
+
 /// An admin browser session on a new box (a pairing window opened on the box).
 fn admin_session(daemon: &Daemon, datadir: &Path) -> String {
     harness::console_session(daemon.port, datadir, "read,receive,send,admin", "Laptop")

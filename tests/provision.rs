@@ -7,6 +7,8 @@
 //! card: it passes a good one and fails a broken one.
 
 mod harness;
+#[path = "provision/updates.rs"]
+mod updates;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -390,10 +392,27 @@ fn a_provisioned_card_is_set_up_and_claimed_at_first_boot() {
     std::fs::create_dir_all(root.join("root/.ssh")).expect(".ssh");
     std::fs::write(root.join("root/.ssh/authorized_keys"), format!("{KEY_B}\n"))
         .expect("existing keys");
-    let applied = run(Command::new(repo("board/common/usr/lib/berth/apply-setup"))
-        .env("BERTH_BOOT_DIR", &boot)
-        .env("BERTH_ROOT", &root)
-        .env("BERTH_NO_SYSTEMCTL", "1"));
+    // systemd's first-boot flag, and the console's request (none yet).
+    let first_boot_flag = dir.path().join("first-boot");
+    std::fs::write(&first_boot_flag, "").expect("first-boot flag");
+    let request = dir.path().join("card-setup-request");
+    let apply_setup = |first_boot: bool| {
+        run(Command::new(repo("board/common/usr/lib/berth/apply-setup"))
+            .env("BERTH_BOOT_DIR", &boot)
+            .env("BERTH_ROOT", &root)
+            .env("BERTH_NO_SYSTEMCTL", "1")
+            .env(
+                "BERTH_FIRST_BOOT",
+                if first_boot {
+                    first_boot_flag.clone()
+                } else {
+                    dir.path().join("not-the-first-boot")
+                },
+            )
+            .env("BERTH_SETUP_REQUEST", &request))
+    };
+    let applied = apply_setup(true);
+    assert!(applied.contains("(the box's first start)"), "{applied}");
     assert!(
         !applied.contains(WIFI_PASSPHRASE),
         "the passphrase stays out of the journal: {applied}"
@@ -438,10 +457,7 @@ fn a_provisioned_card_is_set_up_and_claimed_at_first_boot() {
         "hostname=Not_A_Label\r\nwifi_ssid=x\r\n",
     )
     .expect("bad setup");
-    let applied = run(Command::new(repo("board/common/usr/lib/berth/apply-setup"))
-        .env("BERTH_BOOT_DIR", &boot)
-        .env("BERTH_ROOT", &root)
-        .env("BERTH_NO_SYSTEMCTL", "1"));
+    let applied = apply_setup(true);
     assert!(
         applied.contains("ignored hostname 'Not_A_Label'"),
         "{applied}"
@@ -451,6 +467,63 @@ fn a_provisioned_card_is_set_up_and_claimed_at_first_boot() {
     assert_eq!(
         std::fs::read_to_string(root.join("etc/hostname")).expect("hostname"),
         "kitchen-box\n"
+    );
+
+    // A later start: whoever had the card for a minute wrote a key and a name onto its
+    // FAT partition. Nothing of it is applied, and it is taken off the card.
+    const INTRUDER_KEY: &str =
+        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIIntruderIntruderIntruderIntruderIntruder0 intruder";
+    let plant = || {
+        std::fs::write(boot.join("berth-setup.txt"), "hostname=intruder\n").expect("setup");
+        std::fs::write(
+            boot.join("berth-authorized-keys"),
+            format!("{INTRUDER_KEY}\n"),
+        )
+        .expect("keys");
+    };
+    let keys_before =
+        std::fs::read_to_string(root.join("root/.ssh/authorized_keys")).expect("keys");
+    plant();
+    let ignored = apply_setup(false);
+    assert!(ignored.contains("ignored and deleted"), "{ignored}");
+    assert!(!boot.join("berth-setup.txt").exists() && !boot.join("berth-authorized-keys").exists());
+    assert_eq!(
+        std::fs::read_to_string(root.join("root/.ssh/authorized_keys")).expect("keys"),
+        keys_before,
+        "no key added after the first start"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("etc/hostname")).expect("hostname"),
+        "kitchen-box\n"
+    );
+
+    // The owner asked for it in the console: the next start applies them, once.
+    std::fs::write(&request, "").expect("request");
+    plant();
+    let applied = apply_setup(false);
+    assert!(
+        applied.contains("(the owner's request from the console)"),
+        "{applied}"
+    );
+    assert!(!request.exists(), "a request is good for one start");
+    assert_eq!(
+        std::fs::read_to_string(root.join("etc/hostname")).expect("hostname"),
+        "intruder\n"
+    );
+    assert!(
+        std::fs::read_to_string(root.join("root/.ssh/authorized_keys"))
+            .expect("keys")
+            .contains(INTRUDER_KEY)
+    );
+    plant();
+    let ignored = apply_setup(false);
+    assert!(ignored.contains("ignored and deleted"), "{ignored}");
+    // A request with nothing on the card is used up all the same.
+    std::fs::write(&request, "").expect("request");
+    apply_setup(false);
+    assert!(
+        !request.exists(),
+        "a request is good for one start, files or not"
     );
 
     // First boot, part two (berth-claim-code.service): the code moves into the datadir
@@ -565,7 +638,7 @@ fn system_conf(board: &str) -> String {
 }
 
 /// A slot's root tree with what image/inspect looks at: the kernel's modules, RAUC's
-/// configuration and keyring, the update scripts.
+/// configuration and keyring, the update scripts, the system's build time.
 fn root_tree(dir: &Path, name: &str, version: &str) -> PathBuf {
     let root = dir.join(name);
     std::fs::create_dir_all(root.join(format!("usr/lib/modules/{version}"))).expect("modules");
@@ -576,8 +649,15 @@ fn root_tree(dir: &Path, name: &str, version: &str) -> PathBuf {
         "-----BEGIN CERTIFICATE-----\nx\n-----END CERTIFICATE-----\n",
     )
     .expect("keyring");
+    std::fs::create_dir_all(root.join("usr/lib/berth")).expect("berth");
+    std::fs::write(
+        root.join("usr/lib/berth/release"),
+        "version=test\nboard=rpi4\nbuild=20261128T120000Z\n",
+    )
+    .expect("release");
     for script in [
         "usr/lib/berth/ab-boot",
+        "usr/lib/berth/rauc-pre-install",
         "usr/lib/berth/rauc-post-install",
         "usr/lib/berth/trial",
         "usr/sbin/berth-update",
@@ -648,6 +728,9 @@ fn image_inspect_passes_a_good_pi_card_and_fails_a_broken_one() {
         "ok    RAUC: the slots are this card's partitions 5+2 (A) and 6+3 (B)",
         "ok    RAUC: bundle-formats=-plain",
         "ok    RAUC: resize=true on both roots",
+        "ok    RAUC: the pre-install handler refuses older bundles",
+        "ok    the system says when it was built (/usr/lib/berth/release: 20261128T120000Z)",
+        "ok    the update scripts: /usr/lib/berth/rauc-pre-install",
         "ok    the update scripts: /usr/sbin/berth-update",
         "ok    Pi 4 boot file start4.elf is there",
         "image/inspect: all checks passed",
@@ -739,18 +822,23 @@ fn image_inspect_passes_a_good_pi_card_and_fails_a_broken_one() {
         text(&out)
     );
 
-    // A Pi 4's RAUC taking plain bundles, and one root slot not grown after it is
-    // written (the bundle's root image is shrunk: that slot would stay as small).
+    // A Pi 4's RAUC taking plain bundles, one root slot not grown after it is
+    // written (the bundle's root image is shrunk: that slot would stay as small), and
+    // older bundles taken: no pre-install handler, no build time to compare with.
     let loose_root = root_tree(dir.path(), "loose-root", VERSION);
     let conf = system_conf("rpi4")
         .replace("bundle-formats=-plain", "bundle-formats=plain verity")
-        .replacen("resize=true\n", "", 1);
+        .replacen("resize=true\n", "", 1)
+        .replace("pre-install=/usr/lib/berth/rauc-pre-install\n", "");
     std::fs::write(loose_root.join("etc/rauc/system.conf"), conf).expect("conf");
+    std::fs::remove_file(loose_root.join("usr/lib/berth/release")).expect("release");
     let out = inspect(&card(dir.path(), &config, Some(&boot), &loose_root));
     assert!(!out.status.success());
     for line in [
         "FAIL  RAUC: bundle-formats=-plain for rpi4 (it has: plain verity)",
         "FAIL  RAUC: resize=true on both root slots",
+        "FAIL  RAUC: pre-install=/usr/lib/berth/rauc-pre-install",
+        "FAIL  the system says when it was built",
     ] {
         assert!(text(&out).contains(line), "{line}: {}", text(&out));
     }
@@ -811,7 +899,8 @@ fn the_first_boot_units_verify_and_run_only_when_something_was_provisioned() {
     for line in [
         "ConditionPathExists=|/boot/firmware/berth-setup.txt",
         "ConditionPathExists=|/boot/firmware/berth-authorized-keys",
-        "RequiresMountsFor=/boot/firmware",
+        "ConditionPathExists=|/var/lib/berth/card-setup-request",
+        "RequiresMountsFor=/boot/firmware /var/lib/berth",
         "ExecStart=/usr/lib/berth/apply-setup",
     ] {
         assert!(setup.lines().any(|l| l == line), "berth-setup: {line}");

@@ -1,5 +1,4 @@
-//! The backups page (list, back up now, download a fresh backup) and the settings in
-//! effect.
+//! The backups page (list, back up now, download a fresh backup).
 
 use askama::Template;
 use axum::extract::State;
@@ -27,15 +26,6 @@ struct BackupsPage {
     interval_hours: u64,
     last_error: Option<String>,
     backups: Vec<BackupRow>,
-}
-
-#[derive(Template)]
-#[template(path = "settings.html")]
-struct SettingsPage {
-    hostname: String,
-    pin: Option<String>,
-    signed_in: bool,
-    toml: String,
 }
 
 /// `GET /console/backups` (scope `read`; the buttons for admins).
@@ -115,21 +105,4 @@ pub(super) async fn download_backup(
         Ok(response) => response,
         Err(e) => (e.status(), e.to_string()).into_response(),
     }
-}
-
-/// `GET /console/settings` (scope `admin`): the configuration in effect.
-pub(super) async fn settings(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    if let Err(refused) = admin(&state, &headers) {
-        return refused.into_response();
-    }
-    let frame = Frame::new(&state);
-    page(
-        StatusCode::OK,
-        &SettingsPage {
-            hostname: frame.hostname,
-            pin: frame.pin,
-            signed_in: true,
-            toml: state.settings_toml.to_string(),
-        },
-    )
 }

@@ -10,7 +10,8 @@
 //! (`wallet`), unlock a wallet whose seed waits for its passphrase (`unlock`), receive
 //! (a new on-chain or Ark address with its QR code, `receive`), the
 //! devices (list, revoke, and a pairing QR code for a phone), the backups (list, back up
-//! now, download a fresh one) and the settings in effect (read-only). A browser's session is a device credential in a cookie
+//! now, download a fresh one) and the settings (those in effect, read-only; on the
+//! appliance, applying the card's settings again at the next start). A browser's session is a device credential in a cookie
 //! (`session`); every form post must come from this origin.
 //!
 //! The console goes through the same handles as the API (`api::v1::devices` for
@@ -21,6 +22,7 @@ mod backups;
 mod overview;
 mod receive;
 pub mod session;
+mod settings;
 mod unlock;
 pub mod wallet;
 
@@ -69,7 +71,8 @@ pub fn routes(state: AppState) -> Router<AppState> {
             get(backups::backups).post(backups::back_up_now),
         )
         .route("/console/backups/download", post(backups::download_backup))
-        .route("/console/settings", get(backups::settings))
+        .route("/console/settings", get(settings::settings))
+        .route("/console/settings/card", post(settings::card_setup))
         .route(
             "/console/receive",
             get(receive::receive_form).post(receive::new_address),
