@@ -139,6 +139,13 @@ struct Page {
 
 impl Page {
     async fn call(&mut self, method: &str, params: Value) -> Value {
+        let value = self.call_raw(method, params).await;
+        assert!(value.get("error").is_none(), "{method}: {value}");
+        value["result"].clone()
+    }
+
+    /// The whole answer to a call, an error included.
+    async fn call_raw(&mut self, method: &str, params: Value) -> Value {
         self.next_id += 1;
         let id = self.next_id;
         let message = json!({"id": id, "method": method, "params": params}).to_string();
@@ -155,8 +162,7 @@ impl Page {
             let Message::Text(text) = frame else { continue };
             let value: Value = serde_json::from_str(&text).expect("json");
             if value["id"] == id {
-                assert!(value.get("error").is_none(), "{method}: {value}");
-                return value["result"].clone();
+                return value;
             }
         }
     }
@@ -175,9 +181,18 @@ impl Page {
     async fn wait_for(&mut self, path: &str, marker: &str) -> String {
         let deadline = Instant::now() + self.patience;
         loop {
-            let state = self
-                .eval("JSON.stringify([document.readyState, location.pathname, document.body ? document.body.innerText : ''])")
+            // Asked while a form's navigation is under way, Chromium may answer that the
+            // page went away ("Inspected target navigated or closed"): not there yet.
+            let answer = self
+                .call_raw(
+                    "Runtime.evaluate",
+                    json!({
+                        "expression": "JSON.stringify([document.readyState, location.pathname, document.body ? document.body.innerText : ''])",
+                        "returnByValue": true
+                    }),
+                )
                 .await;
+            let state = answer["result"]["result"]["value"].clone();
             let state: Value =
                 serde_json::from_str(state.as_str().unwrap_or("[]")).unwrap_or(Value::Null);
             let text = state[2].as_str().unwrap_or_default().to_owned();
