@@ -382,6 +382,80 @@ fn the_owner_asks_for_the_cards_settings_at_the_next_start_and_nobody_else_can()
     assert!(script.contains("/var/lib/berth/card-setup-request"));
 }
 
+/// Every form in the console's route table, posted from another site's page with an
+/// admin's session: refused before anything is looked at; and every route for signed-in
+/// browsers, asked for without a session: sent to sign in (the script's call: 401).
+#[test]
+fn every_console_form_refuses_a_cross_site_post_and_every_private_route_a_stranger() {
+    use berth::console::routes::{Access, list};
+    let (_tmp, datadir) = harness::new_datadir();
+    let daemon = Daemon::start(&datadir, &["-q"]);
+    let admin = admin_session(&daemon, &datadir);
+    let devices_before = json_of(
+        &daemon
+            .get(
+                "/api/v1/devices",
+                &[(
+                    "Authorization",
+                    &format!("Bearer {}", harness::token(&datadir)),
+                )],
+            )
+            .1,
+    );
+    let routes = list();
+    let forms: Vec<_> = routes.iter().filter(|r| r.changes_state).collect();
+    assert!(forms.len() >= 14, "every form of the console: {forms:?}");
+    for route in &forms {
+        let path = route.path.replace("{id}", "some-device");
+        for origin in ["https://evil.example", "null"] {
+            let (status, raw) = post_form(
+                daemon.port,
+                &path,
+                &[("Origin", origin), ("Cookie", &admin)],
+                "action=request&kind=onchain&code=x&name=x&read=on",
+            );
+            assert_eq!(status, 403, "{} {path} from {origin}: {raw}", route.method);
+        }
+        // Without any Origin at all, as no browser posts a form.
+        let (status, _) = post_form(daemon.port, &path, &[("Cookie", &admin)], "");
+        assert_eq!(status, 403, "{path} without Origin");
+    }
+    assert!(
+        !datadir.join("card-setup-request").exists(),
+        "nothing a refused form asked for was done"
+    );
+    let devices_after = json_of(
+        &daemon
+            .get(
+                "/api/v1/devices",
+                &[(
+                    "Authorization",
+                    &format!("Bearer {}", harness::token(&datadir)),
+                )],
+            )
+            .1,
+    );
+    assert_eq!(
+        devices_before, devices_after,
+        "no device was added or revoked"
+    );
+
+    let own = origin(&daemon);
+    for route in routes.iter().filter(|r| r.access != Access::Public) {
+        let path = route.path.replace("{id}", "some-device");
+        let status = if route.changes_state {
+            post_form(daemon.port, &path, &[("Origin", &own)], "").0
+        } else {
+            daemon.get(&path, &[]).0
+        };
+        let want = match route.access {
+            Access::Script(_) => 401,
+            _ => 303,
+        };
+        assert_eq!(status, want, "{} {path} signed out", route.method);
+    }
+}
+
 /// An admin browser session on a new box (a pairing window opened on the box).
 fn admin_session(daemon: &Daemon, datadir: &Path) -> String {
     harness::console_session(daemon.port, datadir, "read,receive,send,admin", "Laptop")

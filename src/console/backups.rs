@@ -2,10 +2,11 @@
 
 use askama::Template;
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
-use super::{Frame, admin, forbidden, page, see_other, session};
+use super::routes::Signed;
+use super::{Frame, page, see_other};
 use crate::access::scopes::Scope;
 use crate::api::AppState;
 
@@ -29,14 +30,7 @@ struct BackupsPage {
 }
 
 /// `GET /console/backups` (scope `read`; the buttons for admins).
-pub(super) async fn backups(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    let who = match session::signed_in(&headers, &state.devices) {
-        Some(who) if who.scopes.allows(Scope::Read) => who,
-        Some(_) => {
-            return forbidden("this device may not see the wallet (it lacks the read scope)");
-        }
-        None => return see_other("/", None),
-    };
+pub(super) async fn backups(State(state): State<AppState>, Signed(who): Signed) -> Response {
     let listed = match state.backups.list().await {
         Ok(listed) => listed,
         Err(e) => return (StatusCode::SERVICE_UNAVAILABLE, e.to_string()).into_response(),
@@ -66,18 +60,7 @@ pub(super) async fn backups(State(state): State<AppState>, headers: HeaderMap) -
 }
 
 /// `POST /console/backups`: back up to the directory now.
-pub(super) async fn back_up_now(
-    State(state): State<AppState>,
-    scheme: session::Scheme,
-    uri: Uri,
-    headers: HeaderMap,
-) -> Response {
-    if !session::same_origin(&headers, &uri, scheme) {
-        return forbidden("a form of another site may not start a backup");
-    }
-    if let Err(refused) = admin(&state, &headers) {
-        return refused.into_response();
-    }
+pub(super) async fn back_up_now(State(state): State<AppState>) -> Response {
     match state.backups.back_up_now().await {
         Ok(_) => see_other("/console/backups", None),
         Err(e) => {
@@ -89,18 +72,7 @@ pub(super) async fn back_up_now(
 
 /// `POST /console/backups/download`: a fresh, verified backup, as an attachment. A POST
 /// (same-origin checked) because it makes a backup, not a GET a link could trigger.
-pub(super) async fn download_backup(
-    State(state): State<AppState>,
-    scheme: session::Scheme,
-    uri: Uri,
-    headers: HeaderMap,
-) -> Response {
-    if !session::same_origin(&headers, &uri, scheme) {
-        return forbidden("a form of another site may not download a backup");
-    }
-    if let Err(refused) = admin(&state, &headers) {
-        return refused.into_response();
-    }
+pub(super) async fn download_backup(State(state): State<AppState>) -> Response {
     match crate::api::v1::backups::fresh_backup_response(&state).await {
         Ok(response) => response,
         Err(e) => (e.status(), e.to_string()).into_response(),

@@ -11,8 +11,10 @@
 //! (a new on-chain or Ark address with its QR code, `receive`), the
 //! devices (list, revoke, and a pairing QR code for a phone), the backups (list, back up
 //! now, download a fresh one) and the settings (those in effect, read-only; on the
-//! appliance, applying the card's settings again at the next start). A browser's session is a device credential in a cookie
-//! (`session`); every form post must come from this origin.
+//! appliance, applying the card's settings again at the next start). A browser's
+//! session is a device credential in a cookie (`session`). Every page and form is
+//! declared once in [`declare`] with who may use it; the table (`routes`) applies that
+//! rule, and the same-origin check to every form, before the handler runs.
 //!
 //! The console goes through the same handles as the API (`api::v1::devices` for
 //! claiming, pairing and revoking; the engine for the wallet): it is another face of
@@ -21,6 +23,7 @@
 mod backups;
 mod overview;
 mod receive;
+pub mod routes;
 pub mod session;
 mod settings;
 mod unlock;
@@ -30,10 +33,10 @@ use std::net::IpAddr;
 
 use askama::Template;
 use axum::Router;
+use axum::extract::rejection::FormRejection;
 use axum::extract::{Form, FromRequest as _, Path, Request, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
-use axum::routing::{get, post};
 use serde::Deserialize;
 
 use crate::access::devices::Authorized;
@@ -42,55 +45,68 @@ use crate::access::scopes::{Scope, Scopes};
 use crate::api::AppState;
 use crate::api::auth::peer_ip;
 use crate::api::v1::devices as device_ops;
+use routes::Signed;
 
 /// The console's routes, to be served beside the API with its layers (host check,
-/// limits, metrics).
+/// limits, metrics), each behind its rule (`routes`).
 pub fn routes(state: AppState) -> Router<AppState> {
-    Router::new()
-        .route("/", get(home))
-        .route(
-            "/console/style.css",
-            get(|| asset("text/css; charset=utf-8", STYLE)),
-        )
-        .route(
-            "/console/live.js",
-            get(|| asset("text/javascript; charset=utf-8", LIVE_SCRIPT)),
-        )
-        .route("/console/live/ticket", post(live_ticket))
-        .route(
-            "/console/unlock",
-            get(unlock::unlock_form).post(unlock::unlock),
-        )
-        .route("/console/sign-in", post(sign_in))
-        .route("/console/logout", post(sign_out))
-        .route("/console/devices", get(devices))
-        .route("/console/devices/{id}/revoke", post(revoke))
-        .route("/console/pairing", post(pairing))
-        .route(
-            "/console/backups",
-            get(backups::backups).post(backups::back_up_now),
-        )
-        .route("/console/backups/download", post(backups::download_backup))
-        .route("/console/settings", get(settings::settings))
-        .route("/console/settings/card", post(settings::card_setup))
-        .route(
-            "/console/receive",
-            get(receive::receive_form).post(receive::new_address),
-        )
-        .route("/console/board", post(receive::board))
-        .route("/console/wallet", get(wallet::wallet_form))
-        .route("/console/wallet/new", post(wallet::new_wallet))
-        .route("/console/wallet/confirm", post(wallet::confirm_wallet))
-        .route("/console/wallet/import", post(wallet::import_wallet))
+    declare(routes::Building::new(state.clone()))
+        .into_router()
         // Every console route: one session cookie at most, a live one, or none.
         .route_layer(axum::middleware::from_fn_with_state(state, session::guard))
+}
+
+/// The route table: every console page and form, once, with who may use it.
+fn declare<D: routes::Declare>(table: D) -> D {
+    use crate::access::scopes::Scope::{Admin, Read, Receive, Send};
+    use routes::Access::{Page, Public, Script};
+    table
+        .page("/", Public, home)
+        .page("/console/style.css", Public, style)
+        .page("/console/live.js", Public, live_script)
+        .form("/console/live/ticket", Script(Read), live_ticket)
+        .form("/console/sign-in", Public, sign_in)
+        .form("/console/logout", Public, sign_out)
+        .page("/console/unlock", Page(Admin), unlock::unlock_form)
+        .form("/console/unlock", Page(Admin), unlock::unlock)
+        .page("/console/devices", Page(Admin), devices)
+        .form("/console/devices/{id}/revoke", Page(Admin), revoke)
+        .form("/console/pairing", Page(Admin), pairing)
+        .page("/console/backups", Page(Read), backups::backups)
+        .form("/console/backups", Page(Admin), backups::back_up_now)
+        .form(
+            "/console/backups/download",
+            Page(Admin),
+            backups::download_backup,
+        )
+        .page("/console/settings", Page(Admin), settings::settings)
+        .form("/console/settings/card", Page(Admin), settings::card_setup)
+        .page("/console/receive", Page(Receive), receive::receive_form)
+        .form("/console/receive", Page(Receive), receive::new_address)
+        .form("/console/board", Page(Send), receive::board)
+        .page("/console/wallet", Page(Admin), wallet::wallet_form)
+        .form("/console/wallet/new", Page(Admin), wallet::new_wallet)
+        .form(
+            "/console/wallet/confirm",
+            Page(Admin),
+            wallet::confirm_wallet,
+        )
+        .form("/console/wallet/import", Page(Admin), wallet::import_wallet)
 }
 
 const STYLE: &str = include_str!("style.css");
 const LIVE_SCRIPT: &str = include_str!("live.js");
 
+async fn style() -> impl IntoResponse {
+    asset("text/css; charset=utf-8", STYLE)
+}
+
+async fn live_script() -> impl IntoResponse {
+    asset("text/javascript; charset=utf-8", LIVE_SCRIPT)
+}
+
 /// One of the console's compiled-in files.
-async fn asset(content_type: &'static str, body: &'static str) -> impl IntoResponse {
+fn asset(content_type: &'static str, body: &'static str) -> impl IntoResponse {
     (
         [
             (header::CONTENT_TYPE, content_type),
@@ -103,27 +119,13 @@ async fn asset(content_type: &'static str, body: &'static str) -> impl IntoRespo
 /// `POST /console/live/ticket`: a websocket ticket for the overview's script, owned by
 /// this browser's device (its socket ends when the device is revoked). A post, so the
 /// same-origin check applies; the answer is the API's (a JSON string).
-async fn live_ticket(
-    State(state): State<AppState>,
-    scheme: session::Scheme,
-    uri: Uri,
-    headers: HeaderMap,
-) -> Response {
-    if !session::same_origin(&headers, &uri, scheme) {
-        return forbidden("a page of another site may not open this box's event stream");
-    }
-    match session::signed_in(&headers, &state.devices) {
-        Some(who) if who.scopes.allows(Scope::Read) => {
-            match state
-                .tickets
-                .issue(&crate::access::Credential::Device(who.device_id))
-            {
-                Some(ticket) => axum::Json(ticket).into_response(),
-                None => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
-            }
-        }
-        Some(_) => forbidden("this device may not see the wallet (it lacks the read scope)"),
-        None => StatusCode::UNAUTHORIZED.into_response(),
+async fn live_ticket(State(state): State<AppState>, Signed(who): Signed) -> Response {
+    match state
+        .tickets
+        .issue(&crate::access::Credential::Device(who.device_id))
+    {
+        Some(ticket) => axum::Json(ticket).into_response(),
+        None => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
     }
 }
 
@@ -288,13 +290,6 @@ struct SignIn {
 /// `POST /console/sign-in`: a claim code while a claim is open, else a pairing code;
 /// either makes this browser a device and starts its session.
 async fn sign_in(State(state): State<AppState>, request: Request) -> Response {
-    if !session::same_origin(
-        request.headers(),
-        request.uri(),
-        session::scheme_of(request.extensions()),
-    ) {
-        return forbidden("a form of another site may not sign in here");
-    }
     let peer: Option<IpAddr> = peer_ip(&request);
     let Ok(Form(form)) = Form::<SignIn>::from_request(request, &()).await else {
         return signed_out(
@@ -331,15 +326,7 @@ async fn sign_in(State(state): State<AppState>, request: Request) -> Response {
 }
 
 /// `POST /console/logout`: revoke this browser's device and forget the cookie.
-async fn sign_out(
-    State(state): State<AppState>,
-    scheme: session::Scheme,
-    uri: Uri,
-    headers: HeaderMap,
-) -> Response {
-    if !session::same_origin(&headers, &uri, scheme) {
-        return forbidden("a form of another site may not sign out here");
-    }
+async fn sign_out(State(state): State<AppState>, headers: HeaderMap) -> Response {
     if let Some(who) = session::signed_in(&headers, &state.devices)
         && let Err(e) = device_ops::revoke(&state, &who.device_id).await
     {
@@ -348,40 +335,9 @@ async fn sign_out(
     see_other("/", Some(session::end()))
 }
 
-/// Why a page for admins is not shown.
-pub(super) enum NotAdmin {
-    /// No session: to the sign-in page.
-    SignedOut,
-    /// A device without the admin scope.
-    NotAllowed,
-}
-
-impl IntoResponse for NotAdmin {
-    fn into_response(self) -> Response {
-        match self {
-            NotAdmin::SignedOut => see_other("/", None),
-            NotAdmin::NotAllowed => {
-                forbidden("this device may not administer the box (it lacks the admin scope)")
-            }
-        }
-    }
-}
-
-/// The signed-in admin.
-pub(super) fn admin(state: &AppState, headers: &HeaderMap) -> Result<Authorized, NotAdmin> {
-    match session::signed_in(headers, &state.devices) {
-        Some(who) if who.scopes.allows(Scope::Admin) => Ok(who),
-        Some(_) => Err(NotAdmin::NotAllowed),
-        None => Err(NotAdmin::SignedOut),
-    }
-}
-
 /// `GET /console/devices`
-async fn devices(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    match admin(&state, &headers) {
-        Ok(who) => devices_page(&state, &who, None).await,
-        Err(refused) => refused.into_response(),
-    }
+async fn devices(State(state): State<AppState>, Signed(who): Signed) -> Response {
+    devices_page(&state, &who, None).await
 }
 
 async fn devices_page(
@@ -419,19 +375,7 @@ async fn devices_page(
 }
 
 /// `POST /console/devices/{id}/revoke`
-async fn revoke(
-    State(state): State<AppState>,
-    Path(id): Path<String>,
-    scheme: session::Scheme,
-    uri: Uri,
-    headers: HeaderMap,
-) -> Response {
-    if !session::same_origin(&headers, &uri, scheme) {
-        return forbidden("a form of another site may not revoke devices");
-    }
-    if let Err(refused) = admin(&state, &headers) {
-        return refused.into_response();
-    }
+async fn revoke(State(state): State<AppState>, Path(id): Path<String>) -> Response {
     match device_ops::revoke(&state, &id).await {
         Ok(()) => see_other("/console/devices", None),
         Err(e) => (e.status(), e.to_string()).into_response(),
@@ -447,19 +391,12 @@ struct PairingForm {
 }
 
 /// `POST /console/pairing`: open a pairing window and show its QR code for a phone.
-async fn pairing(State(state): State<AppState>, request: Request) -> Response {
-    if !session::same_origin(
-        request.headers(),
-        request.uri(),
-        session::scheme_of(request.extensions()),
-    ) {
-        return forbidden("a form of another site may not open a pairing window");
-    }
-    let who = match admin(&state, request.headers()) {
-        Ok(who) => who,
-        Err(refused) => return refused.into_response(),
-    };
-    let Ok(Form(form)) = Form::<PairingForm>::from_request(request, &()).await else {
+async fn pairing(
+    State(state): State<AppState>,
+    Signed(who): Signed,
+    form: Result<Form<PairingForm>, FormRejection>,
+) -> Response {
+    let Ok(Form(form)) = form else {
         return (StatusCode::BAD_REQUEST, "a malformed form").into_response();
     };
     let mut names = Vec::new();

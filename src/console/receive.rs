@@ -5,12 +5,15 @@
 //! `POST /api/v1/boards/board-all` (scope `send`).
 
 use askama::Template;
-use axum::extract::{Form, FromRequest as _, Request, State};
-use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::extract::rejection::FormRejection;
+use axum::extract::{Form, State};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
-use super::{Frame, forbidden, page, qr_svg, see_other, session};
+use super::routes::Signed;
+use super::{Frame, page, qr_svg};
+use crate::access::devices::Authorized;
 use crate::access::scopes::Scope;
 use crate::api::AppState;
 
@@ -44,12 +47,11 @@ struct Outcome {
 
 async fn receive_page(
     state: &AppState,
-    headers: &HeaderMap,
+    who: &Authorized,
     status: StatusCode,
     outcome: Outcome,
 ) -> Response {
-    let may_send = session::signed_in(headers, &state.devices)
-        .is_some_and(|who| who.scopes.allows(Scope::Send));
+    let may_send = who.scopes.allows(Scope::Send);
     let boardable = if may_send {
         let balance = state.engine.onchain_balance().await.ok();
         balance.map(|b| b.confirmed.to_sat())
@@ -71,46 +73,24 @@ async fn receive_page(
     )
 }
 
-/// The refusal for a browser without `scope`; `None` when it has it.
-fn refusal(state: &AppState, headers: &HeaderMap, scope: Scope) -> Option<Response> {
-    match session::signed_in(headers, &state.devices) {
-        Some(who) if who.scopes.allows(scope) => None,
-        Some(_) => Some(forbidden(match scope {
-            Scope::Send => "this device may not move funds (it lacks the send scope)",
-            _ => "this device may not receive (it lacks the receive scope)",
-        })),
-        None => Some(see_other("/", None)),
-    }
-}
-
 /// `GET /console/receive`
-pub(super) async fn receive_form(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    if let Some(refused) = refusal(&state, &headers, Scope::Receive) {
-        return refused;
-    }
-    receive_page(&state, &headers, StatusCode::OK, Outcome::default()).await
+pub(super) async fn receive_form(State(state): State<AppState>, Signed(who): Signed) -> Response {
+    receive_page(&state, &who, StatusCode::OK, Outcome::default()).await
 }
 
 #[derive(Deserialize)]
-struct ReceiveForm {
+pub(super) struct ReceiveForm {
     kind: String,
 }
 
 /// `POST /console/receive`: a new address of the kind asked for. A post (it derives a
 /// new address each time), so it is same-origin checked like every form.
-pub(super) async fn new_address(State(state): State<AppState>, request: Request) -> Response {
-    if !session::same_origin(
-        request.headers(),
-        request.uri(),
-        session::scheme_of(request.extensions()),
-    ) {
-        return forbidden("a form of another site may not make addresses here");
-    }
-    if let Some(refused) = refusal(&state, request.headers(), Scope::Receive) {
-        return refused;
-    }
-    let headers = request.headers().clone();
-    let Ok(Form(form)) = Form::<ReceiveForm>::from_request(request, &()).await else {
+pub(super) async fn new_address(
+    State(state): State<AppState>,
+    Signed(who): Signed,
+    form: Result<Form<ReceiveForm>, FormRejection>,
+) -> Response {
+    let Ok(Form(form)) = form else {
         return (StatusCode::BAD_REQUEST, "a malformed form").into_response();
     };
     let made = match form.kind.as_str() {
@@ -156,23 +136,12 @@ pub(super) async fn new_address(State(state): State<AppState>, request: Request)
             )
         }
     };
-    receive_page(&state, &headers, status, outcome).await
+    receive_page(&state, &who, status, outcome).await
 }
 
 /// `POST /console/board` (scope `send`): board every confirmed on-chain coin into Ark,
 /// as `POST /api/v1/boards/board-all` does.
-pub(super) async fn board(
-    State(state): State<AppState>,
-    scheme: session::Scheme,
-    uri: Uri,
-    headers: HeaderMap,
-) -> Response {
-    if !session::same_origin(&headers, &uri, scheme) {
-        return forbidden("a form of another site may not move funds here");
-    }
-    if let Some(refused) = refusal(&state, &headers, Scope::Send) {
-        return refused;
-    }
+pub(super) async fn board(State(state): State<AppState>, Signed(who): Signed) -> Response {
     let (status, outcome) = match state.engine.board_all().await {
         Ok(board) => {
             tracing::info!(target: "berth::console", movement = board.movement_id.0, "a board started from the console");
@@ -202,5 +171,5 @@ pub(super) async fn board(
             )
         }
     };
-    receive_page(&state, &headers, status, outcome).await
+    receive_page(&state, &who, status, outcome).await
 }

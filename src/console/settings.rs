@@ -4,11 +4,12 @@
 
 use askama::Template;
 use axum::extract::{Form, State};
-use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
-use super::{Frame, admin, forbidden, page, see_other, session};
+use super::routes::Signed;
+use super::{Frame, page, see_other};
 use crate::api::AppState;
 use crate::datadir::Layout;
 
@@ -27,10 +28,7 @@ fn request_path(state: &AppState) -> std::path::PathBuf {
 }
 
 /// `GET /console/settings` (scope `admin`).
-pub(super) async fn settings(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    if let Err(refused) = admin(&state, &headers) {
-        return refused.into_response();
-    }
+pub(super) async fn settings(State(state): State<AppState>) -> Response {
     let frame = Frame::new(&state);
     page(
         StatusCode::OK,
@@ -54,18 +52,9 @@ pub(super) struct CardSetupForm {
 /// start, or not after all.
 pub(super) async fn card_setup(
     State(state): State<AppState>,
-    scheme: session::Scheme,
-    uri: Uri,
-    headers: HeaderMap,
+    Signed(who): Signed,
     Form(form): Form<CardSetupForm>,
 ) -> Response {
-    if !session::same_origin(&headers, &uri, scheme) {
-        return forbidden("a form of another site may not change how the box starts");
-    }
-    let who = match admin(&state, &headers) {
-        Ok(who) => who,
-        Err(refused) => return refused.into_response(),
-    };
     let path = request_path(&state);
     let done = match form.action.as_str() {
         "request" => crate::card_setup::request(&path, &who.device_id),

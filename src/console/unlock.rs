@@ -3,13 +3,14 @@
 //! passphrase here (the console's face of `POST /api/v1/wallet/unlock`).
 
 use askama::Template;
-use axum::extract::{Form, FromRequest as _, Request, State};
-use axum::http::{HeaderMap, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::extract::rejection::FormRejection;
+use axum::extract::{Form, State};
+use axum::http::StatusCode;
+use axum::response::Response;
 use serde::Deserialize;
 use zeroize::Zeroizing;
 
-use super::{Frame, admin, forbidden, page, see_other, session};
+use super::{Frame, page, see_other};
 use crate::api::AppState;
 
 #[derive(Template)]
@@ -50,10 +51,7 @@ async fn locked_wallet(state: &AppState) -> Option<String> {
 }
 
 /// `GET /console/unlock` (admin)
-pub(super) async fn unlock_form(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    if let Err(refused) = admin(&state, &headers) {
-        return refused.into_response();
-    }
+pub(super) async fn unlock_form(State(state): State<AppState>) -> Response {
     match locked_wallet(&state).await {
         Some(fingerprint) => unlock_page(&state, fingerprint, StatusCode::OK, None),
         None => see_other("/", None),
@@ -61,27 +59,20 @@ pub(super) async fn unlock_form(State(state): State<AppState>, headers: HeaderMa
 }
 
 #[derive(Deserialize)]
-struct UnlockForm {
+pub(super) struct UnlockForm {
     passphrase: String,
 }
 
 /// `POST /console/unlock`: the passphrase right, the wallet loads and the overview
 /// follows; wrong, the page again (after the engine's pause).
-pub(super) async fn unlock(State(state): State<AppState>, request: Request) -> Response {
-    if !session::same_origin(
-        request.headers(),
-        request.uri(),
-        session::scheme_of(request.extensions()),
-    ) {
-        return forbidden("a form of another site may not unlock the wallet");
-    }
-    if let Err(refused) = admin(&state, request.headers()) {
-        return refused.into_response();
-    }
+pub(super) async fn unlock(
+    State(state): State<AppState>,
+    form: Result<Form<UnlockForm>, FormRejection>,
+) -> Response {
     let Some(fingerprint) = locked_wallet(&state).await else {
         return see_other("/", None);
     };
-    let Ok(Form(form)) = Form::<UnlockForm>::from_request(request, &()).await else {
+    let Ok(Form(form)) = form else {
         return unlock_page(
             &state,
             fingerprint,

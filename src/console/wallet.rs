@@ -3,12 +3,14 @@
 //! (`api::v1::wallet::lifecycle::create_request`).
 
 use askama::Template;
-use axum::extract::{Form, FromRequest as _, Request, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::extract::rejection::FormRejection;
+use axum::extract::{Form, State};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
-use super::{Frame, admin, forbidden, page, see_other, session};
+use super::routes::Signed;
+use super::{Frame, page, see_other};
 use crate::api::AppState;
 
 /// Wallets being created, waiting for their phrase to be confirmed: a few, briefly.
@@ -42,7 +44,7 @@ struct WalletConfirmPage {
 
 /// Where a new or imported wallet connects, as the form gives it.
 #[derive(Deserialize)]
-struct WalletForm {
+pub(super) struct WalletForm {
     network: String,
     ark_server: String,
     chain: String,
@@ -166,10 +168,7 @@ async fn has_wallet(state: &AppState) -> bool {
 }
 
 /// `GET /console/wallet` (admin): create or import.
-pub(super) async fn wallet_form(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    if let Err(refused) = admin(&state, &headers) {
-        return refused.into_response();
-    }
+pub(super) async fn wallet_form(State(state): State<AppState>) -> Response {
     if has_wallet(&state).await {
         return see_other("/", None);
     }
@@ -177,19 +176,12 @@ pub(super) async fn wallet_form(State(state): State<AppState>, headers: HeaderMa
 }
 
 /// `POST /console/wallet/new`: a new seed, shown once, kept until it is confirmed.
-pub(super) async fn new_wallet(State(state): State<AppState>, request: Request) -> Response {
-    if !session::same_origin(
-        request.headers(),
-        request.uri(),
-        session::scheme_of(request.extensions()),
-    ) {
-        return forbidden("a form of another site may not create a wallet");
-    }
-    let who = match admin(&state, request.headers()) {
-        Ok(who) => who,
-        Err(refused) => return refused.into_response(),
-    };
-    let Ok(Form(form)) = Form::<WalletForm>::from_request(request, &()).await else {
+pub(super) async fn new_wallet(
+    State(state): State<AppState>,
+    Signed(who): Signed,
+    form: Result<Form<WalletForm>, FormRejection>,
+) -> Response {
+    let Ok(Form(form)) = form else {
         return wallet_new_page(
             &state,
             StatusCode::BAD_REQUEST,
@@ -215,26 +207,19 @@ pub(super) async fn new_wallet(State(state): State<AppState>, request: Request) 
 }
 
 #[derive(Deserialize)]
-struct ConfirmForm {
+pub(super) struct ConfirmForm {
     first: String,
     second: String,
 }
 
 /// `POST /console/wallet/confirm`: the two words right, the wallet is created with the
 /// seed that was shown.
-pub(super) async fn confirm_wallet(State(state): State<AppState>, request: Request) -> Response {
-    if !session::same_origin(
-        request.headers(),
-        request.uri(),
-        session::scheme_of(request.extensions()),
-    ) {
-        return forbidden("a form of another site may not create a wallet");
-    }
-    let who = match admin(&state, request.headers()) {
-        Ok(who) => who,
-        Err(refused) => return refused.into_response(),
-    };
-    let Ok(Form(form)) = Form::<ConfirmForm>::from_request(request, &()).await else {
+pub(super) async fn confirm_wallet(
+    State(state): State<AppState>,
+    Signed(who): Signed,
+    form: Result<Form<ConfirmForm>, FormRejection>,
+) -> Response {
+    let Ok(Form(form)) = form else {
         return (StatusCode::BAD_REQUEST, "a malformed form").into_response();
     };
     let now = std::time::Instant::now();
@@ -271,18 +256,11 @@ pub(super) async fn confirm_wallet(State(state): State<AppState>, request: Reque
 }
 
 /// `POST /console/wallet/import`
-pub(super) async fn import_wallet(State(state): State<AppState>, request: Request) -> Response {
-    if !session::same_origin(
-        request.headers(),
-        request.uri(),
-        session::scheme_of(request.extensions()),
-    ) {
-        return forbidden("a form of another site may not create a wallet");
-    }
-    if let Err(refused) = admin(&state, request.headers()) {
-        return refused.into_response();
-    }
-    let Ok(Form(form)) = Form::<WalletForm>::from_request(request, &()).await else {
+pub(super) async fn import_wallet(
+    State(state): State<AppState>,
+    form: Result<Form<WalletForm>, FormRejection>,
+) -> Response {
+    let Ok(Form(form)) = form else {
         return wallet_new_page(
             &state,
             StatusCode::BAD_REQUEST,
