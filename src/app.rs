@@ -290,6 +290,7 @@ impl Daemon {
                 .into(),
         };
         let session_sweeper = crate::console::session::spawn_sweeper(state.clone());
+        let watched = state.clone();
         let app = crate::api::router(
             state.clone(),
             ApiOptions {
@@ -318,7 +319,7 @@ impl Daemon {
             let _ = fatal_tx.send(Some(reason));
         });
         let watchdog = crate::systemd::watchdog_interval()
-            .map(|every| spawn_watchdog(Arc::clone(&systemd), Arc::clone(&engine), every));
+            .map(|every| spawn_watchdog(Arc::clone(&systemd), watched, every));
 
         Ok(Daemon {
             _instance: instance,
@@ -450,20 +451,20 @@ fn autopilot_policy(settings: &crate::config::BerthToml) -> crate::engine::autop
 }
 
 /// Ping systemd's watchdog every `every` (half of `WatchdogSec=`), but only while the
-/// wallet database and the engine answer within that time: a wedged daemon stops
-/// pinging and systemd restarts it.
+/// daemon's status snapshot (`api::status`, what `/health` renders) is taken within that
+/// time and the wallet database has not stopped: a wedged daemon (its store or engine
+/// not answering) stops pinging and systemd restarts it.
 fn spawn_watchdog(
     systemd: Arc<crate::systemd::Notifier>,
-    engine: Arc<Engine>,
+    state: AppState,
     every: std::time::Duration,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         loop {
-            let healthy = engine.store_failure().is_none()
-                && matches!(
-                    tokio::time::timeout(every, engine.wallet_fingerprint()).await,
-                    Ok(Ok(_))
-                );
+            let healthy = matches!(
+                tokio::time::timeout(every, crate::api::status::snapshot(&state)).await,
+                Ok(now) if now.store_error.is_none() && now.wallet.unreadable.is_none()
+            );
             if healthy {
                 systemd.watchdog();
             } else {

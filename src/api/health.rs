@@ -2,9 +2,11 @@
 //! or a phone. 200 when ready, 503 otherwise. Anyone may ask and gets the verdict and
 //! its reasons; the facts behind them (balances needed and available, VTXO and exit
 //! counts, error texts) only go to a caller whose credential carries `read`, since an
-//! anonymous caller on the LAN has no business knowing the wallet's money. It reads what the autopilot last saw (a check every minute and on
-//! every block) instead of probing anything itself, so polling it costs nothing and
-//! cannot be used to hammer the Ark server or the chain source.
+//! anonymous caller on the LAN has no business knowing the wallet's money. It renders
+//! the daemon's status snapshot (`api::status`: what the autopilot last saw, a check
+//! every minute and on every block) instead of probing anything itself, so polling it
+//! costs nothing and cannot be used to hammer the Ark server or the chain source. The
+//! verdict's rules, which `api::status` applies:
 //!
 //! - `failing`: the wallet database stopped after a storage error, the disk is inside
 //!   the reserve berthd keeps free (< 64 MiB, `api::disk`: changes are refused), or a
@@ -16,8 +18,6 @@
 //!   newest verified backup is older than `[backup] interval_hours` and a day.
 //! - `ready`: none of these (also before any wallet exists).
 
-use std::time::SystemTime;
-
 use axum::extract::{Request, State};
 use axum::http::StatusCode;
 use axum::{Extension, Json};
@@ -27,8 +27,7 @@ use crate::access::scopes::Scope;
 use crate::api::AppState;
 use crate::api::auth::{Authenticator, peer_ip};
 use crate::api::error::{ApiError, ErrorResponse};
-
-use crate::api::disk;
+use crate::api::status::{self, Level, Snapshot, utc};
 
 /// The verdict, and for a caller with `read` the facts behind it (every other field:
 /// absent for anyone else).
@@ -211,10 +210,6 @@ pub struct BackupHealth {
     pub last_error: Option<String>,
 }
 
-fn utc(t: SystemTime) -> chrono::DateTime<chrono::Utc> {
-    chrono::DateTime::<chrono::Utc>::from(t)
-}
-
 /// `GET /health`
 #[utoipa::path(
     get,
@@ -244,152 +239,55 @@ pub async fn health(
         .as_ref()
         .is_some_and(|c| c.scopes.allows(Scope::Read));
     let admin = caller.is_some_and(|c| c.scopes.allows(Scope::Admin));
-    let engine = &state.engine;
-    let seen = engine.autopilot_status();
-    let record = engine.wallet_record().await.ok().flatten();
-    let exists = record.is_some();
-    let loaded = engine.is_loaded().await;
-    let store_error = engine.store_failure();
-    let datadir = engine.datadir().to_path_buf();
-    let disk = tokio::task::spawn_blocking(move || disk::space(&datadir).ok())
-        .await
-        .ok()
-        .flatten();
-    let tasks = engine.tasks();
-    let backup = state.backups.status();
-    let backup_age = backup
-        .newest_verified
-        .as_ref()
-        .map(|(_, at)| (chrono::Utc::now() - *at).num_seconds().max(0) as u64);
-
-    let mut failing = Vec::new();
-    let mut degraded = Vec::new();
-    if store_error.is_some() {
-        // The error itself is a detail (`store.error`): it may name paths and internals.
-        failing.push("the wallet database stopped after a storage error".into());
-    }
-    match disk {
-        Some((free, _)) if free < disk::RESERVE => failing.push(format!(
-            "the disk is nearly full ({free} bytes free): berthd refuses changes until space is freed"
-        )),
-        Some((free, _)) if free < disk::LOW => {
-            degraded.push(format!("the disk is low ({free} bytes free)"))
-        }
-        _ => {}
-    }
-    let locked = exists && engine.is_locked();
-    if locked {
-        degraded.push(
-            "the wallet is locked: it waits for its seed's passphrase (the console's unlock \
-             page, or POST /api/v1/wallet/unlock)"
-                .into(),
-        );
-    } else if exists && !loaded {
-        degraded.push(
-            "the wallet is not loaded yet (waiting for its chain source, or for an import, \
-             its Ark server)"
-                .into(),
-        );
-    }
-    // Permanent for this wallet: bark does not run seed recovery again, and the user
-    // must know that the wallet may not hold everything its phrase once did.
-    match record.as_ref().and_then(|r| r.recovery.as_ref()) {
-        Some(crate::store::Recovery::Failed { .. }) => degraded.push(
-            "seed recovery failed when the wallet was imported: VTXOs may be missing (see \
-             GET /api/v1/wallet)"
-                .into(),
-        ),
-        Some(crate::store::Recovery::Finished { counts, .. }) if counts.not_restored() > 0 => {
-            degraded.push(format!(
-                "seed recovery found {} VTXO(s) it could not restore when the wallet was \
-                 imported: funds may be missing (see GET /api/v1/wallet)",
-                counts.not_restored()
-            ))
-        }
-        _ => {}
-    }
-    if loaded {
-        if seen.ark_server.reachable == Some(false) {
-            degraded.push("the Ark server is unreachable".into());
-        }
-        if seen.chain_tip.is_none() {
-            degraded.push("the loaded wallet has not been checked yet (chain tip unknown)".into());
-        }
-        match seen.first_deadline {
-            Some(left) if left < 0 => {
-                failing.push("a VTXO is past the point where it can be exited safely".into())
-            }
-            _ if seen.at_risk > 0 => degraded.push(format!(
-                "{} VTXO(s) are near expiry (being refreshed or exited; {} locked or in a round)",
-                seen.at_risk, seen.held
-            )),
-            _ => {}
-        }
-        if seen.reserve.is_some_and(|r| !r.sufficient()) {
-            degraded.push("the on-chain balance cannot pay for exiting every VTXO".into());
-        }
-    }
-    if backup.configured && exists {
-        // The error itself is a detail (`backup.last_error`): it names paths.
-        if backup.consecutive_failures > 0 {
-            degraded.push("scheduled backups are failing".into());
-        }
-        // A day's grace over the interval: the schedule runs late when backups fail.
-        let limit = state.backups.interval().as_secs() + 86_400;
-        match backup_age {
-            Some(age) if age > limit => degraded.push(format!(
-                "the newest verified backup is {} hours old",
-                age / 3600
-            )),
-            _ => {}
-        }
-    }
-    for (name, t) in &tasks {
-        if t.consecutive_failures >= 3 {
-            degraded.push(format!("the {name} task keeps failing"));
-        }
-    }
-    let (status, code) = if !failing.is_empty() {
-        ("failing", StatusCode::SERVICE_UNAVAILABLE)
-    } else if !degraded.is_empty() {
-        ("degraded", StatusCode::SERVICE_UNAVAILABLE)
+    let now = status::snapshot(&state).await;
+    let code = match now.verdict.level {
+        Level::Ready => StatusCode::OK,
+        Level::Degraded | Level::Failing => StatusCode::SERVICE_UNAVAILABLE,
+    };
+    let body = if detailed {
+        detailed_health(now, admin)
     } else {
-        ("ready", StatusCode::OK)
+        Health {
+            status: now.verdict.level.name(),
+            reasons: now.verdict.reasons,
+            wallet: None,
+            ark_server: None,
+            chain_tip: None,
+            autopilot: None,
+            vtxo_expiry: None,
+            exits: None,
+            exit_reserve: None,
+            store: None,
+            disk: None,
+            tasks: None,
+            backup: None,
+        }
     };
-    let phase = |name: &str| {
-        seen.exits_by_phase
-            .iter()
-            .find(|(p, _)| *p == name)
-            .map_or(0, |(_, n)| *n)
-    };
-    let reasons = failing.into_iter().chain(degraded).collect();
-    if !detailed {
-        return Ok((
-            code,
-            Json(Health {
-                status,
-                reasons,
-                wallet: None,
-                ark_server: None,
-                chain_tip: None,
-                autopilot: None,
-                vtxo_expiry: None,
-                exits: None,
-                exit_reserve: None,
-                store: None,
-                disk: None,
-                tasks: None,
-                backup: None,
-            }),
-        ));
-    }
-    let body = Health {
-        status,
-        reasons,
+    Ok((code, Json(body)))
+}
+
+/// Everything behind the verdict, for a caller with `read` (the backup error's text for
+/// an admin only).
+fn detailed_health(now: Snapshot, admin: bool) -> Health {
+    let (in_progress, claimable) = now.exits();
+    let Snapshot {
+        wallet,
+        seen,
+        store_error,
+        disk,
+        tasks,
+        backup,
+        backup_age_secs,
+        verdict,
+        ..
+    } = now;
+    Health {
+        status: verdict.level.name(),
+        reasons: verdict.reasons,
         wallet: Some(WalletHealth {
-            exists,
-            loaded,
-            locked,
+            exists: wallet.exists,
+            loaded: wallet.loaded,
+            locked: wallet.locked,
         }),
         ark_server: Some(ArkServerHealth {
             reachable: seen.ark_server.reachable,
@@ -427,11 +325,8 @@ pub async fn health(
             }),
         }),
         exits: Some(ExitsHealth {
-            in_progress: phase("start")
-                + phase("processing")
-                + phase("awaiting-delta")
-                + phase("claim-in-progress"),
-            claimable: phase("claimable"),
+            in_progress,
+            claimable,
             started_automatically: seen.exits_started_automatically,
         }),
         exit_reserve: Some(ExitReserveHealth {
@@ -463,12 +358,11 @@ pub async fn health(
         backup: Some(BackupHealth {
             configured: backup.configured,
             newest_verified_at: backup.newest_verified.map(|(_, at)| at),
-            age_secs: backup_age,
+            age_secs: backup_age_secs,
             consecutive_failures: backup.consecutive_failures,
             last_error: backup
                 .last_error
                 .map(|e| crate::api::v1::backups::withheld(e, admin)),
         }),
-    };
-    Ok((code, Json(body)))
+    }
 }

@@ -22,6 +22,7 @@ pub mod metrics;
 pub mod openapi;
 pub mod routes;
 pub mod scopes;
+pub mod status;
 pub mod v1;
 
 use std::sync::Arc;

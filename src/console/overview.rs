@@ -1,8 +1,9 @@
 //! The overview: the wallet's balances by state (or that it is locked), when its VTXOs expire (a bar chart of
 //! value by blocks left), exits under way and whether the on-chain coins can pay for
 //! them, the Ark server and the chain as the autopilot last saw them, the newest
-//! movements, the newest alerts of the event log, and the backups: the same facts `/health`
-//! and `/metrics` read; nothing here probes anything. The page's script (`live.js`)
+//! movements, the newest alerts of the event log, and the backups: the daemon's status
+//! snapshot (`api::status`), which `/health` and `/metrics` render too; nothing here
+//! probes anything. The page's script (`live.js`)
 //! keeps it current: each event on the notifications websocket fetches it again.
 
 use askama::Template;
@@ -90,53 +91,54 @@ const ALERTS: usize = 5;
 const ALERTS_AMONG: u64 = 500;
 
 pub(super) async fn overview(state: &AppState) -> Response {
-    let engine = &state.engine;
-    let wallet = match engine.wallet_record().await {
-        Ok(None) => WalletView::None,
-        Ok(Some(record)) if engine.is_locked() => WalletView::Locked {
+    let now = crate::api::status::snapshot(state).await;
+    if let Some(e) = &now.wallet.unreadable {
+        tracing::error!(target: "berth::console", error = %e, "cannot read the wallet");
+        return StatusCode::INTERNAL_SERVER_ERROR.into_response();
+    }
+    let wallet = match (&now.wallet.record, &now.balances) {
+        (None, _) => WalletView::None,
+        (Some(record), _) if now.wallet.locked => WalletView::Locked {
             fingerprint: record.fingerprint.to_string(),
         },
-        Ok(Some(record)) => {
+        (Some(record), balances) => {
             let fingerprint = record.fingerprint.to_string();
-            let ark = |b: &bark::Balance| {
-                vec![
-                    ("Spendable", b.spendable.to_sat()),
-                    ("Pending in a round", b.pending_in_round.to_sat()),
-                    ("Pending board", b.pending_board.to_sat()),
-                    ("Pending Lightning send", b.pending_lightning_send.to_sat()),
-                    ("Pending exit", b.pending_exit.to_sat()),
-                ]
-            };
-            match (engine.balance().await, engine.onchain_balance().await) {
-                (Ok(b), Ok(chain)) => {
-                    let mut balances = ark(&b);
-                    balances.push(("On-chain, confirmed", chain.confirmed.to_sat()));
-                    balances.push((
-                        "On-chain, unconfirmed",
-                        (chain.trusted_pending + chain.untrusted_pending).to_sat(),
-                    ));
-                    WalletView::Loaded {
-                        fingerprint,
-                        balances,
-                    }
+            let mut shown = Vec::new();
+            if let Some(b) = balances {
+                let ark = &b.ark;
+                shown = vec![
+                    ("Spendable", ark.spendable.to_sat()),
+                    ("Pending in a round", ark.pending_in_round.to_sat()),
+                    ("Pending board", ark.pending_board.to_sat()),
+                    (
+                        "Pending Lightning send",
+                        ark.pending_lightning_send.to_sat(),
+                    ),
+                    ("Pending exit", ark.pending_exit.to_sat()),
+                ];
+                if let (Some(confirmed), Some(unconfirmed)) =
+                    (b.onchain_confirmed(), b.onchain_unconfirmed())
+                {
+                    shown.push(("On-chain, confirmed", confirmed.to_sat()));
+                    shown.push(("On-chain, unconfirmed", unconfirmed.to_sat()));
                 }
+            }
+            if now.wallet.loaded {
+                WalletView::Loaded {
+                    fingerprint,
+                    balances: shown,
+                }
+            } else {
                 // The Ark balance comes from the store while the wallet cannot open.
-                (Ok(b), Err(_)) => WalletView::NotLoaded {
+                WalletView::NotLoaded {
                     fingerprint,
-                    balances: ark(&b),
-                },
-                _ => WalletView::NotLoaded {
-                    fingerprint,
-                    balances: Vec::new(),
-                },
+                    balances: shown,
+                }
             }
         }
-        Err(e) => {
-            tracing::error!(target: "berth::console", error = %e, "cannot read the wallet");
-            return StatusCode::INTERNAL_SERVER_ERROR.into_response();
-        }
     };
-    let seen = engine.autopilot_status();
+    let engine = &state.engine;
+    let seen = &now.seen;
     let ark_server = match seen.ark_server.reachable {
         Some(true) => "reachable".to_owned(),
         Some(false) => format!(
@@ -215,7 +217,7 @@ pub(super) async fn overview(state: &AppState) -> Response {
         _ => Vec::new(),
     };
     let alerts = recent_alerts(state).await;
-    let backups = state.backups.status();
+    let backups = now.backup;
     let frame = Frame::new(state);
     page(
         StatusCode::OK,

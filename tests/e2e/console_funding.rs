@@ -23,12 +23,63 @@ fn the_console_boards_the_funds_that_arrived_on_chain() {
     let page = |path: &str| {
         harness::try_request(alice.port(), "GET", path, &[("Cookie", &cookie)], None).expect("GET")
     };
+    // A coinbase of its own, not spendable for 100 blocks: the API's balance, /metrics,
+    // the overview and /health are one status snapshot (api::status) and count it alike.
+    let address = alice.post_ok("/api/v1/onchain/addresses/next", json!({}))["address"]
+        .as_str()
+        .expect("address")
+        .to_string();
+    stack.bitcoind.rpc("generatetoaddress", json!([1, address]));
+    let onchain = wait_for("the coinbase to show as immature", 60, || {
+        alice.post_ok("/api/v1/onchain/sync", json!({}));
+        let balance = alice.get_ok("/api/v1/onchain/balance");
+        (balance["immature_sat"].as_u64()? > 0).then_some(balance)
+    });
+    let sat = |field: &str| onchain[field].as_u64().expect(field);
+    let unconfirmed =
+        sat("immature_sat") + sat("trusted_pending_sat") + sat("untrusted_pending_sat");
+    assert_eq!(sat("confirmed_sat"), 400_000, "{onchain}");
     let (status, overview) = page("/");
     assert_eq!(status, 200, "{overview}");
     assert!(
         overview.contains("On-chain, confirmed</th><td class=\"num\">400000<"),
         "the overview shows the funds: {overview}"
     );
+    assert!(
+        overview.contains(&format!(
+            "On-chain, unconfirmed</th><td class=\"num\">{unconfirmed}<"
+        )),
+        "the overview counts the immature coinbase ({unconfirmed}): {overview}"
+    );
+    let bearer = format!("Bearer {}", harness::token(&alice.datadir));
+    let (_, metrics) = harness::try_request(
+        alice.port(),
+        "GET",
+        "/metrics",
+        &[("Authorization", &bearer)],
+        None,
+    )
+    .expect("GET /metrics");
+    for line in [
+        "berth_wallet_loaded 1".to_owned(),
+        "berth_balance_sats{state=\"onchain_confirmed\"} 400000".to_owned(),
+        format!("berth_balance_sats{{state=\"onchain_unconfirmed\"}} {unconfirmed}"),
+    ] {
+        assert!(
+            metrics.lines().any(|l| l == line),
+            "/metrics: {line}: {metrics}"
+        );
+    }
+    let (_, health) = harness::try_request(
+        alice.port(),
+        "GET",
+        "/health",
+        &[("Authorization", &bearer)],
+        None,
+    )
+    .expect("GET /health");
+    let health = harness::json_of(&health);
+    assert_eq!(health["wallet"]["loaded"], true, "{health}");
     let (_, receive) = page("/console/receive");
     assert!(receive.contains("400000 sats"), "{receive}");
     assert!(receive.contains(r#"action="/console/board""#), "{receive}");

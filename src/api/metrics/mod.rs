@@ -582,51 +582,49 @@ fn parse_vm_rss(status: &str) -> Option<u64> {
 pub async fn metrics(
     State(state): State<crate::api::AppState>,
 ) -> ([(axum::http::HeaderName, &'static str); 1], String) {
-    let mut wallet = wallet_metrics(&state.engine).await;
-    wallet.backup = state.backups.status().into();
-    let text = render(&wallet, &state.requests, rss_bytes());
+    let now = crate::api::status::snapshot(&state).await;
+    let text = render(&wallet_metrics(&now), &state.requests, rss_bytes());
     ([(axum::http::header::CONTENT_TYPE, CONTENT_TYPE)], text)
 }
 
-/// What the engine knows now: balances from the wallet, the rest from the
-/// autopilot's last check.
-async fn wallet_metrics(engine: &crate::engine::Engine) -> WalletMetrics {
-    // The balance reads from the store whether or not bark has opened the wallet: only
-    // an open wallet counts as loaded, as `/health` says.
-    if !engine.is_loaded().await {
-        return WalletMetrics::default();
-    }
-    let Ok(balance) = engine.balance().await else {
-        return WalletMetrics::default();
+/// The snapshot's wallet families: the balances of a loaded wallet (nothing while it is
+/// not loaded, as `/health` says), the rest from the autopilot's last check.
+fn wallet_metrics(now: &crate::api::status::Snapshot) -> WalletMetrics {
+    let backup = now.backup.clone().into();
+    let (true, Some(balances)) = (now.wallet.loaded, &now.balances) else {
+        return WalletMetrics {
+            backup,
+            ..WalletMetrics::default()
+        };
     };
-    let seen = engine.autopilot_status();
-    let mut balances = vec![
-        ("spendable", balance.spendable.to_sat()),
-        ("needs_refresh", balance.needs_refresh.to_sat()),
-        ("pending_in_round", balance.pending_in_round.to_sat()),
-        ("pending_board", balance.pending_board.to_sat()),
+    let ark = &balances.ark;
+    let mut sats = vec![
+        ("spendable", ark.spendable.to_sat()),
+        ("needs_refresh", ark.needs_refresh.to_sat()),
+        ("pending_in_round", ark.pending_in_round.to_sat()),
+        ("pending_board", ark.pending_board.to_sat()),
         (
             "pending_lightning_send",
-            balance.pending_lightning_send.to_sat(),
+            ark.pending_lightning_send.to_sat(),
         ),
         (
             "claimable_lightning_receive",
-            balance.claimable_lightning_receive.to_sat(),
+            ark.claimable_lightning_receive.to_sat(),
         ),
-        ("pending_arkoor_send", balance.pending_arkoor_send.to_sat()),
-        ("pending_offboard", balance.pending_offboard.to_sat()),
-        ("pending_exit", balance.pending_exit.to_sat()),
+        ("pending_arkoor_send", ark.pending_arkoor_send.to_sat()),
+        ("pending_offboard", ark.pending_offboard.to_sat()),
+        ("pending_exit", ark.pending_exit.to_sat()),
     ];
-    if let Ok(onchain) = engine.onchain_balance().await {
-        balances.push(("onchain_confirmed", onchain.confirmed.to_sat()));
-        balances.push((
-            "onchain_unconfirmed",
-            (onchain.trusted_pending + onchain.untrusted_pending + onchain.immature).to_sat(),
-        ));
+    if let (Some(confirmed), Some(unconfirmed)) =
+        (balances.onchain_confirmed(), balances.onchain_unconfirmed())
+    {
+        sats.push(("onchain_confirmed", confirmed.to_sat()));
+        sats.push(("onchain_unconfirmed", unconfirmed.to_sat()));
     }
+    let seen = &now.seen;
     WalletMetrics {
         loaded: true,
-        balances,
+        balances: sats,
         vtxo_expiries: seen
             .chain_tip
             .map(|tip| {
@@ -642,7 +640,7 @@ async fn wallet_metrics(engine: &crate::engine::Engine) -> WalletMetrics {
         exits: seen.exits_by_phase.clone(),
         refresh_successes: seen.refresh_successes,
         refresh_failures: seen.refresh_failures,
-        backup: BackupMetrics::default(),
+        backup,
     }
 }
 
