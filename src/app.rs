@@ -168,8 +168,7 @@ impl Daemon {
         let systemd = Arc::new(crate::systemd::Notifier::from_env());
 
         systemd.status("opening the wallet database");
-        let (store, report) =
-            Store::open_async(&layout.database(), &settings.file.store_config()).await?;
+        let (store, report) = Store::open_async(&layout.database(), &settings.store).await?;
         if !report.integrity_ok {
             tracing::warn!("the wallet database was repaired after an unclean shutdown");
         }

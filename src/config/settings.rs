@@ -38,6 +38,9 @@ pub struct Settings {
     pub seed: SeedSettings,
     /// Where berthd may fetch from on a client's behalf (`[egress]`).
     pub egress: crate::net::egress::Policy,
+    /// How the wallet database is opened (`[store]`; the fault tests' trigger from
+    /// `BERTH_STORE_FAULTS`).
+    pub store: crate::store::StoreConfig,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,8 +78,13 @@ impl Settings {
         };
         let egress = crate::net::egress::Policy::from_allow(&file.egress.allow)
             .map_err(anyhow::Error::msg)?;
+        let store = crate::store::StoreConfig {
+            fault_trigger: std::env::var_os(crate::store::faults::FAULTS_ENV).map(Into::into),
+            ..file.store_config()
+        };
         Ok(Settings {
             egress,
+            store,
             tls: tls.then(|| tls_source(&layout, &file)),
             seed: seed_settings(&file),
             auth: if cli.no_auth || cli.dangerously_allow_remote_no_auth {

@@ -1,0 +1,292 @@
+//! Reading `berth.toml`: its layers found, read and merged key by key, parsed into
+//! [`BerthToml`], and every value checked against its range and its neighbours
+//! ([`validate`]) before anything starts.
+
+use std::path::Path;
+
+use super::{BerthToml, ConfigError, ETC_FILE, MIN_ARGON2_ITERATIONS, MIN_ARGON2_MEMORY_KIB};
+
+/// Merge `over` into `base`: tables merge key by key, anything else is replaced.
+fn merge(base: &mut toml::Table, over: toml::Table) {
+    for (key, value) in over {
+        match (base.get_mut(&key), value) {
+            (Some(toml::Value::Table(base)), toml::Value::Table(over)) => merge(base, over),
+            (_, value) => {
+                base.insert(key, value);
+            }
+        }
+    }
+}
+
+impl BerthToml {
+    /// Read `<datadir>/berth.toml`; defaults when the file does not exist.
+    pub fn load(datadir_file: &Path) -> Result<Self, ConfigError> {
+        let config_dir = std::env::var_os("CONFIGURATION_DIRECTORY").map(std::path::PathBuf::from);
+        Self::load_layered(datadir_file, config_dir.as_deref())
+    }
+
+    /// Read and merge, later files winning key by key: `<config_dir>/berth.toml.d/*.toml`
+    /// (in name order: a board's defaults), `<config_dir>/berth.toml` (the operator's),
+    /// then the datadir's `berth.toml` (`datadir_file`). `config_dir` is systemd's
+    /// `$CONFIGURATION_DIRECTORY` (`/etc/berth`) when set. Defaults for whatever no file
+    /// sets.
+    pub fn load_layered(
+        datadir_file: &Path,
+        config_dir: Option<&Path>,
+    ) -> Result<Self, ConfigError> {
+        let mut files = Vec::new();
+        if let Some(dir) = config_dir {
+            let drop_ins = dir.join(format!("{ETC_FILE}.d"));
+            match std::fs::read_dir(&drop_ins) {
+                Ok(entries) => {
+                    let mut found: Vec<_> = entries
+                        .filter_map(Result::ok)
+                        .map(|e| e.path())
+                        .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+                        .collect();
+                    found.sort();
+                    files.extend(found);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(source) => {
+                    return Err(ConfigError::Read {
+                        path: drop_ins.display().to_string(),
+                        source,
+                    });
+                }
+            }
+            files.push(dir.join(ETC_FILE));
+        }
+        files.push(datadir_file.to_path_buf());
+
+        let mut merged = toml::Table::new();
+        let mut read = Vec::new();
+        for path in &files {
+            let shown = path.display().to_string();
+            let text = match std::fs::read_to_string(path) {
+                Ok(text) => text,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(source) => {
+                    return Err(ConfigError::Read {
+                        path: shown,
+                        source,
+                    });
+                }
+            };
+            let table: toml::Table = toml::from_str(&text).map_err(|e| ConfigError::Invalid {
+                path: shown.clone(),
+                reason: e.to_string(),
+            })?;
+            merge(&mut merged, table);
+            read.push(shown);
+        }
+        let shown = match read.len() {
+            0 => return Ok(Self::default()),
+            1 => read.remove(0),
+            _ => format!("berth.toml (merged from {})", read.join(", ")),
+        };
+        let parsed: BerthToml =
+            toml::Value::Table(merged)
+                .try_into()
+                .map_err(|e: toml::de::Error| ConfigError::Invalid {
+                    path: shown.clone(),
+                    reason: e.to_string(),
+                })?;
+        validate(&parsed).map_err(|reason| ConfigError::Invalid {
+            path: shown,
+            reason,
+        })?;
+        Ok(parsed)
+    }
+}
+
+/// Every value in its range, and the values that go together together: why not, for
+/// the error that names the file.
+fn validate(parsed: &BerthToml) -> Result<(), String> {
+    let ranges = [
+        (
+            "store.cache_size_mib",
+            parsed.store.cache_size_mib as u64,
+            1,
+            4096,
+        ),
+        ("events.max_count", parsed.events.max_count, 1, 1_000_000),
+        ("events.max_age_days", parsed.events.max_age_days, 1, 3650),
+        (
+            "server.max_connections",
+            parsed.server.max_connections,
+            16,
+            65_536,
+        ),
+        (
+            "server.tls_handshake_timeout_secs",
+            parsed.server.tls_handshake_timeout_secs,
+            1,
+            300,
+        ),
+        (
+            "server.header_read_timeout_secs",
+            parsed.server.header_read_timeout_secs,
+            1,
+            300,
+        ),
+        (
+            "server.request_timeout_secs",
+            parsed.server.request_timeout_secs,
+            5,
+            3600,
+        ),
+        ("server.max_body_kib", parsed.server.max_body_kib, 1, 65_536),
+        (
+            "server.max_connections_per_source",
+            parsed.server.max_connections_per_source,
+            1,
+            parsed.server.max_connections,
+        ),
+        (
+            "tls.leaf_validity_days",
+            parsed.tls.leaf_validity_days,
+            1,
+            397,
+        ),
+        (
+            "exits.progress_interval_secs",
+            parsed.exits.progress_interval_secs,
+            5,
+            3600,
+        ),
+        (
+            "exits.fee_rate_sat_vb",
+            parsed.exits.fee_rate_sat_vb,
+            0,
+            10_000,
+        ),
+        (
+            "exits.max_fee_rate_sat_vb",
+            parsed.exits.max_fee_rate_sat_vb,
+            1,
+            10_000,
+        ),
+        (
+            "watchdog.check_interval_secs",
+            parsed.watchdog.check_interval_secs,
+            1,
+            3600,
+        ),
+        (
+            "watchdog.refresh_attempts",
+            parsed.watchdog.refresh_attempts,
+            1,
+            100,
+        ),
+        ("backup.keep", parsed.backup.keep, 1, 1000),
+        (
+            "claim.reset_code_hours",
+            parsed.claim.reset_code_hours,
+            1,
+            720,
+        ),
+        (
+            "console.session_idle_hours",
+            parsed.console.session_idle_hours,
+            1,
+            8760,
+        ),
+        (
+            "console.session_max_days",
+            parsed.console.session_max_days,
+            1,
+            365,
+        ),
+        (
+            "backup.debounce_secs",
+            parsed.backup.debounce_secs,
+            1,
+            86_400,
+        ),
+        (
+            "backup.interval_hours",
+            parsed.backup.interval_hours,
+            1,
+            168,
+        ),
+        // Block counts: nothing longer than a server's VTXO lifetime (a u16) can matter.
+        (
+            "watchdog.warn_blocks",
+            parsed.watchdog.warn_blocks.unwrap_or(1),
+            1,
+            65_535,
+        ),
+        (
+            "watchdog.exit_margin_blocks",
+            parsed.watchdog.exit_margin_blocks.unwrap_or(1),
+            1,
+            65_535,
+        ),
+    ];
+    for (key, value, min, max) in ranges {
+        if !(min..=max).contains(&value) {
+            return Err(format!("{key} must be {min} to {max}, got {value}"));
+        }
+    }
+    let seed = &parsed.seed;
+    let argon2 = crate::keys::KdfParams {
+        memory_kib: seed.argon2_memory_kib,
+        iterations: seed.argon2_iterations,
+        parallelism: seed.argon2_parallelism,
+    };
+    if !argon2.within_bounds() {
+        return Err(
+            "seed.argon2_*: memory 8 KiB per lane to 1 GiB, 1 to 64 iterations, \
+                     1 to 64 lanes"
+                .into(),
+        );
+    }
+    // Below OWASP's minimum a stolen envelope's passphrase is too cheap to guess.
+    // Only new seals use these; an envelope keeps the costs it was sealed with.
+    if argon2.memory_kib < MIN_ARGON2_MEMORY_KIB || argon2.iterations < MIN_ARGON2_ITERATIONS {
+        return Err(format!(
+            "seed.argon2_*: at least {MIN_ARGON2_MEMORY_KIB} KiB (19 MiB) and \
+                 {MIN_ARGON2_ITERATIONS} iterations (OWASP's minimum for Argon2id), got \
+                 {} KiB and {}",
+            argon2.memory_kib, argon2.iterations
+        ));
+    }
+    if let Some(dir) = &parsed.backup.directory
+        && !dir.is_absolute()
+    {
+        return Err(format!(
+            "backup.directory must be an absolute path, got {}",
+            dir.display()
+        ));
+    }
+    if let Some(file) = &parsed.claim.code_file
+        && !file.is_absolute()
+    {
+        return Err(format!(
+            "claim.code_file must be an absolute path, got {}",
+            file.display()
+        ));
+    }
+    for name in &parsed.server.allowed_hosts {
+        let bare = name.trim().trim_end_matches('.');
+        let valid = bare.parse::<std::net::IpAddr>().is_ok()
+            || rustls::pki_types::DnsName::try_from(bare).is_ok();
+        if bare.is_empty() || !valid {
+            return Err(format!(
+                "server.allowed_hosts: {name:?} is not a host name or address (no port)"
+            ));
+        }
+    }
+    if seed.secure_element_slot.is_some_and(|slot| slot > 15) {
+        return Err("seed.secure_element_slot must be 0 to 15".into());
+    }
+    if !(0x08..=0x77).contains(&seed.i2c_address) {
+        return Err("seed.i2c_address must be a 7-bit address (0x08 to 0x77)".into());
+    }
+    crate::net::egress::Policy::from_allow(&parsed.egress.allow)?;
+    if parsed.tls.cert_file.is_some() != parsed.tls.key_file.is_some() {
+        return Err("tls.cert_file and tls.key_file go together: set both or neither".into());
+    }
+    Ok(())
+}
