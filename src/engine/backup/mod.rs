@@ -9,23 +9,29 @@
 //! it for other readers.
 //!
 //! A backup counts only once it has been read back, decrypted, restored into a
-//! scratch database and checked ([`verify`]): integrity, the store's invariants, the
-//! entry counts and the wallet's fingerprint.
+//! scratch database and checked ([`verify_file`]): integrity, the store's invariants,
+//! the entry counts and the wallet's fingerprint.
+//!
+//! Here: what a backup carries and writing it. `key`: the backup key and how the
+//! engine holds it while it is derived. `restore`: reading a backup back, verifying
+//! and restoring it. `service`: the daemon's schedule.
 
 pub mod format;
+mod key;
+mod restore;
 pub mod service;
 
-use std::io::{BufReader, BufWriter, Read, Write};
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
+pub use key::{BackupKey, HeldKey};
+pub use restore::{RestoreReport, restore, verify_file};
 
-use hkdf::Hkdf;
+use std::io::{BufWriter, Read, Write};
+use std::path::Path;
+
 use sha2::Sha256;
-use zeroize::Zeroizing;
 
-use crate::store::snapshot::{Restorer, SnapshotError, SnapshotItem, SnapshotSummary};
-use crate::store::{Store, StoreConfig};
-use format::{Header, KEY_CHECK_LEN, SALT_LEN};
+use crate::store::Store;
+use crate::store::snapshot::{SnapshotError, SnapshotItem, SnapshotSummary};
+use format::{Header, SALT_LEN};
 
 /// Why a backup could not be made, read or restored. Messages name the problem, never
 /// the contents.
@@ -92,112 +98,6 @@ impl From<SnapshotError> for BackupError {
             SnapshotError::Io(e) => BackupError::from_io(e),
             SnapshotError::Invalid(reason) => BackupError::Invalid(reason),
         }
-    }
-}
-
-/// The backup key as the engine holds it. Deriving it stretches the seed (BIP-39's
-/// PBKDF2, milliseconds on a board), so a start does not wait for it: it is derived
-/// beside the start, and what needs it waits for it ([`HeldKey::wait`]).
-#[derive(Debug, Clone, Default)]
-pub enum HeldKey {
-    /// No wallet.
-    #[default]
-    None,
-    /// Being derived for the wallet with this seed fingerprint.
-    Deriving(bitcoin::bip32::Fingerprint),
-    Ready(Arc<BackupKey>),
-}
-
-impl HeldKey {
-    /// Hold `key`, derived for the wallet `fingerprint`, unless that wallet was deleted
-    /// (or replaced) while it was derived. Whether it was held.
-    pub fn finish(
-        held: &tokio::sync::watch::Sender<HeldKey>,
-        fingerprint: bitcoin::bip32::Fingerprint,
-        key: Arc<BackupKey>,
-    ) -> bool {
-        held.send_if_modified(|now| match now {
-            HeldKey::Deriving(f) if *f == fingerprint => {
-                *now = HeldKey::Ready(key);
-                true
-            }
-            _ => false,
-        })
-    }
-
-    /// The key, once derived; `None` without a wallet.
-    pub async fn wait(key: &mut tokio::sync::watch::Receiver<HeldKey>) -> Option<Arc<BackupKey>> {
-        let held = key
-            .wait_for(|held| !matches!(held, HeldKey::Deriving(_)))
-            .await
-            .map(|held| held.clone())
-            .unwrap_or_default();
-        match held {
-            HeldKey::Ready(key) => Some(key),
-            HeldKey::None | HeldKey::Deriving(_) => None,
-        }
-    }
-}
-
-/// The wallet's backup key: HKDF-SHA256 over the BIP-39 seed, domain-separated from
-/// every other use of it. Each file gets its own key from this and its salt.
-pub struct BackupKey {
-    prk: Zeroizing<[u8; 32]>,
-    /// The seed's BIP-32 fingerprint: a restored wallet must carry the same.
-    fingerprint: String,
-}
-
-impl std::fmt::Debug for BackupKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("BackupKey")
-            .field("fingerprint", &self.fingerprint)
-            .finish_non_exhaustive()
-    }
-}
-
-const KDF_SALT: &[u8] = b"berth backup v1";
-
-impl BackupKey {
-    pub fn from_mnemonic(mnemonic: &bip39::Mnemonic) -> BackupKey {
-        let seed = Zeroizing::new(mnemonic.to_seed(""));
-        let (prk, _) = Hkdf::<Sha256>::extract(Some(KDF_SALT), seed.as_ref());
-        let mut bytes = Zeroizing::new([0u8; 32]);
-        bytes.copy_from_slice(&prk);
-        // The fingerprint of the BIP-32 master key does not depend on the network.
-        let fingerprint = bark::WalletSeed::new_from_mnemonic(bitcoin::Network::Bitcoin, mnemonic)
-            .fingerprint()
-            .to_string();
-        BackupKey {
-            prk: bytes,
-            fingerprint,
-        }
-    }
-
-    pub fn from_phrase(phrase: &str) -> Result<BackupKey, BackupError> {
-        let mnemonic = bip39::Mnemonic::parse(phrase.trim()).map_err(|_| {
-            BackupError::Invalid("the recovery phrase is not a valid BIP-39 mnemonic".into())
-        })?;
-        Ok(BackupKey::from_mnemonic(&mnemonic))
-    }
-
-    pub fn fingerprint(&self) -> &str {
-        &self.fingerprint
-    }
-
-    fn expand<const N: usize>(&self, label: &[u8], salt: &[u8; SALT_LEN]) -> Zeroizing<[u8; N]> {
-        let hkdf = Hkdf::<Sha256>::from_prk(self.prk.as_ref()).expect("32-byte PRK");
-        let mut out = Zeroizing::new([0u8; N]);
-        hkdf.expand_multi_info(&[label, salt], out.as_mut())
-            .expect("N is at most 255 * 32");
-        out
-    }
-
-    fn file_key(&self, salt: &[u8; SALT_LEN]) -> Zeroizing<[u8; 32]> {
-        self.expand(b"berth backup v1: file key", salt)
-    }
-
-    fn key_check(&self, salt: &[u8; SALT_LEN]) -> [u8; KEY_CHECK_LEN] {
-        *self.expand::<KEY_CHECK_LEN>(b"berth backup v1: key check", salt)
     }
 }
 
@@ -472,307 +372,6 @@ pub fn write_file(
     result
 }
 
-/// Read and authenticate a backup's header against `key`.
-fn open_reader(
-    file: &Path,
-    key: &BackupKey,
-) -> Result<format::DecryptingReader<BufReader<std::fs::File>>, BackupError> {
-    let mut input = BufReader::new(
-        std::fs::File::open(file)
-            .map_err(BackupError::io(format!("opening {}", file.display())))?,
-    );
-    let mut bytes = Vec::with_capacity(format::HEADER_LEN);
-    (&mut input)
-        .take(format::HEADER_LEN as u64)
-        .read_to_end(&mut bytes)
-        .map_err(BackupError::io(format!("reading {}", file.display())))?;
-    if bytes.len() < format::HEADER_LEN {
-        return Err(if bytes.len() >= 8 && &bytes[..8] == format::MAGIC {
-            BackupError::Truncated
-        } else {
-            BackupError::NotABackup
-        });
-    }
-    let header = Header::parse(&bytes)?;
-    if key.key_check(&header.salt) != header.key_check {
-        return Err(BackupError::WrongWallet);
-    }
-    format::DecryptingReader::new(input, &header, &key.file_key(&header.salt))
-        .map_err(BackupError::from_io)
-}
-
-/// Where a restore puts what it reads.
-struct Target<'a> {
-    restorer: Restorer,
-    /// Files carried in the backup, to write into the datadir (or `None`: ignore).
-    files: Option<&'a Path>,
-    written_files: Vec<PathBuf>,
-    /// Inside a credential table (`CREDENTIALS`): its entries are dropped, and counted.
-    dropping: Option<u64>,
-}
-
-/// Decrypt `file` and rebuild its database at `db_path` (which must not exist). Every
-/// chunk is authenticated before its contents are used; on any error the partial
-/// database is removed.
-fn restore_into(
-    file: &Path,
-    key: &BackupKey,
-    db_path: &Path,
-    files_dir: Option<&Path>,
-) -> Result<Restored, BackupError> {
-    let mut input = Hashing::new(open_reader(file, key)?);
-    let mut target = Target {
-        restorer: Restorer::create(db_path)?,
-        files: files_dir,
-        written_files: Vec::new(),
-        dropping: None,
-    };
-    let result = read_records(&mut input, &mut target);
-    let result = result.and_then(|(manifest, content_digest)| {
-        let tables = target.restorer.finish()?;
-        // Every table restored is listed with the same count, and every table listed
-        // with entries was restored.
-        for (name, entries) in &manifest.snapshot.tables {
-            let restored = tables.iter().find(|(t, _)| t == name).map(|(_, n)| *n);
-            // An older backup lists the credentials a restore drops.
-            let entries = if is_credentials(name) { &0 } else { entries };
-            if restored.unwrap_or(0) != *entries {
-                return Err(BackupError::Check(format!(
-                    "table {name}: {} entries restored, the manifest lists {entries}",
-                    restored.unwrap_or(0)
-                )));
-            }
-        }
-        if let Some((name, _)) = tables
-            .iter()
-            .find(|(t, _)| !manifest.snapshot.tables.iter().any(|(l, _)| l == t))
-        {
-            return Err(BackupError::Check(format!(
-                "table {name} was restored but is not in the manifest"
-            )));
-        }
-        Ok(Restored {
-            manifest,
-            content_digest,
-            files: std::mem::take(&mut target.written_files),
-        })
-    });
-    if result.is_err() {
-        let _ = std::fs::remove_file(db_path);
-        for path in &target.written_files {
-            let _ = std::fs::remove_file(path);
-        }
-    }
-    result
-}
-
-/// What [`restore_into`] read.
-struct Restored {
-    manifest: Manifest,
-    content_digest: [u8; 32],
-    files: Vec<PathBuf>,
-}
-
-/// Read every record into `target`; the manifest and the digest of the records before
-/// it (the contents, as [`write`] hashed them).
-fn read_records(
-    input: &mut Hashing<format::DecryptingReader<BufReader<std::fs::File>>>,
-    target: &mut Target<'_>,
-) -> Result<(Manifest, [u8; 32]), BackupError> {
-    loop {
-        // The digest covers the records before the summary, not its tag.
-        let contents = input.hash.clone();
-        let tag = format::read_u8(input).map_err(BackupError::from_io)?;
-        match tag {
-            format::TAG_FILE => {
-                let name = format::read_name(input)?;
-                let bytes = format::read_blob(input, format::MAX_FILE, "file")?;
-                if !FILES.contains(&name.as_str()) {
-                    return Err(BackupError::Invalid(format!("an unknown file {name:?}")));
-                }
-                if let Some(dir) = target.files {
-                    let path = dir.join(&name);
-                    // The datadir's own copy (a configured box) wins over the backup's.
-                    if !path.exists() {
-                        crate::fsutil::write_atomically(&path, &bytes, 0o600)?;
-                        target.written_files.push(path);
-                    }
-                }
-            }
-            format::TAG_TABLE => {
-                let name = format::read_name(input)?;
-                target.dropping = is_credentials(&name).then_some(0);
-                target.restorer.begin_table(&name)?
-            }
-            format::TAG_ENTRY => {
-                let key = format::read_blob(input, format::MAX_KEY, "key")?;
-                let value = format::read_blob(input, format::MAX_VALUE, "value")?;
-                match &mut target.dropping {
-                    // An older backup's credentials: read (and counted), not restored.
-                    Some(dropped) => *dropped += 1,
-                    None => target.restorer.entry(&key, &value)?,
-                }
-            }
-            format::TAG_TABLE_END => {
-                let entries = format::read_u64(input).map_err(BackupError::from_io)?;
-                match target.dropping.take() {
-                    Some(dropped) if dropped != entries => {
-                        return Err(BackupError::Invalid(format!(
-                            "a table holds {dropped} entries, its end says {entries}"
-                        )));
-                    }
-                    Some(_) => target.restorer.end_table(0)?,
-                    None => target.restorer.end_table(entries)?,
-                }
-            }
-            format::TAG_SUMMARY => {
-                let bytes = format::read_blob(input, format::MAX_SUMMARY, "summary")?;
-                let manifest: Manifest = serde_json::from_slice(&bytes)
-                    .map_err(|e| BackupError::Invalid(format!("the manifest: {e}")))?;
-                // The summary is the last record, and the last chunk must end here.
-                let mut rest = [0u8; 1];
-                let more = input.read(&mut rest).map_err(BackupError::from_io)?;
-                if more != 0 || !input.inner.is_done() {
-                    return Err(BackupError::Invalid("data after the summary".into()));
-                }
-                use sha2::Digest;
-                return Ok((manifest, contents.finalize().into()));
-            }
-            other => {
-                return Err(BackupError::Invalid(format!(
-                    "an unknown record {other:#04x}"
-                )));
-            }
-        }
-    }
-}
-
-/// Check a backup file as a restore would use it: decrypt it with `key`, rebuild its
-/// database in `scratch_dir`, open that (integrity check, migrations to this version),
-/// check the store's invariants, the entry counts and that the wallet is `key`'s. The
-/// scratch database is removed afterwards. Blocks.
-pub fn verify_file(
-    file: &Path,
-    key: &BackupKey,
-    scratch_dir: &Path,
-) -> Result<BackupReport, BackupError> {
-    let mut suffix = [0u8; 8];
-    getrandom::fill(&mut suffix)
-        .map_err(|e| BackupError::Invalid(format!("no randomness for a scratch name: {e}")))?;
-    let scratch = scratch_dir.join(format!(".backup-verify-{}", hex(&suffix)));
-    std::fs::create_dir(&scratch)
-        .map_err(BackupError::io(format!("creating {}", scratch.display())))?;
-    let db_path = scratch.join("berth.redb");
-    let checked = restore_into(file, key, &db_path, None).and_then(|restored| {
-        check_restored(&db_path, &restored.manifest, key)?;
-        Ok(restored)
-    });
-    let _ = std::fs::remove_dir_all(&scratch);
-    let Restored {
-        manifest,
-        content_digest,
-        ..
-    } = checked?;
-    let size = std::fs::metadata(file)
-        .map_err(BackupError::io(format!("reading {}", file.display())))?
-        .len();
-    Ok(BackupReport {
-        manifest,
-        size,
-        content_digest,
-    })
-}
-
-/// Open a restored database as berthd would (integrity, migrations), then check it.
-fn check_restored(db_path: &Path, manifest: &Manifest, key: &BackupKey) -> Result<(), BackupError> {
-    let config = StoreConfig {
-        cache_size: 1 << 20,
-        full_check: true,
-        ..StoreConfig::default()
-    };
-    let (store, _) = Store::open(db_path, &config)?;
-    let report = store
-        .verify_invariants_blocking()
-        .map_err(|e| BackupError::Check(e.to_string()))?;
-    let listed = |name: &str| {
-        manifest
-            .snapshot
-            .tables
-            .iter()
-            .find(|(t, _)| t == name && !is_credentials(name))
-            .map_or(0, |(_, n)| *n)
-    };
-    for (name, seen) in [
-        ("vtxos", report.vtxos),
-        ("movements", report.movements),
-        ("round_states", report.round_states),
-        ("events", report.events),
-        ("devices", report.devices),
-    ] {
-        if listed(name) != seen {
-            return Err(BackupError::Check(format!(
-                "{name}: {seen} in the restored database, {} in the manifest",
-                listed(name)
-            )));
-        }
-    }
-    match &manifest.snapshot.wallet {
-        Some(wallet) if wallet.fingerprint != key.fingerprint() => {
-            Err(BackupError::Check(format!(
-                "the backup's wallet has fingerprint {}, the seed's is {}",
-                wallet.fingerprint,
-                key.fingerprint()
-            )))
-        }
-        _ => Ok(()),
-    }
-}
-
-/// What [`restore`] did.
-#[derive(Debug)]
-pub struct RestoreReport {
-    pub manifest: Manifest,
-    /// Files written beside the database (bark's config).
-    pub files: Vec<PathBuf>,
-}
-
-/// Restore `file` into `datadir`'s wallet database, which must not exist: rebuild it
-/// under a temporary name, check it as [`verify_file`] does, then rename it into place.
-/// The seed is the caller's business (it is not in the backup). Blocks.
-pub fn restore(
-    file: &Path,
-    key: &BackupKey,
-    db_path: &Path,
-    datadir: &Path,
-) -> Result<RestoreReport, BackupError> {
-    if db_path.exists() {
-        return Err(BackupError::Invalid(format!(
-            "{} exists: restore into a datadir without a wallet database",
-            db_path.display()
-        )));
-    }
-    let partial = db_path.with_extension("redb.restoring");
-    let _ = std::fs::remove_file(&partial);
-    let Restored {
-        manifest, files, ..
-    } = restore_into(file, key, &partial, Some(datadir))?;
-    let checked = check_restored(&partial, &manifest, key).and_then(|()| {
-        std::fs::rename(&partial, db_path).map_err(BackupError::io(format!(
-            "renaming to {}",
-            db_path.display()
-        )))
-    });
-    if let Err(e) = checked {
-        let _ = std::fs::remove_file(&partial);
-        for path in &files {
-            let _ = std::fs::remove_file(path);
-        }
-        return Err(e);
-    }
-    crate::fsutil::sync_dir(datadir)?;
-    Ok(RestoreReport { manifest, files })
-}
-
 pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -788,6 +387,9 @@ mod tests {
     //! Payloads no berthd writes, encrypted under the right key, so that only the
     //! payload's own checks can refuse them: the bounds on lengths, unknown tables and
     //! records, anything after the summary.
+
+    use std::path::PathBuf;
+    use std::sync::Arc;
 
     use super::*;
 
