@@ -11,6 +11,8 @@
 //!   itself (the control socket) and a phone exchanges for a device token.
 //! - The claim code ([`claim`]): written onto the card before first boot (or made by
 //!   `berthd claim reset`), exchanged once for the first admin device.
+//! - Enrolment ([`enrolment`]): pairing, claiming and revoking, the operations the API
+//!   and the console both call.
 //! - Websocket tickets ([`tickets`]): a browser cannot set `Authorization` on a
 //!   websocket, so a bearer holder asks for a one-time ticket and puts it in the query.
 //!
@@ -61,6 +63,7 @@
 pub mod backoff;
 pub mod claim;
 pub mod devices;
+pub mod enrolment;
 pub mod expiring;
 pub mod pairing;
 pub mod scopes;

@@ -86,6 +86,19 @@ pub struct AppState {
     >,
 }
 
+impl AppState {
+    /// Enrolling and removing devices (`access::enrolment`), over this daemon's parts.
+    pub fn enrolment(&self) -> crate::access::enrolment::Enrolment<'_> {
+        crate::access::enrolment::Enrolment {
+            devices: &self.devices,
+            pairing: &self.pairing,
+            claim: &self.claim,
+            failures: &self.failures,
+            tickets: &self.tickets,
+        }
+    }
+}
+
 /// How the router is put together.
 #[derive(Debug, Clone)]
 pub struct ApiOptions {

@@ -16,9 +16,9 @@
 //! declared once in [`declare`] with who may use it; the table (`routes`) applies that
 //! rule, and the same-origin check to every form, before the handler runs.
 //!
-//! The console goes through the same handles as the API (`api::v1::devices` for
+//! The console goes through the same operations as the API (`access::enrolment` for
 //! claiming, pairing and revoking; the engine for the wallet): it is another face of
-//! the same operations, not a second implementation of them.
+//! them, not a second implementation.
 
 mod backups;
 mod overview;
@@ -44,7 +44,7 @@ use crate::access::pairing::Grant;
 use crate::access::scopes::{Scope, Scopes};
 use crate::api::AppState;
 use crate::api::auth::peer_ip;
-use crate::api::v1::devices as device_ops;
+use crate::api::error::ApiError;
 use routes::Signed;
 
 /// The console's routes, to be served beside the API with its layers (host check,
@@ -257,7 +257,7 @@ async fn home(State(state): State<AppState>, headers: HeaderMap) -> Response {
 
 fn signed_out(state: &AppState, status: StatusCode, error: Option<String>) -> Response {
     let frame = Frame::new(state);
-    if device_ops::claim_is_open(state) {
+    if state.enrolment().claim_is_open() {
         page(
             status,
             &ClaimPage {
@@ -299,10 +299,14 @@ async fn sign_in(State(state): State<AppState>, request: Request) -> Response {
         );
     };
     let code = form.code.trim();
-    let outcome = if device_ops::claim_is_open(&state) {
-        device_ops::claim_device(&state, code, &form.name, peer, true).await
+    let enrolment = state.enrolment();
+    let outcome = if enrolment.claim_is_open() {
+        let has_wallet = crate::api::v1::devices::has_wallet(&state);
+        enrolment
+            .claim(code, &form.name, peer, true, has_wallet)
+            .await
     } else {
-        device_ops::pair_device(&state, code, &form.name, peer, true).await
+        enrolment.pair(code, &form.name, peer, true).await
     };
     match outcome {
         Ok((token, device)) => {
@@ -311,6 +315,7 @@ async fn sign_in(State(state): State<AppState>, request: Request) -> Response {
             see_other("/", Some(session::start(token.expose(), max_age)))
         }
         Err(e) => {
+            let e = ApiError::from(e);
             let status = e.status();
             let message = match status {
                 StatusCode::NOT_FOUND => {
@@ -328,8 +333,9 @@ async fn sign_in(State(state): State<AppState>, request: Request) -> Response {
 /// `POST /console/logout`: revoke this browser's device and forget the cookie.
 async fn sign_out(State(state): State<AppState>, headers: HeaderMap) -> Response {
     if let Some(who) = session::signed_in(&headers, &state.devices)
-        && let Err(e) = device_ops::revoke(&state, &who.device_id).await
+        && let Err(e) = state.enrolment().revoke(&who.device_id).await
     {
+        let e = ApiError::from(e);
         return (e.status(), e.to_string()).into_response();
     }
     see_other("/", Some(session::end()))
@@ -376,9 +382,12 @@ async fn devices_page(
 
 /// `POST /console/devices/{id}/revoke`
 async fn revoke(State(state): State<AppState>, Path(id): Path<String>) -> Response {
-    match device_ops::revoke(&state, &id).await {
+    match state.enrolment().revoke(&id).await {
         Ok(()) => see_other("/console/devices", None),
-        Err(e) => (e.status(), e.to_string()).into_response(),
+        Err(e) => {
+            let e = ApiError::from(e);
+            (e.status(), e.to_string()).into_response()
+        }
     }
 }
 

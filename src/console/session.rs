@@ -101,7 +101,7 @@ pub async fn guard(State(state): State<AppState>, mut request: Request, next: Ne
         SessionCheck::Valid(_) => return next.run(request).await,
         SessionCheck::Expired(id) => {
             tracing::info!(target: "berth::console", device = %id, "a console session expired");
-            if let Err(e) = crate::api::v1::devices::revoke(&state, &id).await {
+            if let Err(e) = state.enrolment().revoke(&id).await {
                 tracing::warn!(target: "berth::console", device = %id, error = %e,
                     "cannot remove an expired console session");
             }
@@ -131,7 +131,7 @@ pub fn spawn_sweeper(state: AppState) -> tokio::task::JoinHandle<()> {
         loop {
             tokio::time::sleep(SWEEP_EVERY).await;
             for id in state.devices.expired_sessions(Instant::now()) {
-                match crate::api::v1::devices::revoke(&state, &id).await {
+                match state.enrolment().revoke(&id).await {
                     Ok(()) => tracing::info!(target: "berth::console", device = %id,
                         "removed a console session past its time"),
                     Err(e) => tracing::warn!(target: "berth::console", device = %id,

@@ -3,9 +3,6 @@
 //! (`access::claim`); `GET/DELETE /devices` list and revoke devices (admin scope).
 //! Windows are opened by `berthd pair` on the box itself (`api::control`).
 
-use std::net::IpAddr;
-use std::time::Instant;
-
 use crate::api::routes::route;
 use axum::Json;
 use axum::extract::rejection::{JsonRejection, PathRejection};
@@ -13,12 +10,8 @@ use axum::extract::{Path, Request, State};
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 
-use crate::access::Credential;
-use crate::access::claim::Redeem;
-use crate::access::devices::{Device, DeviceError, check_device_name};
-use crate::access::pairing::Redeem as PairingRedeem;
-use crate::access::scopes::Scopes;
-use crate::access::secret::Secret;
+use crate::access::devices::{Device, DeviceError};
+use crate::access::enrolment::EnrolError;
 use crate::api::AppState;
 use crate::api::auth::peer_ip;
 use crate::api::error::{ApiError, ErrorResponse, NotFoundResponse};
@@ -88,6 +81,39 @@ pub struct DeviceRevokedResponse {
     pub message: String,
 }
 
+/// Whether the box has a wallet, for a claim (which a provisioned code makes only on
+/// a new box); the engine's error as it is, for the answer.
+pub(crate) async fn has_wallet(
+    state: &AppState,
+) -> Result<bool, Box<dyn std::error::Error + Send + Sync>> {
+    Ok(state.engine.wallet_record().await?.is_some())
+}
+
+impl From<EnrolError> for ApiError {
+    fn from(e: EnrolError) -> Self {
+        match e {
+            EnrolError::BadName(msg) => ApiError::BadRequest(msg.into()),
+            EnrolError::Closed => ApiError::not_found("no such endpoint"),
+            EnrolError::WrongPairingCode => {
+                ApiError::Unauthorized("not a valid pairing code (codes work once, for 10 minutes)")
+            }
+            EnrolError::WrongClaimCode => ApiError::Unauthorized("not the claim code"),
+            EnrolError::Blocked(secs) => ApiError::TooManyRequests(secs),
+            EnrolError::NoSuchDevice(id) => ApiError::NotFound {
+                message: format!("no device {id}"),
+                resources: vec![id],
+            },
+            EnrolError::Device(e) => e.into(),
+            EnrolError::Claim { what, source } => ApiError::internal(what, source),
+            EnrolError::Store { what, source } => ApiError::store(what, source),
+            EnrolError::Wallet(e) => match e.downcast::<crate::engine::EngineError>() {
+                Ok(e) => ApiError::from(*e),
+                Err(e) => ApiError::internal("reading the wallet", e),
+            },
+        }
+    }
+}
+
 impl From<DeviceError> for ApiError {
     fn from(e: DeviceError) -> Self {
         match e {
@@ -143,66 +169,14 @@ async fn pair_inner(state: AppState, request: Request) -> Result<Json<PairRespon
     let body: Result<Json<PairRequest>, JsonRejection> =
         <Json<PairRequest> as axum::extract::FromRequest<()>>::from_request(request, &()).await;
     let Json(body) = body?;
-    let (token, device) = pair_device(&state, &body.code, &body.name, peer, false).await?;
+    let (token, device) = state
+        .enrolment()
+        .pair(&body.code, &body.name, peer, false)
+        .await?;
     Ok(Json(PairResponse {
         token: token.expose().to_string(),
         device: device.into(),
     }))
-}
-
-/// Redeem a pairing code for a device named `name` (the window's name wins): the API's
-/// `POST /pair` and the console's sign-in (`session`: a console session, which
-/// expires).
-pub(crate) async fn pair_device(
-    state: &AppState,
-    code: &str,
-    name: &str,
-    peer: Option<IpAddr>,
-    session: bool,
-) -> Result<(Secret, Device), ApiError> {
-    let name = check_device_name(name).map_err(|msg| ApiError::BadRequest(msg.into()))?;
-    let grant = match state.pairing.redeem(code) {
-        Ok(grant) => grant,
-        Err(PairingRedeem::Closed) => return Err(ApiError::not_found("no such endpoint")),
-        Err(PairingRedeem::WrongCode) => {
-            count_wrong_code(state, peer)?;
-            return Err(ApiError::Unauthorized(
-                "not a valid pairing code (codes work once, for 10 minutes)",
-            ));
-        }
-    };
-    let name = grant.name.unwrap_or(name);
-    let (token, device) = add_device(state, &name, grant.scopes, session).await?;
-    tracing::info!(device = %device.id, name = %device.name, scopes = ?device.scopes, "device paired");
-    Ok((token, device))
-}
-
-/// A paired device, or a console session (which expires).
-async fn add_device(
-    state: &AppState,
-    name: &str,
-    scopes: Scopes,
-    session: bool,
-) -> Result<(Secret, Device), crate::access::devices::DeviceError> {
-    if session {
-        state.devices.add_session(name, scopes).await
-    } else {
-        state.devices.add(name, scopes).await
-    }
-}
-
-/// As with bearer tokens (`api::auth`): a right code is always taken, a wrong one from a
-/// blocked address is answered 429, and counted otherwise.
-fn count_wrong_code(state: &AppState, peer: Option<IpAddr>) -> Result<(), ApiError> {
-    if let Some(ip) = peer {
-        let now = Instant::now();
-        state
-            .failures
-            .check(ip, now)
-            .map_err(ApiError::TooManyRequests)?;
-        state.failures.failed(ip, now);
-    }
-    Ok(())
 }
 
 /// `POST /api/v1/claim`
@@ -242,87 +216,14 @@ async fn claim_inner(state: AppState, request: Request) -> Result<Json<PairRespo
     let body: Result<Json<ClaimRequest>, JsonRejection> =
         <Json<ClaimRequest> as axum::extract::FromRequest<()>>::from_request(request, &()).await;
     let Json(body) = body?;
-    let (token, device) = claim_device(&state, &body.code, &body.name, peer, false).await?;
+    let (token, device) = state
+        .enrolment()
+        .claim(&body.code, &body.name, peer, false, has_wallet(&state))
+        .await?;
     Ok(Json(PairResponse {
         token: token.expose().to_string(),
         device: device.into(),
     }))
-}
-
-/// Whether a claim is open (`access::claim`): the console shows its claim page then.
-pub(crate) fn claim_is_open(state: &AppState) -> bool {
-    matches!(state.claim.read(), Ok(Some(_)))
-}
-
-/// Exchange the claim code for an admin device named `name`: the API's `POST /claim`
-/// and the console's sign-in. 404 without an open claim (or a provisioned one on a box
-/// that has a wallet or a device).
-///
-/// An address the auth-failure backoff blocks is refused before anything is read, and
-/// no lock is held: a flood of wrong codes costs memory lookups and never makes the
-/// owner's attempt wait. Of two attempts with the right code, the one that takes the
-/// claim (`Claim::take`, an atomic rename) gets the device.
-pub(crate) async fn claim_device(
-    state: &AppState,
-    code: &str,
-    name: &str,
-    peer: Option<IpAddr>,
-    session: bool,
-) -> Result<(Secret, Device), ApiError> {
-    let name = check_device_name(name).map_err(|msg| ApiError::BadRequest(msg.into()))?;
-    if let Some(ip) = peer {
-        state
-            .failures
-            .check(ip, Instant::now())
-            .map_err(ApiError::TooManyRequests)?;
-    }
-    let wallet = state.engine.wallet_record().await.map_err(ApiError::from)?;
-    let devices = state
-        .devices
-        .list()
-        .await
-        .map_err(|e| ApiError::store("listing devices", e))?;
-    let unclaimed = wallet.is_none() && devices.is_empty();
-    let checked = state
-        .claim
-        .check(code, unclaimed)
-        .map_err(|e| ApiError::internal("reading the claim", e))?;
-    match checked {
-        Redeem::Closed => Err(ApiError::not_found("no such endpoint")),
-        Redeem::WrongCode => {
-            // The address was not blocked when the attempt began (checked above).
-            if let Some(ip) = peer {
-                state.failures.failed(ip, Instant::now());
-            }
-            Err(ApiError::Unauthorized("not the claim code"))
-        }
-        Redeem::Accepted => {
-            let Some(taken) = state
-                .claim
-                .take(code)
-                .map_err(|e| ApiError::internal("taking the claim", e))?
-            else {
-                // Another attempt with the code took it first.
-                return Err(ApiError::not_found("no such endpoint"));
-            };
-            let (token, device) = match add_device(state, &name, Scopes::FULL, session).await {
-                Ok(added) => added,
-                Err(e) => {
-                    if let Err(e) = taken.put_back() {
-                        tracing::error!(error = %e, "cannot open the claim again after a failed claim");
-                    }
-                    return Err(e.into());
-                }
-            };
-            // The device exists: a claim file left aside would only be litter, but a
-            // failure to remove it is said.
-            taken
-                .used()
-                .map_err(|e| ApiError::internal("closing the claim", e))?;
-            tracing::info!(device = %device.id, name = %device.name, "the box was claimed");
-            Ok((token, device))
-        }
-    }
 }
 
 /// `GET /api/v1/devices`
@@ -369,28 +270,8 @@ pub async fn revoke_device(
     id: Result<Path<String>, PathRejection>,
 ) -> Result<Json<DeviceRevokedResponse>, ApiError> {
     let Path(id) = id?;
-    revoke(&state, &id).await?;
+    state.enrolment().revoke(&id).await?;
     Ok(Json(DeviceRevokedResponse {
         message: "Device revoked".into(),
     }))
-}
-
-/// Revoke device `id`: its token stops working, its unspent tickets go and its live
-/// streams end. 404 when there is no such device.
-pub(crate) async fn revoke(state: &AppState, id: &str) -> Result<(), ApiError> {
-    let revoked = state
-        .devices
-        .revoke(id)
-        .await
-        .map_err(|e| ApiError::store("revoking a device", e))?;
-    if !revoked {
-        return Err(ApiError::NotFound {
-            message: format!("no device {id}"),
-            resources: vec![id.to_owned()],
-        });
-    }
-    // Its live streams end by themselves (`Devices::revoked`); its unspent tickets go.
-    state.tickets.revoke(&Credential::Device(id.to_owned()));
-    tracing::info!(device = %id, "device revoked");
-    Ok(())
 }
