@@ -391,17 +391,15 @@ fn every_console_form_refuses_a_cross_site_post_and_every_private_route_a_strang
     let (_tmp, datadir) = harness::new_datadir();
     let daemon = Daemon::start(&datadir, &["-q"]);
     let admin = admin_session(&daemon, &datadir);
-    let devices_before = json_of(
-        &daemon
-            .get(
-                "/api/v1/devices",
-                &[(
-                    "Authorization",
-                    &format!("Bearer {}", harness::token(&datadir)),
-                )],
-            )
-            .1,
-    );
+    let bearer = format!("Bearer {}", harness::token(&datadir));
+    let devices = || {
+        json_of(
+            &daemon
+                .get("/api/v1/devices", &[("Authorization", &bearer)])
+                .1,
+        )
+    };
+    let devices_before = devices();
     let routes = list();
     let forms: Vec<_> = routes.iter().filter(|r| r.changes_state).collect();
     assert!(forms.len() >= 14, "every form of the console: {forms:?}");
@@ -424,21 +422,7 @@ fn every_console_form_refuses_a_cross_site_post_and_every_private_route_a_strang
         !datadir.join("card-setup-request").exists(),
         "nothing a refused form asked for was done"
     );
-    let devices_after = json_of(
-        &daemon
-            .get(
-                "/api/v1/devices",
-                &[(
-                    "Authorization",
-                    &format!("Bearer {}", harness::token(&datadir)),
-                )],
-            )
-            .1,
-    );
-    assert_eq!(
-        devices_before, devices_after,
-        "no device was added or revoked"
-    );
+    assert_eq!(devices_before, devices(), "no device was added or revoked");
 
     let own = origin(&daemon);
     for route in routes.iter().filter(|r| r.access != Access::Public) {
