@@ -438,10 +438,9 @@ fn autopilot_policy(settings: &crate::config::BerthToml) -> crate::engine::autop
     crate::engine::autopilot::Policy {
         watchdog: watchdog.enabled,
         check_interval: std::time::Duration::from_secs(watchdog.check_interval_secs),
-        // Validated to at most 65,535 blocks (config).
-        warn_blocks: watchdog.warn_blocks.map(|b| b as u32),
-        exit_margin_blocks: watchdog.exit_margin_blocks.map(|b| b as u32),
-        refresh_attempts: watchdog.refresh_attempts as u32,
+        warn_blocks: watchdog.warn_blocks.map(u32::from),
+        exit_margin_blocks: watchdog.exit_margin_blocks.map(u32::from),
+        refresh_attempts: watchdog.refresh_attempts,
         auto_exit_fee_budget: watchdog.auto_exit_fee_budget_sat.map(Amount::from_sat),
         exit_progress_interval: std::time::Duration::from_secs(exits.progress_interval_secs),
         exit_fee_rate: (exits.fee_rate_sat_vb > 0).then(|| rate(exits.fee_rate_sat_vb)),

@@ -175,7 +175,7 @@ fn validate(parsed: &BerthToml) -> Result<(), String> {
         ),
         (
             "watchdog.refresh_attempts",
-            parsed.watchdog.refresh_attempts,
+            u64::from(parsed.watchdog.refresh_attempts),
             1,
             100,
         ),
@@ -210,16 +210,16 @@ fn validate(parsed: &BerthToml) -> Result<(), String> {
             1,
             168,
         ),
-        // Block counts: nothing longer than a server's VTXO lifetime (a u16) can matter.
+        // Block counts: at most 65,535 by their type (a u16), and not 0.
         (
             "watchdog.warn_blocks",
-            parsed.watchdog.warn_blocks.unwrap_or(1),
+            u64::from(parsed.watchdog.warn_blocks.unwrap_or(1)),
             1,
             65_535,
         ),
         (
             "watchdog.exit_margin_blocks",
-            parsed.watchdog.exit_margin_blocks.unwrap_or(1),
+            u64::from(parsed.watchdog.exit_margin_blocks.unwrap_or(1)),
             1,
             65_535,
         ),

@@ -250,12 +250,15 @@ pub struct WatchdogSection {
     pub check_interval_secs: u64,
     /// Alert when a VTXO is this close to its exit deadline, in blocks. Unset: derived
     /// from the wallet's bark config; a value can only make the alert come earlier.
-    pub warn_blocks: Option<u64>,
-    /// Treat a VTXO this close to its exit deadline as at risk, in blocks. Unset:
-    /// bark's `vtxo_exit_margin`; a value can only make the watchdog act earlier.
-    pub exit_margin_blocks: Option<u64>,
+    /// A `u16`: nothing longer than an Ark server's VTXO lifetime (a `u16` of blocks)
+    /// can matter.
+    pub warn_blocks: Option<u16>,
+    /// Treat a VTXO this close to its exit deadline as at risk, in blocks (a `u16`, as
+    /// above). Unset: bark's `vtxo_exit_margin`; a value can only make the watchdog act
+    /// earlier.
+    pub exit_margin_blocks: Option<u16>,
     /// Failed refresh attempts before an exit is started (1 to 100).
-    pub refresh_attempts: u64,
+    pub refresh_attempts: u32,
     /// Most the estimated fees of one automatic exit batch may be, in sats.
     pub auto_exit_fee_budget_sat: Option<u64>,
 }
