@@ -103,7 +103,7 @@ pub fn restore(layout: &Layout, file: &Path, mnemonic_file: Option<&Path>) -> an
 }
 
 fn seeds(layout: &Layout) -> anyhow::Result<crate::keys::Seeds> {
-    let settings = crate::config::BerthToml::load(&layout.berth_toml())?;
+    let settings = crate::config::settings::berth_toml(layout)?;
     Ok(crate::keys::Seeds::new(
         layout.seed_files(),
         crate::config::settings::seed_settings(&settings),

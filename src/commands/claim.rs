@@ -9,7 +9,7 @@ use crate::datadir::Layout;
 
 pub fn reset(layout: &Layout) -> anyhow::Result<()> {
     layout.ensure()?;
-    let settings = crate::config::BerthToml::load(&layout.berth_toml())?;
+    let settings = crate::config::settings::berth_toml(layout)?;
     let code = Claim::new(layout.claim(), settings.claim.reset_ttl())
         .reset()
         .context("opening the claim")?;

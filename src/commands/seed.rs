@@ -7,7 +7,7 @@ use crate::datadir::Layout;
 /// daemon already holds the seed it unlocked, and reads the envelope at its next start.
 pub fn run(layout: &Layout, command: &crate::cli::SeedCommand) -> anyhow::Result<()> {
     use crate::keys::{Kdf, SeedStatus};
-    let settings = crate::config::BerthToml::load(&layout.berth_toml())?;
+    let settings = crate::config::settings::berth_toml(layout)?;
     let seeds = crate::keys::Seeds::new(
         layout.seed_files(),
         crate::config::settings::seed_settings(&settings),

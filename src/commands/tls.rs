@@ -6,7 +6,7 @@ use crate::tls::ServerIdentity;
 
 pub fn show(layout: &Layout) -> anyhow::Result<()> {
     layout.ensure()?;
-    let settings = crate::config::BerthToml::load(&layout.berth_toml())?;
+    let settings = crate::config::settings::berth_toml(layout)?;
     let source = crate::config::settings::tls_source(layout, &settings);
     let identity = ServerIdentity::open(source.clone())?;
     println!("pin: {}", identity.ca_pin());

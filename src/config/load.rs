@@ -19,12 +19,6 @@ fn merge(base: &mut toml::Table, over: toml::Table) {
 }
 
 impl BerthToml {
-    /// Read `<datadir>/berth.toml`; defaults when the file does not exist.
-    pub fn load(datadir_file: &Path) -> Result<Self, ConfigError> {
-        let config_dir = std::env::var_os("CONFIGURATION_DIRECTORY").map(std::path::PathBuf::from);
-        Self::load_layered(datadir_file, config_dir.as_deref())
-    }
-
     /// Read and merge, later files winning key by key: `<config_dir>/berth.toml.d/*.toml`
     /// (in name order: a board's defaults), `<config_dir>/berth.toml` (the operator's),
     /// then the datadir's `berth.toml` (`datadir_file`). `config_dir` is systemd's

@@ -43,6 +43,14 @@ pub struct Settings {
     pub store: crate::store::StoreConfig,
 }
 
+/// `berth.toml` for this datadir, its layers under systemd's `$CONFIGURATION_DIRECTORY`
+/// (`/etc/berth`) first when that is set: for the daemon ([`Settings::resolve`]) and
+/// the subcommands that read the file (`seed`, `restore`, `claim`, `tls`).
+pub fn berth_toml(layout: &Layout) -> Result<BerthToml, crate::config::ConfigError> {
+    let etc = std::env::var_os("CONFIGURATION_DIRECTORY").map(std::path::PathBuf::from);
+    BerthToml::load_layered(&layout.berth_toml(), etc.as_deref())
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Auth {
     /// The datadir's bearer token and paired devices' tokens.
@@ -66,7 +74,7 @@ impl Settings {
         check_no_auth(cli)?;
         let tls = use_tls(cli)?;
         let allowed_origins = parse_origins(&cli.allowed_origins)?;
-        let file = BerthToml::load(&layout.berth_toml())?;
+        let file = berth_toml(&layout)?;
         let log = Log {
             verbose: cli.verbose,
             quiet: cli.quiet,
