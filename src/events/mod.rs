@@ -13,7 +13,8 @@
 //! cursor is below what retention or a wallet delete removed, or when bark's own
 //! channel overflowed before the recorder caught up (recorded in the log itself).
 
-pub mod vocabulary;
+/// The vocabulary lives with the store, which keeps it inside every stored event.
+pub use crate::store::vocabulary;
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, OnceLock, RwLock};

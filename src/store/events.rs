@@ -12,12 +12,12 @@ use std::time::Duration;
 
 use redb::{ReadableTable, ReadableTableMetadata, WriteTransaction};
 
-use crate::events::vocabulary::EventKind;
 use crate::store::Store;
 use crate::store::codec::Envelope;
 use crate::store::error::{RedbResultExt, StoreError};
 use crate::store::records::StoredEvent;
 use crate::store::schema::{EVENTS, EVENTS_BY_TIME, META, meta_keys};
+use crate::store::vocabulary::EventKind;
 
 /// How much of the log is kept. An append removes what falls outside.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -145,7 +145,7 @@ impl Store {
         &self,
         kind: EventKind,
         movement: Option<bark::movement::Movement>,
-        alert: Option<crate::events::vocabulary::Alert>,
+        alert: Option<crate::store::vocabulary::Alert>,
         now_us: u64,
         retention: EventRetention,
     ) -> Result<(u64, StoredEvent), StoreError> {

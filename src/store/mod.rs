@@ -32,6 +32,7 @@ pub mod schema;
 pub mod setup;
 pub mod snapshot;
 pub mod tokens;
+pub mod vocabulary;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -10,7 +10,7 @@ use bitcoin::Network;
 use bitcoin::Weight;
 use bitcoin::bip32::Fingerprint;
 
-use crate::events::vocabulary::{Alert, EventKind};
+use crate::store::vocabulary::{Alert, EventKind};
 
 /// A wallet action checkpoint with the order it was first stored in, so listings can
 /// be oldest first (the trait's contract) while upserts keep the original position.

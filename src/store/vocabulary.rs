@@ -1,7 +1,7 @@
 //! The event vocabulary: what an event in the durable log says happened, and what an
-//! alert of Berth's own background work says. Both the API (as the `type` of a
-//! notification) and the store (inside a stored event) speak it; it depends on nothing
-//! of Berth's, so each can.
+//! alert of Berth's own background work says. The store keeps it inside every stored
+//! event, and the API speaks it (as the `type` of a notification, through `events`,
+//! which re-exports it); it depends on nothing of Berth's.
 
 /// The details of an alert raised by Berth's own background work (the autopilot): a
 /// sentence for people, and the facts behind it for programs.
