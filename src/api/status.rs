@@ -306,3 +306,105 @@ fn verdict(
 pub fn utc(t: SystemTime) -> chrono::DateTime<chrono::Utc> {
     chrono::DateTime::<chrono::Utc>::from(t)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn wallet(exists: bool, loaded: bool, locked: bool) -> WalletState {
+        WalletState {
+            record: None,
+            unreadable: None,
+            exists,
+            loaded,
+            locked,
+        }
+    }
+
+    /// The verdict with everything else fine: 10 GiB free, no tasks, no backups.
+    fn judged(wallet: &WalletState, seen: &autopilot::Status) -> Verdict {
+        verdict(
+            wallet,
+            seen,
+            false,
+            Some((10 << 30, 20 << 30)),
+            &[],
+            &BackupStatus::default(),
+            None,
+            86_400,
+        )
+    }
+
+    #[test]
+    fn the_verdict_fails_first_then_degrades_and_is_ready_with_nothing_to_say() {
+        let fine = autopilot::Status::default();
+        let none = judged(&wallet(false, false, false), &fine);
+        assert_eq!(
+            (none.level, none.reasons.len()),
+            (Level::Ready, 0),
+            "no wallet yet"
+        );
+
+        let locked = judged(&wallet(true, false, true), &fine);
+        assert_eq!(locked.level, Level::Degraded);
+        assert!(locked.reasons[0].contains("locked"), "{:?}", locked.reasons);
+        let opening = judged(&wallet(true, false, false), &fine);
+        assert!(
+            opening.reasons[0].contains("not loaded yet"),
+            "{:?}",
+            opening.reasons
+        );
+
+        // Loaded: the autopilot's facts count, a VTXO past its deadline fails.
+        let mut seen = autopilot::Status::default();
+        seen.ark_server.reachable = Some(false);
+        seen.first_deadline = Some(-1);
+        let loaded = judged(&wallet(true, true, false), &seen);
+        assert_eq!(loaded.level, Level::Failing);
+        assert!(
+            loaded.reasons[0].contains("past the point"),
+            "{:?}",
+            loaded.reasons
+        );
+        assert!(
+            loaded
+                .reasons
+                .iter()
+                .any(|r| r.contains("Ark server is unreachable")),
+            "the degrading reasons follow: {:?}",
+            loaded.reasons
+        );
+        assert!(
+            loaded
+                .reasons
+                .iter()
+                .any(|r| r.contains("chain tip unknown")),
+            "{:?}",
+            loaded.reasons
+        );
+
+        // The disk inside the reserve fails whatever the wallet; low degrades.
+        let full = verdict(
+            &wallet(false, false, false),
+            &fine,
+            false,
+            Some((disk::RESERVE - 1, 20 << 30)),
+            &[],
+            &BackupStatus::default(),
+            None,
+            86_400,
+        );
+        assert_eq!(full.level, Level::Failing);
+        let low = verdict(
+            &wallet(false, false, false),
+            &fine,
+            false,
+            Some((disk::LOW - 1, 20 << 30)),
+            &[],
+            &BackupStatus::default(),
+            None,
+            86_400,
+        );
+        assert_eq!(low.level, Level::Degraded);
+    }
+}
