@@ -460,7 +460,7 @@ fn spawn_watchdog(
     tokio::spawn(async move {
         loop {
             let healthy = matches!(
-                tokio::time::timeout(every, crate::api::status::snapshot(&state)).await,
+                tokio::time::timeout(every, crate::api::status::snapshot(&state, crate::api::status::Reading::Facts)).await,
                 Ok(now) if now.store_error.is_none() && now.wallet.unreadable.is_none()
             );
             if healthy {

@@ -239,7 +239,7 @@ pub async fn health(
         .as_ref()
         .is_some_and(|c| c.scopes.allows(Scope::Read));
     let admin = caller.is_some_and(|c| c.scopes.allows(Scope::Admin));
-    let now = status::snapshot(&state).await;
+    let now = status::snapshot(&state, status::Reading::Facts).await;
     let code = match now.verdict.level {
         Level::Ready => StatusCode::OK,
         Level::Degraded | Level::Failing => StatusCode::SERVICE_UNAVAILABLE,

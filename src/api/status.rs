@@ -25,9 +25,9 @@ use crate::store::WalletRecord;
 #[derive(Debug)]
 pub struct Snapshot {
     pub wallet: WalletState,
-    /// The wallet's balances: the Ark balance whenever the wallet exists and is not
-    /// locked (from the store while bark cannot open it), the on-chain one only while
-    /// it is loaded.
+    /// The wallet's balances, when asked for ([`Reading::WithBalances`]): the Ark
+    /// balance whenever the wallet exists and is not locked (from the store while bark
+    /// cannot open it), the on-chain one only while it is loaded.
     pub balances: Option<Balances>,
     /// What the autopilot saw at its last check.
     pub seen: autopilot::Status,
@@ -123,8 +123,21 @@ impl Snapshot {
     }
 }
 
+/// What a snapshot reads besides the facts every reader needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reading {
+    /// The facts the verdict is drawn from: for `/health` and the watchdog.
+    Facts,
+    /// And the balances: for the console's overview and `/metrics`. The on-chain
+    /// balance waits for bark's on-chain wallet, which an on-chain sync holds for as
+    /// long as the chain source takes to answer; `/health` and the watchdog must not
+    /// wait on that (a slow chain source would otherwise stop the watchdog's pings and
+    /// get berthd restarted).
+    WithBalances,
+}
+
 /// Take the snapshot.
-pub async fn snapshot(state: &AppState) -> Snapshot {
+pub async fn snapshot(state: &AppState, reading: Reading) -> Snapshot {
     let engine = &state.engine;
     let seen = engine.autopilot_status();
     let (record, unreadable) = match engine.wallet_record().await {
@@ -134,7 +147,7 @@ pub async fn snapshot(state: &AppState) -> Snapshot {
     let exists = record.is_some();
     let loaded = engine.is_loaded().await;
     let locked = exists && engine.is_locked();
-    let balances = if exists && !locked {
+    let balances = if reading == Reading::WithBalances && exists && !locked {
         match engine.balance().await {
             Ok(ark) => Some(Balances {
                 ark,
@@ -321,18 +334,23 @@ mod tests {
         }
     }
 
-    /// The verdict with everything else fine: 10 GiB free, no tasks, no backups.
-    fn judged(wallet: &WalletState, seen: &autopilot::Status) -> Verdict {
+    /// The verdict with everything else fine: no tasks, no backups; `free` bytes of 20 GiB.
+    fn judged_with(wallet: &WalletState, seen: &autopilot::Status, free: u64) -> Verdict {
         verdict(
             wallet,
             seen,
             false,
-            Some((10 << 30, 20 << 30)),
+            Some((free, 20 << 30)),
             &[],
             &BackupStatus::default(),
             None,
             86_400,
         )
+    }
+
+    /// The same with 10 GiB free.
+    fn judged(wallet: &WalletState, seen: &autopilot::Status) -> Verdict {
+        judged_with(wallet, seen, 10 << 30)
     }
 
     #[test]
@@ -384,27 +402,9 @@ mod tests {
         );
 
         // The disk inside the reserve fails whatever the wallet; low degrades.
-        let full = verdict(
-            &wallet(false, false, false),
-            &fine,
-            false,
-            Some((disk::RESERVE - 1, 20 << 30)),
-            &[],
-            &BackupStatus::default(),
-            None,
-            86_400,
-        );
+        let full = judged_with(&wallet(false, false, false), &fine, disk::RESERVE - 1);
         assert_eq!(full.level, Level::Failing);
-        let low = verdict(
-            &wallet(false, false, false),
-            &fine,
-            false,
-            Some((disk::LOW - 1, 20 << 30)),
-            &[],
-            &BackupStatus::default(),
-            None,
-            86_400,
-        );
+        let low = judged_with(&wallet(false, false, false), &fine, disk::LOW - 1);
         assert_eq!(low.level, Level::Degraded);
     }
 }

@@ -91,7 +91,7 @@ const ALERTS: usize = 5;
 const ALERTS_AMONG: u64 = 500;
 
 pub(super) async fn overview(state: &AppState) -> Response {
-    let now = crate::api::status::snapshot(state).await;
+    let now = crate::api::status::snapshot(state, crate::api::status::Reading::WithBalances).await;
     if let Some(e) = &now.wallet.unreadable {
         tracing::error!(target: "berth::console", error = %e, "cannot read the wallet");
         return StatusCode::INTERNAL_SERVER_ERROR.into_response();

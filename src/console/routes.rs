@@ -132,33 +132,39 @@ impl Declare for Building {
 #[derive(Default)]
 pub(super) struct Listing(Vec<ConsoleRoute>);
 
-impl Declare for Listing {
-    fn page<H, T>(mut self, path: &'static str, access: Access, _: H) -> Self
-    where
-        H: Handler<T, AppState>,
-        T: 'static,
-    {
+impl Listing {
+    fn push(
+        mut self,
+        method: Method,
+        path: &'static str,
+        access: Access,
+        changes_state: bool,
+    ) -> Listing {
         self.0.push(ConsoleRoute {
-            method: Method::GET,
+            method,
             path,
             access,
-            changes_state: false,
+            changes_state,
         });
         self
     }
+}
 
-    fn form<H, T>(mut self, path: &'static str, access: Access, _: H) -> Self
+impl Declare for Listing {
+    fn page<H, T>(self, path: &'static str, access: Access, _: H) -> Self
     where
         H: Handler<T, AppState>,
         T: 'static,
     {
-        self.0.push(ConsoleRoute {
-            method: Method::POST,
-            path,
-            access,
-            changes_state: true,
-        });
-        self
+        self.push(Method::GET, path, access, false)
+    }
+
+    fn form<H, T>(self, path: &'static str, access: Access, _: H) -> Self
+    where
+        H: Handler<T, AppState>,
+        T: 'static,
+    {
+        self.push(Method::POST, path, access, true)
     }
 }
 

@@ -582,7 +582,7 @@ fn parse_vm_rss(status: &str) -> Option<u64> {
 pub async fn metrics(
     State(state): State<crate::api::AppState>,
 ) -> ([(axum::http::HeaderName, &'static str); 1], String) {
-    let now = crate::api::status::snapshot(&state).await;
+    let now = crate::api::status::snapshot(&state, crate::api::status::Reading::WithBalances).await;
     let text = render(&wallet_metrics(&now), &state.requests, rss_bytes());
     ([(axum::http::header::CONTENT_TYPE, CONTENT_TYPE)], text)
 }
