@@ -275,3 +275,39 @@ pub async fn revoke_device(
         message: "Device revoked".into(),
     }))
 }
+
+#[cfg(test)]
+mod tests {
+    use axum::http::StatusCode;
+
+    use super::*;
+
+    /// Each refusal of `access::enrolment` keeps the answer the API gave before it
+    /// moved there; a failure to read the wallet keeps the engine's own.
+    #[test]
+    fn enrolment_refusals_keep_their_statuses() {
+        let status = |e: EnrolError| ApiError::from(e).status();
+        assert_eq!(status(EnrolError::BadName("x")), StatusCode::BAD_REQUEST);
+        assert_eq!(status(EnrolError::Closed), StatusCode::NOT_FOUND);
+        assert_eq!(
+            status(EnrolError::WrongPairingCode),
+            StatusCode::UNAUTHORIZED
+        );
+        assert_eq!(status(EnrolError::WrongClaimCode), StatusCode::UNAUTHORIZED);
+        assert_eq!(
+            status(EnrolError::Blocked(4)),
+            StatusCode::TOO_MANY_REQUESTS
+        );
+        assert_eq!(
+            status(EnrolError::NoSuchDevice("d1".into())),
+            StatusCode::NOT_FOUND
+        );
+        let engine = crate::engine::EngineError::Unavailable("busy".into());
+        let direct = ApiError::from(crate::engine::EngineError::Unavailable("busy".into()));
+        let through = ApiError::from(EnrolError::Wallet(Box::new(engine)));
+        assert_eq!(through.status(), direct.status());
+        assert_eq!(through.to_string(), direct.to_string());
+        let other = ApiError::from(EnrolError::Wallet("a plain error".into()));
+        assert_eq!(other.status(), StatusCode::INTERNAL_SERVER_ERROR);
+    }
+}
