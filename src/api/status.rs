@@ -145,7 +145,7 @@ pub async fn snapshot(state: &AppState, reading: Reading) -> Snapshot {
         Err(e) => (None, Some(e.to_string())),
     };
     let exists = record.is_some();
-    let loaded = engine.is_loaded().await;
+    let loaded = engine.is_loaded();
     let locked = exists && engine.is_locked();
     let balances = if reading == Reading::WithBalances && exists && !locked {
         match engine.balance().await {

@@ -105,7 +105,7 @@ impl Engine {
         history: bool,
         transactions: bool,
     ) -> Result<Vec<bark::exit::ExitTransactionStatus>, EngineError> {
-        let Some(loaded) = self.loaded.read().await.clone() else {
+        let Some(loaded) = self.loaded_now() else {
             // Not open: the exits as stored, without their transactions (their
             // on-chain status needs the chain source).
             self.freshness().await?;
@@ -141,7 +141,7 @@ impl Engine {
         history: bool,
         transactions: bool,
     ) -> Result<Option<bark::exit::ExitTransactionStatus>, EngineError> {
-        let Some(loaded) = self.loaded.read().await.clone() else {
+        let Some(loaded) = self.loaded_now() else {
             self.freshness().await?;
             let stored = BarkPersister::get_exit_vtxo_entry(&self.store, &id)
                 .await
@@ -269,7 +269,7 @@ impl Engine {
                 }
                 let tip: Option<u32> = loaded.wallet.chain().tip().await.ok().map(Into::into);
                 let new_block = tip.is_some() && tip != seen.tip;
-                let interval = engine.autopilot.policy().exit_progress_interval;
+                let interval = engine.autopilot_policy.exit_progress_interval;
                 let due = seen.progressed_at.is_none_or(|t| t.elapsed() >= interval);
                 if !new_block && !due {
                     return Ok(());
@@ -277,7 +277,7 @@ impl Engine {
                 seen.tip = tip;
                 seen.progressed_at = Some(tokio::time::Instant::now());
                 let fee_rate = super::autopilot::exit_fee_rate(
-                    engine.autopilot.policy(),
+                    &engine.autopilot_policy,
                     loaded.wallet.chain().fee_rates().await.fast,
                 );
                 let (exits, _) = advance_exits(&loaded, &engine.exit_lock, Some(fee_rate))

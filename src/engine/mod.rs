@@ -1,13 +1,14 @@
 //! The engine: the one owner of the wallet. Handlers ask it; it asks the store and bark.
 //!
-//! Wallet lifecycle ([`lifecycle`]): **none** → `create` → **loaded** (a `bark::Wallet`
-//! with its background tasks, `wallet_tasks`) → `delete` → none, all without restarts.
-//! `create` answers once the wallet is loaded, as barkd's does. Loading needs the chain
-//! source (and creating an imported wallet its Ark server, for seed recovery), so a
-//! wallet created with `force` while they are unreachable stays **created** (recorded
-//! in the store) and a background task keeps trying to load it; a request that needs
-//! the wallet meanwhile waits for an open under way (bounded), else gets a clear "not
-//! loaded yet".
+//! Where the wallet is, is one value ([`WalletState`], `session.rs`): closed, locked,
+//! opening, waiting for its chain source, or loaded — holding the [`session`] that owns
+//! everything of the open wallet. The transitions ([`lifecycle`]: create, start, unlock,
+//! the loader, delete, unload) run without restarts. `create` answers once the wallet
+//! is loaded, as barkd's does. Loading needs the chain source (and creating an imported
+//! wallet its Ark server, for seed recovery), so a wallet created with `force` while
+//! they are unreachable stays waiting (recorded in the store) and a background task
+//! keeps trying to load it; a request that needs the wallet meanwhile waits for an open
+//! under way (bounded), else gets a clear "not loaded yet".
 //!
 //! Backups ([`backup`]): the format, writing, verifying and restoring them, and the
 //! daemon's schedule; the engine holds the backup key from the wallet's seed.
@@ -18,6 +19,7 @@ use std::time::Duration;
 
 use bitcoin::Network;
 use bitcoin::bip32::Fingerprint;
+use tokio::sync::watch;
 use tokio::sync::{Mutex, RwLock};
 
 mod arkoor_receives;
@@ -36,6 +38,7 @@ mod reads;
 mod recovery;
 mod round_events;
 mod rounds;
+mod session;
 pub mod supervisor;
 mod wallet_tasks;
 
@@ -45,6 +48,7 @@ pub use offboards::{OffboardOutcome, PendingOffboard};
 pub use offchain::ArkPayment;
 pub use reads::Freshness;
 pub use recovery::recovery_message;
+pub use session::WalletState;
 
 use crate::events::EventHub;
 use crate::store::{Store, StoreError, WalletRecord};
@@ -253,13 +257,17 @@ impl std::fmt::Debug for CreateWallet {
     }
 }
 
-/// A wallet open in bark. bark holds the on-chain wallet as a trait object; the
-/// on-chain endpoints need the concrete BDK wallet, so the engine keeps that handle too.
-/// Cheap to clone (both are shared handles), so no lock is held while an operation runs.
+/// A wallet open in bark: the handles an operation takes from the [`session::Session`].
+/// bark holds the on-chain wallet as a trait object; the on-chain endpoints need the
+/// concrete BDK wallet, so the engine keeps that handle too. Cheap to clone (all are
+/// shared handles), so no lock is held while an operation runs.
 #[derive(Clone)]
 pub struct LoadedWallet {
     pub wallet: bark::Wallet,
     pub onchain: Arc<RwLock<bark::onchain::OnchainWallet>>,
+    /// The autopilot of this wallet: what it learnt (the server's terms, alerts raised,
+    /// failed refreshes) goes with the wallet when it is closed.
+    pub(crate) autopilot: Arc<autopilot::Autopilot>,
 }
 
 pub struct Engine {
@@ -269,35 +277,22 @@ pub struct Engine {
     /// The wallet's seed: sealed, or barkd's plaintext file (`keys`).
     seeds: crate::keys::Seeds,
     events: Arc<EventHub>,
-    /// Serialises create and delete: of two concurrent creates exactly one wins.
+    /// Serialises create, unlock, install and delete: of two concurrent creates exactly
+    /// one wins, and a load cannot undo a delete.
     lifecycle: Mutex<()>,
-    loaded: RwLock<Option<LoadedWallet>>,
-    /// True while the wallet is being opened (at start, on create, a retry of the
-    /// loader): requests that need it wait for that open (`lifecycle::LOAD_WAIT`).
-    opening: tokio::sync::watch::Sender<bool>,
+    /// Where the wallet is (`session`): the one value every transition changes.
+    state: watch::Sender<WalletState>,
     /// One exit progress or claim at a time (the driver, the API).
     exit_lock: Mutex<()>,
-    /// The loaded wallet's background tasks (`wallet_tasks`), in place of bark's daemon.
-    wallet_tasks: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
-    /// The task recording the loaded wallet's notifications, and its stop switch.
-    recorder: std::sync::Mutex<Option<Recorder>>,
-    /// The watchdog, the exit reserve, alerts (`autopilot`).
-    autopilot: Arc<autopilot::Autopilot>,
+    /// The watchdog's and exit reserve's settings; each open wallet gets its own
+    /// autopilot with them (`LoadedWallet::autopilot`).
+    autopilot_policy: autopilot::Policy,
     /// Berth's supervised background tasks and their state.
     tasks: Arc<supervisor::Tasks>,
     /// The wallet's backup key, derived from its seed when the wallet is created or
-    /// berthd starts with one (`engine::backup::service`).
-    backup_key: Arc<tokio::sync::watch::Sender<crate::engine::backup::HeldKey>>,
-    /// True while the wallet waits for its seed's passphrase (`lifecycle::unlock`).
-    locked: std::sync::atomic::AtomicBool,
-    /// The chain view the balance is judged against, as recorded in the store
-    /// (`reads`); read from the store on first use.
-    chain_view: Mutex<Option<crate::store::ChainView>>,
-}
-
-struct Recorder {
-    stop: tokio::sync::watch::Sender<bool>,
-    task: tokio::task::JoinHandle<()>,
+    /// berthd starts with one (`engine::backup::service`), and dropped when the state
+    /// leaves the wallet (`Engine::advance`).
+    backup_key: Arc<watch::Sender<crate::engine::backup::HeldKey>>,
 }
 
 impl Engine {
@@ -313,17 +308,12 @@ impl Engine {
             layout,
             seeds,
             events,
-            autopilot: autopilot::Autopilot::new(policy),
+            autopilot_policy: policy,
             tasks: Arc::new(supervisor::Tasks::default()),
-            recorder: std::sync::Mutex::new(None),
             lifecycle: Mutex::new(()),
-            loaded: RwLock::new(None),
-            opening: tokio::sync::watch::Sender::new(false),
+            state: watch::Sender::new(WalletState::Closed),
             exit_lock: Mutex::new(()),
-            wallet_tasks: std::sync::Mutex::new(Vec::new()),
-            backup_key: Arc::new(tokio::sync::watch::Sender::new(Default::default())),
-            locked: std::sync::atomic::AtomicBool::new(false),
-            chain_view: Mutex::new(None),
+            backup_key: Arc::new(watch::Sender::new(Default::default())),
         })
     }
 
@@ -366,9 +356,11 @@ impl Engine {
         &self.events
     }
 
-    /// What the autopilot last saw.
+    /// What the open wallet's autopilot last saw (nothing while no wallet is open).
     pub fn autopilot_status(&self) -> autopilot::Status {
-        self.autopilot.status()
+        self.loaded_now()
+            .map(|loaded| loaded.autopilot.status())
+            .unwrap_or_default()
     }
 
     /// The supervised background tasks' state.
@@ -386,13 +378,7 @@ impl Engine {
             "autopilot",
             move || {
                 let engine = Arc::clone(&engine);
-                async move {
-                    engine
-                        .autopilot
-                        .check(&engine)
-                        .await
-                        .map_err(|e| e.to_string())
-                }
+                async move { engine.check_autopilot().await.map_err(|e| e.to_string()) }
             },
             move || {
                 let engine = Arc::clone(&waiter);
@@ -401,24 +387,37 @@ impl Engine {
         )
     }
 
+    /// One autopilot pass over the open wallet; nothing while none is open (an open
+    /// under way is waited for, as for any request).
+    async fn check_autopilot(&self) -> Result<(), EngineError> {
+        let loaded = match self.loaded().await {
+            Ok(loaded) => loaded,
+            Err(EngineError::NoWallet | EngineError::NotLoaded | EngineError::Locked) => {
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        };
+        loaded.autopilot.check(self, &loaded).await
+    }
+
     /// Wait for the check interval, or less when bark sees a new block (its cached
     /// view of the tip: no request to the chain source) or a wallet is loaded or
     /// unloaded.
     async fn until_next_check(&self) {
-        let deadline = tokio::time::Instant::now() + self.autopilot.policy().check_interval;
+        let deadline = tokio::time::Instant::now() + self.autopilot_policy.check_interval;
         let seen = |loaded: Option<LoadedWallet>| async move {
             match loaded {
                 Some(l) => (true, l.wallet.chain().last_observed_tip().await),
                 None => (false, None),
             }
         };
-        let start = seen(self.loaded.read().await.clone()).await;
+        let start = seen(self.loaded_now()).await;
         while tokio::time::Instant::now() < deadline {
             tokio::time::sleep_until(
                 deadline.min(tokio::time::Instant::now() + Duration::from_secs(2)),
             )
             .await;
-            if seen(self.loaded.read().await.clone()).await != start {
+            if seen(self.loaded_now()).await != start {
                 return;
             }
         }
@@ -489,12 +488,49 @@ impl Engine {
 
     /// Whether the wallet waits for its seed's passphrase.
     pub fn is_locked(&self) -> bool {
-        self.locked.load(std::sync::atomic::Ordering::SeqCst)
+        matches!(*self.state.borrow(), WalletState::Locked)
     }
 
     /// Whether a wallet is loaded (for status and tests).
-    pub async fn is_loaded(&self) -> bool {
-        self.loaded.read().await.is_some()
+    pub fn is_loaded(&self) -> bool {
+        matches!(*self.state.borrow(), WalletState::Loaded(_))
+    }
+
+    /// Where the wallet is now, and as it changes.
+    pub fn wallet_state(&self) -> watch::Receiver<WalletState> {
+        self.state.subscribe()
+    }
+
+    /// The open wallet's handles, without waiting for an open under way.
+    pub(crate) fn loaded_now(&self) -> Option<LoadedWallet> {
+        self.state.borrow().session().map(|s| s.wallet.clone())
+    }
+
+    /// Move the wallet to `to`, if where it is now is one that `from` accepts; whether
+    /// it moved. Leaving a wallet (for `Closed` or `Locked`) drops its backup key;
+    /// leaving `Loaded` closes the session as a whole. Each transition goes through
+    /// here, so one that lost a race (a loader whose wallet was deleted meanwhile)
+    /// changes nothing.
+    async fn advance(&self, from: impl FnOnce(&WalletState) -> bool, to: WalletState) -> bool {
+        let drops_key = matches!(to, WalletState::Closed | WalletState::Locked);
+        let mut left = None;
+        let moved = self.state.send_if_modified(|now| {
+            if !from(now) {
+                return false;
+            }
+            tracing::debug!(from = ?now, to = ?to, "wallet state");
+            left = std::mem::replace(now, to).session().cloned();
+            true
+        });
+        if moved && drops_key {
+            self.backup_key
+                .send_replace(crate::engine::backup::HeldKey::None);
+        }
+        if let Some(session) = left {
+            session.close().await;
+            wallet_tasks::forget(&self.tasks);
+        }
+        moved
     }
 }
 

@@ -27,7 +27,7 @@ impl Engine {
     /// [`EngineError::Locked`] while its seed waits for its passphrase (the owner chose
     /// to keep it closed). Never waits for the wallet to load.
     pub async fn freshness(&self) -> Result<Freshness, EngineError> {
-        if self.loaded.read().await.is_some() {
+        if self.is_loaded() {
             return Ok(Freshness::Current);
         }
         self.require_wallet().await?;
@@ -51,17 +51,18 @@ impl Engine {
     }
 
     /// The chain view the balance is judged against: the open wallet's, recorded in the
-    /// store whenever it changes; else the recorded one.
+    /// store whenever it changes (the session keeps the last one recorded); else the
+    /// recorded one.
     async fn chain_view(&self) -> Result<ChainView, EngineError> {
-        let loaded = self.loaded.read().await.clone();
-        let mut recorded = self.chain_view.lock().await;
+        let Some(session) = self.state.borrow().session().cloned() else {
+            return Ok(self.store.chain_view().await?);
+        };
+        let loaded = &session.wallet;
+        let mut recorded = session.chain_view.lock().await;
         if recorded.is_none() {
             *recorded = Some(self.store.chain_view().await?);
         }
         let last = recorded.unwrap_or_default();
-        let Some(loaded) = loaded else {
-            return Ok(last);
-        };
         let seen = ChainView {
             tip: loaded
                 .wallet

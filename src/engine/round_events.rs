@@ -101,7 +101,7 @@ impl Engine {
                     delivered = true;
                     let gate = match attempt_gate.take() {
                         Some((gate, _)) => gate,
-                        None => self.autopilot.round_gate().await,
+                        None => loaded.autopilot.round_gate().await,
                     };
                     self.play_round_event(wallet, &event, maintenance.as_mut()).await;
                     let first_attempt =
@@ -116,7 +116,7 @@ impl Engine {
                 }
                 outcome = finished(&mut maintenance), if maintenance.is_some() => {
                     if let Some(done) = maintenance.take() {
-                        self.maintenance_finished(wallet, &done, outcome).await;
+                        self.maintenance_finished(loaded, &done, outcome).await;
                     }
                 }
                 () = tokio::time::sleep_until(gate_until), if attempt_gate.is_some() => {
@@ -129,7 +129,7 @@ impl Engine {
         // finish before this task subscribes again and could start another.
         if let Some(mut done) = maintenance.take() {
             let outcome = (&mut done.run).await;
-            self.maintenance_finished(wallet, &done, outcome).await;
+            self.maintenance_finished(loaded, &done, outcome).await;
         }
         match ended {
             Ok(()) if delivered => Ok(()),
@@ -177,25 +177,26 @@ impl Engine {
     /// server rejected it and bark refreshed the others without it).
     async fn maintenance_finished(
         &self,
-        wallet: &bark::Wallet,
+        loaded: &LoadedWallet,
         done: &Maintenance,
         outcome: Result<anyhow::Result<Option<RoundStatus>>, tokio::task::JoinError>,
     ) {
+        let (wallet, autopilot) = (&loaded.wallet, &loaded.autopilot);
         match outcome {
             Ok(Ok(Some(status))) => {
                 tracing::info!(target: "berth::rounds", ?status, "the maintenance refresh's round finished");
-                self.autopilot.record_refresh(true);
+                autopilot.record_refresh(true);
             }
             // Nothing economical to refresh after all: bark's decision, not a failure.
             Ok(Ok(None)) => return,
             Ok(Err(e)) => {
                 tracing::warn!(target: "berth::rounds", error = %format!("{e:#}"),
                     "the maintenance refresh failed");
-                self.autopilot.record_refresh(false);
+                autopilot.record_refresh(false);
             }
             Err(e) => {
                 tracing::error!(target: "berth::rounds", error = %e, "the maintenance refresh stopped");
-                self.autopilot.record_refresh(false);
+                autopilot.record_refresh(false);
             }
         }
         let mut unrefreshed = Vec::new();
@@ -212,7 +213,7 @@ impl Engine {
         if !unrefreshed.is_empty() {
             tracing::warn!(target: "berth::rounds", vtxos = unrefreshed.len(),
                 "VTXOs due for a maintenance refresh were not refreshed");
-            self.autopilot.record_unrefreshed(unrefreshed);
+            autopilot.record_unrefreshed(unrefreshed);
         }
     }
 
@@ -319,7 +320,7 @@ impl Engine {
                     .filter(|s| s.state().flow_kind() == bark::round::RoundFlowKind::Failed)
                 {
                     let inputs = state.state().participation().inputs.iter().map(|v| v.id());
-                    self.autopilot.record_failed_round(state.id(), inputs);
+                    loaded.autopilot.record_failed_round(state.id(), inputs);
                 }
             }
             Err(e) => tracing::warn!(target: "berth::rounds", error = %format!("{e:#}"),

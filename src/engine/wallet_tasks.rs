@@ -46,41 +46,28 @@ pub(super) const NAMES: [&str; 5] = [
 ];
 
 impl Engine {
-    /// Start every task that keeps `loaded` in step with the chain and the Ark server.
-    /// Replaces (aborts) the tasks of a wallet loaded before.
-    pub(super) async fn start_wallet_tasks(self: &Arc<Self>, loaded: LoadedWallet) {
+    /// Start every task that keeps `loaded` in step with the chain and the Ark server;
+    /// their handles, for the wallet's session to own (and stop when it closes).
+    pub(super) async fn start_wallet_tasks(
+        self: &Arc<Self>,
+        loaded: LoadedWallet,
+    ) -> Vec<JoinHandle<()>> {
         if loaded.wallet.config().daemon_manual_sync {
             tracing::info!(
                 "daemon_manual_sync is set in config.toml: no background sync, refresh or \
                  exit progression (as barkd); clients sync and progress through the API"
             );
-            self.stop_wallet_tasks();
-            return;
+            return Vec::new();
         }
         let interval = Duration::from_secs(loaded.wallet.config().daemon_sync_interval_secs.max(1));
         let [onchain_tip, ark_tip] = TipWait::start(&loaded, interval).await;
-        let handles = vec![
+        vec![
             self.spawn_onchain_sync(loaded.clone(), onchain_tip),
             self.spawn_ark_sync(loaded.clone(), ark_tip),
             self.spawn_rounds(loaded.clone()),
             self.spawn_mailbox(loaded.clone()),
             self.spawn_exit_driver(loaded),
-        ];
-        let old = std::mem::replace(
-            &mut *self.wallet_tasks.lock().unwrap_or_else(|e| e.into_inner()),
-            handles,
-        );
-        old.iter().for_each(JoinHandle::abort);
-    }
-
-    /// Stop the loaded wallet's tasks (unload, shutdown) and forget their state.
-    pub(super) fn stop_wallet_tasks(&self) {
-        let handles =
-            std::mem::take(&mut *self.wallet_tasks.lock().unwrap_or_else(|e| e.into_inner()));
-        handles.iter().for_each(JoinHandle::abort);
-        for name in NAMES {
-            self.tasks.remove(name);
-        }
+        ]
     }
 
     fn spawn_onchain_sync(&self, loaded: LoadedWallet, tip: TipWait) -> JoinHandle<()> {
@@ -174,6 +161,13 @@ impl Engine {
         };
         self.tasks
             .spawn("mailbox", step, || tokio::time::sleep(RESUBSCRIBE_PAUSE))
+    }
+}
+
+/// Forget the state of a closed session's tasks (its session stopped them).
+pub(super) fn forget(tasks: &super::supervisor::Tasks) {
+    for name in NAMES {
+        tasks.remove(name);
     }
 }
 

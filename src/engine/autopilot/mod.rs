@@ -118,7 +118,8 @@ pub struct TipStatus {
     pub seen_at: SystemTime,
 }
 
-/// The autopilot's memory between checks.
+/// The autopilot of one open wallet (each session has its own: `LoadedWallet`), and its
+/// memory between checks; it goes with the wallet when the wallet is closed.
 pub struct Autopilot {
     policy: Policy,
     status: std::sync::RwLock<Status>,
@@ -205,14 +206,6 @@ impl Autopilot {
             failures: std::sync::Mutex::new(Failures::default()),
             round_gate: tokio::sync::Mutex::new(()),
         })
-    }
-
-    /// Forget everything learnt of the wallet (it was deleted): its server's terms,
-    /// the alerts raised, failure counts, what `/health` shows.
-    pub async fn forget(&self) {
-        *self.memory.lock().await = Memory::default();
-        *self.failures.lock().unwrap_or_else(|e| e.into_inner()) = Failures::default();
-        self.update(|s| *s = Status::default());
     }
 
     pub fn policy(&self) -> &Policy {
@@ -311,30 +304,21 @@ impl Autopilot {
     /// supervisor retries with backoff); what was learnt so far stays recorded. The
     /// decisions are `decisions`' pure functions; each step here gathers their facts
     /// and carries them out.
-    pub async fn check(&self, engine: &Engine) -> Result<(), EngineError> {
+    pub async fn check(&self, engine: &Engine, loaded: &LoadedWallet) -> Result<(), EngineError> {
         let mut memory = self.memory.lock().await;
         memory.checks += 1;
-        let loaded = match engine.loaded().await {
-            Ok(loaded) => loaded,
-            Err(EngineError::NoWallet | EngineError::NotLoaded | EngineError::Locked) => {
-                // Nothing is known without a wallet.
-                self.update(|s| *s = Status::default());
-                return Ok(());
-            }
-            Err(e) => return Err(e),
-        };
         let now = SystemTime::now();
         tracing::debug!(target: "berth::autopilot", "check: probing the Ark server");
-        let server = self.probe_server(engine, &loaded, &mut memory, now).await;
+        let server = self.probe_server(engine, loaded, &mut memory, now).await;
         tracing::debug!(target: "berth::autopilot", ?server, "check: the chain tip");
-        let tip = self.read_tip(&loaded, &mut memory, now).await?;
-        let exiting = self.watch_exits(engine, &loaded, &mut memory).await;
+        let tip = self.read_tip(loaded, &mut memory, now).await?;
+        let exiting = self.watch_exits(engine, loaded, &mut memory).await;
         let watched = self
-            .watch_expiry(engine, &loaded, &mut memory, server, tip.height, &exiting)
+            .watch_expiry(engine, loaded, &mut memory, server, tip.height, &exiting)
             .await?;
         // The exit reserve: on the first check, on each new block, and every tenth.
         if tip.seen_at == now || memory.checks % 10 == 1 {
-            self.check_reserve(engine, &loaded, &mut memory).await;
+            self.check_reserve(engine, loaded, &mut memory).await;
         }
         tracing::debug!(target: "berth::autopilot", tip = tip.height, vtxos = watched,
             "check: done");

@@ -136,17 +136,20 @@ impl Engine {
             without_server: req.force && !imported,
         };
         match self
-            .open_watched(req.network, config.clone(), &mnemonic, mode)
+            .open_watched(req.network, fingerprint, config.clone(), &mnemonic, mode)
             .await
         {
             Ok(opened) => {
                 self.hold_backup_key(fingerprint, &mnemonic);
-                self.install(opened).await;
+                self.install(opened, fingerprint).await;
                 tracing::info!(%fingerprint, imported, "wallet created");
                 Ok(fingerprint)
             }
             // A storage failure is fatal (the daemon stops), never a reason to go on.
-            Err(OpenError::Store(e)) => Err(EngineError::Store(e)),
+            Err(OpenError::Store(e)) => {
+                self.unload().await;
+                Err(EngineError::Store(e))
+            }
             Err(e) if req.force => {
                 tracing::warn!(%fingerprint, error = %e,
                     "wallet created; it loads once its chain source and Ark server answer");
@@ -159,9 +162,9 @@ impl Engine {
                 // Nothing is left: not the record, not what bark or the on-chain scan
                 // stored, then not the files this call wrote (in that order: a crash in
                 // between leaves a seed without a wallet, never the reverse).
+                self.unload().await;
                 self.store.wipe_wallet().await?;
                 self.events.forget_recent();
-                *self.chain_view.lock().await = None;
                 for path in written {
                     if let Err(e) = std::fs::remove_file(&path) {
                         tracing::warn!(file = %path.display(), error = %e, "cannot remove a file of the failed create");

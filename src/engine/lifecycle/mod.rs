@@ -25,7 +25,8 @@ use bark::persist::BarkPersister;
 use bitcoin::Network;
 use bitcoin::bip32::Fingerprint;
 
-use super::{Engine, EngineError, LoadedWallet};
+use super::session::{Recorder, Session};
+use super::{Engine, EngineError, LoadedWallet, WalletState};
 use crate::store::InitialScan;
 
 mod create;
@@ -109,7 +110,11 @@ impl Engine {
         // passphrase nobody gave yet is waited for: a person types it after a reboot.
         let phrase = match self.read_seed().await {
             Err(EngineError::Seed(crate::keys::KeyError::PassphraseNeeded)) => {
-                self.locked.store(true, std::sync::atomic::Ordering::SeqCst);
+                self.advance(
+                    |now| matches!(now, WalletState::Closed),
+                    WalletState::Locked,
+                )
+                .await;
                 tracing::warn!(fingerprint = %record.fingerprint,
                     "the wallet is locked: its seed is sealed with a passphrase; unlock it in \
                      the console or with POST /api/v1/wallet/unlock");
@@ -162,8 +167,6 @@ impl Engine {
         self.seeds.keep_given(&candidate);
         let fingerprint = record.fingerprint;
         self.load_from(record, phrase)?;
-        self.locked
-            .store(false, std::sync::atomic::Ordering::SeqCst);
         tracing::info!(%fingerprint, "the wallet was unlocked");
         Ok(fingerprint)
     }
@@ -208,25 +211,29 @@ impl Engine {
         Ok(())
     }
 
-    /// The open wallet: [`EngineError::NoWallet`] without one, [`EngineError::NotLoaded`]
-    /// while bark cannot open it yet. An open under way is waited for, at most
-    /// [`LOAD_WAIT`].
+    /// The open wallet: [`EngineError::NoWallet`] without one, [`EngineError::Locked`]
+    /// while its seed waits for its passphrase, [`EngineError::NotLoaded`] while bark
+    /// cannot open it yet. An open under way is waited for, at most [`LOAD_WAIT`].
     pub async fn loaded(&self) -> Result<LoadedWallet, EngineError> {
-        if let Some(loaded) = self.loaded.read().await.as_ref() {
-            return Ok(loaded.clone());
+        let mut state = self.state.subscribe();
+        let mut now = state.borrow_and_update().clone();
+        if let WalletState::Opening(_) = now {
+            // Whatever the outcome, look again; a timeout is "not loaded yet".
+            let _ = tokio::time::timeout(
+                LOAD_WAIT,
+                state.wait_for(|s| !matches!(s, WalletState::Opening(_))),
+            )
+            .await;
+            now = self.state.borrow().clone();
         }
-        self.require_wallet().await?;
-        if self.is_locked() {
-            return Err(EngineError::Locked);
-        }
-        let mut opening = self.opening.subscribe();
-        if *opening.borrow_and_update() {
-            // Whatever the outcome, look again below; a timeout is "not loaded yet".
-            let _ = tokio::time::timeout(LOAD_WAIT, opening.wait_for(|busy| !*busy)).await;
-        }
-        match self.loaded.read().await.as_ref() {
-            Some(loaded) => Ok(loaded.clone()),
-            None => Err(EngineError::NotLoaded),
+        match now {
+            WalletState::Loaded(session) => Ok(session.wallet.clone()),
+            WalletState::Locked => Err(EngineError::Locked),
+            WalletState::Opening(_) | WalletState::Waiting(_) => Err(EngineError::NotLoaded),
+            WalletState::Closed => {
+                self.require_wallet().await?;
+                Err(EngineError::NotLoaded)
+            }
         }
     }
 
@@ -244,56 +251,78 @@ impl Engine {
         mode: OpenMode,
     ) {
         let engine = Arc::clone(self);
-        // Set before the task runs, so a request that arrives in the next instant waits.
-        self.opening.send_replace(true);
+        // Opening before the task runs, so a request that arrives in the next instant
+        // waits. From wherever the wallet was not open: closed, locked (an unlock), or
+        // waiting (a create with `force` whose first open failed).
+        let _ = self.state.send_if_modified(|now| {
+            if matches!(now, WalletState::Loaded(_)) {
+                return false;
+            }
+            *now = WalletState::Opening(fingerprint);
+            true
+        });
+        let ours = move |now: &WalletState| matches!(now, WalletState::Opening(f) | WalletState::Waiting(f) if *f == fingerprint);
         tokio::spawn(async move {
             let mut delay = Duration::from_secs(1);
             loop {
-                let still_ours = || async {
-                    engine.wallet_fingerprint().await.ok().flatten() == Some(fingerprint)
-                };
-                if !still_ours().await {
-                    engine.opening.send_replace(false);
+                // Deleted (or replaced) meanwhile, or shut down: the loader's work is over.
+                if !engine
+                    .advance(ours, WalletState::Opening(fingerprint))
+                    .await
+                {
                     return;
                 }
-                engine.opening.send_replace(true);
                 match engine.open(network, config.clone(), &mnemonic, mode).await {
                     Ok(opened) => {
-                        // Install under the lifecycle lock, so a delete that ran while
-                        // bark was opening cannot be undone by this load.
+                        // Under the lifecycle lock, so a delete that ran while bark was
+                        // opening cannot be undone by this load.
                         let _lifecycle = engine.lifecycle.lock().await;
-                        if still_ours().await {
-                            engine.install(opened).await;
+                        if engine.install(opened, fingerprint).await {
                             tracing::info!(%fingerprint, "wallet loaded");
                         }
-                        engine.opening.send_replace(false);
                         return;
                     }
                     Err(e) => {
                         tracing::warn!(error = %e, retry_in = ?delay, "cannot load the wallet yet");
                     }
                 }
-                engine.opening.send_replace(false);
+                if !engine
+                    .advance(ours, WalletState::Waiting(fingerprint))
+                    .await
+                {
+                    return;
+                }
                 tokio::time::sleep(delay).await;
                 delay = (delay * 2).min(Duration::from_secs(60));
             }
         });
     }
 
-    /// [`Engine::open`], with requests that need the wallet waiting for it meanwhile.
+    /// [`Engine::open`] of a wallet being created (the caller holds the lifecycle
+    /// lock), with requests that need the wallet waiting for it meanwhile. A failed
+    /// open leaves the wallet `Waiting`: the caller decides whether a loader goes on.
     async fn open_watched(
         &self,
         network: Network,
+        fingerprint: Fingerprint,
         config: bark::Config,
         mnemonic: &bark::bip39::Mnemonic,
         mode: OpenMode,
     ) -> Result<Opened, OpenError> {
-        self.opening.send_replace(true);
+        self.advance(
+            |now| matches!(now, WalletState::Closed),
+            WalletState::Opening(fingerprint),
+        )
+        .await;
         let opened = self.open(network, config, mnemonic, mode).await;
         if opened.is_err() {
-            self.opening.send_replace(false);
+            self.advance(
+                |now| matches!(now, WalletState::Opening(f) if *f == fingerprint),
+                WalletState::Waiting(fingerprint),
+            )
+            .await;
         }
-        // On success the flag drops once the wallet is installed (`install`).
+        // On success the wallet stays `Opening` until it is installed (`install`).
         opened
     }
 
@@ -322,7 +351,6 @@ impl Engine {
                 "an earlier attempt to create the wallet was interrupted; starting over"
             );
             self.store.restart_wallet_creation().await?;
-            *self.chain_view.lock().await = None;
         }
         // The chain source is checked first when this open creates the wallet (nothing
         // of it is stored while the source is away, and the answer can say which source
@@ -421,16 +449,26 @@ impl Engine {
             }
         };
         Ok(Opened {
-            wallet: LoadedWallet { wallet, onchain },
+            wallet: LoadedWallet {
+                wallet,
+                onchain,
+                autopilot: super::autopilot::Autopilot::new(self.autopilot_policy.clone()),
+            },
             recovery,
         })
     }
 
-    /// Make an opened wallet the loaded one (the caller holds the lifecycle lock):
-    /// record how its creation went, then start the event recorder, fail the refreshes
-    /// a crash left without a round state (`rounds`), then start the work that makes
-    /// bark notify, so none of its notifications can be missed.
-    async fn install(self: &Arc<Self>, opened: Opened) {
+    /// Make an opened wallet the loaded one (the caller holds the lifecycle lock), if
+    /// it is still the one being opened (not deleted meanwhile): record how its
+    /// creation went, then start the event recorder, fail the refreshes a crash left
+    /// without a round state (`rounds`), then start the work that makes bark notify, so
+    /// none of its notifications can be missed. Whether it was installed.
+    async fn install(self: &Arc<Self>, opened: Opened, fingerprint: Fingerprint) -> bool {
+        let ours =
+            move |now: &WalletState| matches!(now, WalletState::Opening(f) if *f == fingerprint);
+        if !ours(&self.state.borrow()) {
+            return false;
+        }
         if let Some(found) = opened.recovery {
             if let Err(e) = self
                 .store
@@ -440,18 +478,25 @@ impl Engine {
                 // The store failing is fatal (the daemon stops); the next start
                 // creates the wallet again, recovery included.
                 tracing::error!(error = %e, "cannot record the wallet's creation");
-                self.opening.send_replace(false);
-                return;
+                self.advance(ours, WalletState::Closed).await;
+                return false;
             }
             self.announce_recovery(&found).await;
         }
-        self.start_recorder(&opened.wallet.wallet).await;
+        let recorder = self.start_recorder(&opened.wallet.wallet).await;
         // Between the two: its notifications are recorded, and no join or mailbox message
         // can be under way.
         self.repair_what_a_crash_left(&opened.wallet.wallet).await;
-        self.start_wallet_tasks(opened.wallet.clone()).await;
-        *self.loaded.write().await = Some(opened.wallet);
-        self.opening.send_replace(false);
+        let session = Arc::new(Session::new(fingerprint, opened.wallet.clone(), recorder));
+        session.own_tasks(self.start_wallet_tasks(opened.wallet).await);
+        let installed = self
+            .advance(ours, WalletState::Loaded(Arc::clone(&session)))
+            .await;
+        if !installed {
+            session.close().await;
+            super::wallet_tasks::forget(&self.tasks);
+        }
+        installed
     }
 
     /// Delete the wallet: only when the caller names its fingerprint (so a script
@@ -469,18 +514,13 @@ impl Engine {
                 "fingerprint {fingerprint:?} does not match the wallet's"
             )));
         }
+        // Closing drops the session whole (its tasks, recorder, autopilot memory, chain
+        // view) and the backup key: the next wallet may have another Ark server, and
+        // nothing of this one may carry over to it.
         self.unload().await;
-        self.backup_key
-            .send_replace(crate::engine::backup::HeldKey::None);
-        self.locked
-            .store(false, std::sync::atomic::Ordering::SeqCst);
         self.seeds.forget_given();
         self.store.wipe_wallet().await?;
         self.events.forget_recent();
-        *self.chain_view.lock().await = None;
-        // The next wallet may have another Ark server: none of this one's terms, alerts
-        // or failure counts may carry over to it.
-        self.autopilot.forget().await;
         if let Err(e) = self.seeds.remove() {
             tracing::warn!(error = %e, "cannot remove the deleted wallet's seed");
         }
@@ -496,25 +536,11 @@ impl Engine {
         Ok(true)
     }
 
-    /// Stop the wallet's background tasks and unload it (shutdown, delete). The event
-    /// recorder stops last, after recording what bark sent until then.
+    /// Close the wallet, whatever state it is in (shutdown, delete): a session's tasks
+    /// stop, and its event recorder after recording what bark sent until then; a
+    /// loader stops at its next step.
     pub async fn unload(&self) {
-        self.stop_wallet_tasks();
-        self.loaded.write().await.take();
-        let recorder = self
-            .recorder
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take();
-        if let Some(super::Recorder { stop, task }) = recorder {
-            stop.send_replace(true);
-            if tokio::time::timeout(Duration::from_secs(5), task)
-                .await
-                .is_err()
-            {
-                tracing::warn!("the event recorder did not finish in time");
-            }
-        }
+        self.advance(|_| true, WalletState::Closed).await;
     }
 
     /// What a kill can leave half-done in bark's own writes, finished or failed at
@@ -537,23 +563,15 @@ impl Engine {
         }
     }
 
-    async fn start_recorder(&self, wallet: &bark::Wallet) {
+    async fn start_recorder(&self, wallet: &bark::Wallet) -> Option<Recorder> {
         let (stop, stopped) = tokio::sync::watch::channel(false);
-        let task = match self.events.spawn_recorder(wallet, stopped).await {
-            Ok(task) => task,
+        match self.events.spawn_recorder(wallet, stopped).await {
+            Ok(task) => Some(Recorder { stop, task }),
             Err(e) => {
                 // The store failing is fatal (the daemon stops); say what it cost.
                 tracing::error!(error = %e, "cannot start recording wallet events");
-                return;
+                None
             }
-        };
-        let previous = self
-            .recorder
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .replace(super::Recorder { stop, task });
-        if let Some(previous) = previous {
-            previous.task.abort();
         }
     }
 }
@@ -638,11 +656,12 @@ mod tests {
         );
 
         // An open that ends (here: fails) after 3 s.
-        engine.opening.send_replace(true);
+        let fingerprint = Fingerprint::default();
+        engine.state.send_replace(WalletState::Opening(fingerprint));
         let ender = Arc::clone(&engine);
         tokio::spawn(async move {
             tokio::time::sleep(Duration::from_secs(3)).await;
-            ender.opening.send_replace(false);
+            ender.state.send_replace(WalletState::Waiting(fingerprint));
         });
         let started = tokio::time::Instant::now();
         assert!(matches!(engine.loaded().await, Err(EngineError::NotLoaded)));
@@ -653,10 +672,110 @@ mod tests {
         );
 
         // An open that does not end: bounded.
-        engine.opening.send_replace(true);
+        engine.state.send_replace(WalletState::Opening(fingerprint));
         let started = tokio::time::Instant::now();
         assert!(matches!(engine.loaded().await, Err(EngineError::NotLoaded)));
         assert_eq!(started.elapsed(), LOAD_WAIT);
+
+        // A locked wallet is refused at once, never waited for.
+        engine.state.send_replace(WalletState::Locked);
+        let started = tokio::time::Instant::now();
+        assert!(matches!(engine.loaded().await, Err(EngineError::Locked)));
+        assert_eq!(started.elapsed(), Duration::ZERO);
+    }
+
+    /// A bark config whose chain source refuses every connection.
+    fn config_without_a_chain_source() -> bark::Config {
+        bark::Config {
+            esplora_address: Some("http://127.0.0.1:1".into()),
+            ..bark::Config::network_default(Network::Regtest)
+        }
+    }
+
+    fn a_mnemonic() -> bark::bip39::Mnemonic {
+        bark::bip39::Mnemonic::from_entropy(&[7u8; 16]).expect("entropy")
+    }
+
+    /// The loader's states: `Opening` while it tries, `Waiting` between attempts (the
+    /// chain source refuses), and the backup key held throughout. A delete while it
+    /// waits ends it: the wallet is `Closed`, its key dropped, and no later attempt
+    /// brings it back.
+    #[tokio::test]
+    async fn a_delete_stops_the_loader_and_nothing_brings_the_wallet_back() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let engine = engine_with_an_unloaded_wallet(dir.path()).await;
+        let fingerprint = Fingerprint::default();
+        let mut states = engine.wallet_state();
+        engine.hold_backup_key(fingerprint, &a_mnemonic());
+        engine.spawn_loader(
+            Network::Regtest,
+            fingerprint,
+            config_without_a_chain_source(),
+            a_mnemonic(),
+            OpenMode::Existing,
+        );
+        assert_eq!(states.borrow_and_update().name(), "opening", "at once");
+        tokio::time::timeout(
+            Duration::from_secs(30),
+            states.wait_for(|s| matches!(s, WalletState::Waiting(f) if *f == fingerprint)),
+        )
+        .await
+        .expect("the failed open leaves the wallet waiting")
+        .expect("state");
+        assert!(!matches!(
+            *engine.backup_key().borrow(),
+            crate::engine::backup::HeldKey::None
+        ));
+
+        assert!(
+            engine
+                .delete(&fingerprint.to_string())
+                .await
+                .expect("delete")
+        );
+        assert_eq!(engine.wallet_state().borrow().name(), "closed");
+        assert!(matches!(
+            *engine.backup_key().borrow(),
+            crate::engine::backup::HeldKey::None
+        ));
+        // The loader would try again within 1 s (then 2 s): it must not.
+        states.borrow_and_update();
+        let changed = tokio::time::timeout(Duration::from_secs(4), states.changed()).await;
+        assert!(
+            changed.is_err(),
+            "the loader changed the state after the delete"
+        );
+        assert!(matches!(engine.loaded().await, Err(EngineError::NoWallet)));
+    }
+
+    /// Transitions that lost a race change nothing: an install of a wallet that is no
+    /// longer being opened (deleted or closed meanwhile) is refused, a loader step for
+    /// another wallet is refused, and closing from any state ends `Closed`.
+    #[tokio::test]
+    async fn transitions_that_lost_a_race_change_nothing() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let engine = engine_with_an_unloaded_wallet(dir.path()).await;
+        let ours = Fingerprint::default();
+        let other = Fingerprint::from([1, 2, 3, 4]);
+        let for_ours = |now: &WalletState| matches!(now, WalletState::Waiting(f) if *f == ours);
+
+        assert!(!engine.advance(for_ours, WalletState::Opening(ours)).await);
+        assert_eq!(engine.wallet_state().borrow().name(), "closed");
+
+        engine.state.send_replace(WalletState::Waiting(other));
+        assert!(!engine.advance(for_ours, WalletState::Opening(ours)).await);
+        assert!(matches!(*engine.wallet_state().borrow(), WalletState::Waiting(f) if f == other));
+
+        for from in [
+            WalletState::Locked,
+            WalletState::Opening(ours),
+            WalletState::Waiting(ours),
+        ] {
+            engine.state.send_replace(from);
+            engine.unload().await;
+            assert_eq!(engine.wallet_state().borrow().name(), "closed");
+            assert!(!engine.is_locked());
+        }
     }
 
     /// bark tells the Ark server it is berthd (`<name>/<version>`, the form the server

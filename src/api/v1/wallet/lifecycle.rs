@@ -136,7 +136,7 @@ pub async fn wallet_exists(
     let record = state.engine.wallet_record().await?;
     Ok(Json(WalletExistsResponse {
         fingerprint: record.as_ref().map(|r| r.fingerprint.to_string()),
-        loaded: state.engine.is_loaded().await,
+        loaded: state.engine.is_loaded(),
         locked: state.engine.is_locked(),
         recovery: record.as_ref().and_then(RecoveryStatus::of),
     }))
