@@ -3,7 +3,7 @@
 //! Each documented route is registered together with its description (`routes!` in
 //! its group's declarations, `api::routes`), so a served operation cannot go
 //! undocumented. The document is served at
-//! `/api-docs/openapi.json`, checked in as `docs/openapi.json`, and `tests/openapi.rs`
+//! `/api-docs/openapi.json`, checked in as `docs/openapi.json`, and `tests/integration/openapi.rs`
 //! compares it with barkd's 0.6.0 document under the rules of `docs/barkd-compatibility.md`.
 
 use utoipa::Modify;

@@ -8,7 +8,7 @@
 //!   `/`) and the page's script gets 401; a device without the scope gets 403. The
 //!   handler then receives the device as [`Signed`].
 //!
-//! So a new form cannot forget its cross-site check, and `tests/console.rs` posts from
+//! So a new form cannot forget its cross-site check, and `tests/integration/console.rs` posts from
 //! another site to every form in [`list`]. ([`session::guard`], before all of it, has
 //! already refused two session cookies and dropped a dead one.)
 

@@ -1,5 +1,5 @@
 //! A redb storage backend that fails an fsync on demand, for the daemon-level fault
-//! tests (`tests/disk_faults.rs`). Like Bitcoin Core's `-dbcrashratio`, it ships in the
+//! tests (`tests/integration/disk_faults.rs`). Like Bitcoin Core's `-dbcrashratio`, it ships in the
 //! release binary so that the binary users run is the one tested, and it is off unless
 //! [`FAULTS_ENV`] names a trigger file (berthd then warns at start).
 //!

@@ -2,7 +2,7 @@
 //! browser session (a device with the send scope) sees the on-chain funds that arrived
 //! on the overview and the Receive page, boards them into Ark with one form post, and
 //! the VTXO becomes spendable. Over plain HTTP here, with the session cookie sent by
-//! hand as `tests/console.rs` does (the e2e stack serves no TLS).
+//! hand as `tests/integration/console.rs` does (the e2e stack serves no TLS).
 
 use serde_json::json;
 

@@ -122,7 +122,7 @@ fn lightning_pays_and_receives_over_real_nodes() {
     let started = Instant::now();
     let ln = stack.ln();
     // The LNURL server runs on loopback: the owner allows it (the egress policy refuses
-    // the home network and the box itself by default, tests/egress.rs).
+    // the home network and the box itself by default, tests/integration/egress.rs).
     let alice = stack.berthd_with("alice", "[egress]\nallow = [\"127.0.0.1\"]\n");
     board_and_confirm(&stack, &alice, 2_000_000);
     let height = stack.bitcoind.height();

@@ -2,7 +2,7 @@
 //!
 //! Every operation of barkd's OpenAPI 0.6.0 document is served. Each group's file
 //! declares its routes once, with who may call them (`api::routes`); `route!` also
-//! names each for the OpenAPI document (`tests/openapi.rs` checks the document covers
+//! names each for the OpenAPI document (`tests/integration/openapi.rs` checks the document covers
 //! barkd's). Adding an endpoint touches only its group's file.
 
 pub mod backups;

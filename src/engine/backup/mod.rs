@@ -156,7 +156,7 @@ pub fn write(
 }
 
 /// [`write`] from a database file opened directly, as it is (no migration): for tools
-/// that keep a backup of an older schema version (`tests/backup.rs`).
+/// that keep a backup of an older schema version (`tests/integration/backup.rs`).
 pub fn write_db(
     db: &redb::Database,
     datadir: &Path,

@@ -10,7 +10,7 @@
 //! VTXO counts as `needs_refresh` once it has expired at `tip` or its exit depth has
 //! reached the server's `max_exit_depth`; a locked VTXO counts for the round or action
 //! that holds it, once; an exited VTXO counts as `pending_exit` while its exit has
-//! committed on-chain and is live. `tests/balance_differential.rs` checks it against
+//! committed on-chain and is live. `tests/integration/balance_differential.rs` checks it against
 //! bark's own computation after every step of random operation sequences.
 
 use std::collections::HashSet;

@@ -10,7 +10,7 @@
 //! Acknowledged changes are paired devices (`POST /api/v1/pair`): a write to the wallet
 //! database any berthd makes without an Ark server or a chain source.
 
-mod harness;
+use crate::harness;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -23,7 +23,7 @@
 //! names a file to write each round's wall time to. The first broken promise is counted
 //! as a violation, printed in that line, and fails the test.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -214,7 +214,7 @@ async fn run_rounds(
         let mut child = Command::new(std::env::current_exe().expect("exe"))
             .args([
                 "--exact",
-                "tool_crash_child",
+                &full_test_name("tool_crash_child"),
                 "--ignored",
                 "--nocapture",
                 "--test-threads=1",
@@ -349,4 +349,11 @@ async fn crash_kill_9_keeps_every_reported_operation() {
         tally.killed_mid_batch > 0,
         "the kill never landed before the batch finished"
     );
+}
+
+/// `name`, a test of this module, by the full name the test binary's `--exact` wants.
+fn full_test_name(name: &str) -> String {
+    let module = module_path!();
+    let module = module.split_once("::").map_or(module, |(_, m)| m);
+    format!("{module}::{name}")
 }

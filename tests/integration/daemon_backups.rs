@@ -5,8 +5,8 @@
 //! missing, read-only or full raises `backup-failed` while the wallet goes on serving,
 //! and nothing in it is left half-written.
 
-mod common;
-mod harness;
+use crate::common;
+use crate::harness;
 
 use std::path::{Path, PathBuf};
 

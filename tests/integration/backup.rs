@@ -4,8 +4,8 @@
 //! nothing written; backups taken while a writer commits multi-table changes restore
 //! to a state the writer had.
 
-mod common;
-mod harness;
+use crate::common;
+use crate::harness;
 
 use std::path::Path;
 
@@ -285,7 +285,7 @@ fn backups_taken_while_a_writer_commits_restore_states_it_had() {
 /// A backup written in format version 1 (`tests/fixtures/backup-v1.berthbackup`, from
 /// the store-v3 fixture) still verifies and restores to what that fixture holds, so a
 /// later format keeps reading this one. Rewrite it only for a new format version (add
-/// a file, keep this one): `cargo test --test backup -- --ignored tool_write_backup_fixture`.
+/// a file, keep this one): `cargo test --test integration -- --ignored backup::tool_write_backup_fixture`.
 #[test]
 fn a_format_version_1_backup_restores() {
     let key = BackupKey::from_phrase(MNEMONIC).expect("key");

@@ -8,7 +8,7 @@ use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-mod harness;
+use crate::harness;
 
 use harness::*;
 
@@ -234,7 +234,12 @@ fn nobody() -> Option<u32> {
 /// What the control client (`tool_control_client`), run as `uid`, got from `socket`.
 fn control_client_as(uid: u32, socket: &Path) -> String {
     let out = Command::new(std::env::current_exe().expect("test binary"))
-        .args(["--exact", "tool_control_client", "--ignored", "--nocapture"])
+        .args([
+            "--exact",
+            &full_test_name("tool_control_client"),
+            "--ignored",
+            "--nocapture",
+        ])
         .env("BERTH_TOOL_CONTROL_SOCKET", socket)
         .uid(uid)
         .gid(uid)
@@ -352,4 +357,11 @@ fn tool_control_client() {
         status_of(&raw),
         body_of(&raw).replace('\n', " ")
     );
+}
+
+/// `name`, a test of this module, by the full name the test binary's `--exact` wants.
+fn full_test_name(name: &str) -> String {
+    let module = module_path!();
+    let module = module.split_once("::").map_or(module, |(_, m)| m);
+    format!("{module}::{name}")
 }

@@ -2,7 +2,7 @@
 //! contract of the trait (or a stricter one of ours, see docs/storage.md) and checks
 //! it on a real database file.
 
-mod common;
+use crate::common;
 
 use ark::VtxoId;
 use ark::test_util::VTXO_VECTORS;

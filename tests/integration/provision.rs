@@ -6,8 +6,7 @@
 //! Raspberry Pi's boot firmware (QEMU cannot run it), on an image shaped like a Pi
 //! card: it passes a good one and fails a broken one.
 
-mod harness;
-#[path = "provision/updates.rs"]
+use crate::harness;
 mod updates;
 
 use std::path::{Path, PathBuf};

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use futures_util::StreamExt as _;
 
-mod harness;
+use crate::harness;
 
 use harness::*;
 

@@ -1,9 +1,8 @@
 //! Wallet lifecycle through the real `berthd`: create (with `force`, no Ark server or
 //! chain source reachable), import, restart, mnemonic exposure, refusals.
 
-mod harness;
-#[path = "common/vtxos.rs"]
-mod vtxos;
+use crate::common::vtxos;
+use crate::harness;
 
 use std::time::Duration;
 

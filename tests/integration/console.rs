@@ -4,10 +4,10 @@
 //! code whose link a phone redeems; revoking and signing out end credentials at once;
 //! a form posted from another site changes nothing; the cookie never opens the bearer
 //! API; the backups page backs up and downloads, the settings page shows the
-//! configuration. `tests/browser.rs` drives the same pages in a real browser.
+//! configuration. `tests/integration/browser.rs` drives the same pages in a real browser.
 
-mod common;
-mod harness;
+use crate::common;
+use crate::harness;
 
 use std::path::Path;
 

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use berth::access::scopes::Scopes;
 
-mod harness;
+use crate::harness;
 
 use harness::*;
 
@@ -66,7 +66,7 @@ fn plain_http_off_loopback_needs_a_flag_that_says_so() {
         "{log}"
     );
     // barkd's `--dangerously-allow-remote-no-auth` on 0.0.0.0 serving plain HTTP is
-    // `tests/daemon.rs`'s auth-disabling test.
+    // `tests/integration/daemon.rs`'s auth-disabling test.
 }
 
 #[test]

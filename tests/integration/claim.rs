@@ -4,8 +4,8 @@
 //! it is void on a box that already holds a wallet; a reset code works on a claimed
 //! box, once; wrong codes are refused and counted.
 
-mod common;
-mod harness;
+use crate::common;
+use crate::harness;
 
 use std::path::Path;
 

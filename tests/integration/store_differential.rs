@@ -3,7 +3,7 @@
 //! After every operation both must have answered alike (both `Ok` or both `Err`) and
 //! every read must agree.
 
-mod common;
+use crate::common;
 
 use bark::persist::adaptor::StorageAdaptorWrapper;
 use bark::persist::adaptor::memory::MemoryStorageAdaptor;

@@ -3,9 +3,9 @@
 //! the rules of `docs/barkd-compatibility.md` (`openapi_compat`).
 //!
 //! After an API change, regenerate the checked-in copy with
-//! `BERTH_BLESS=1 cargo test --test openapi`.
+//! `BERTH_BLESS=1 cargo test --test integration openapi::`.
 
-mod harness;
+use crate::harness;
 mod openapi_compat;
 
 use std::collections::BTreeSet;
@@ -70,7 +70,7 @@ fn checked_in_document_is_current() {
     assert!(
         checked_in == current,
         "docs/openapi.json is not what the code generates; run \
-         `BERTH_BLESS=1 cargo test --test openapi` and commit the result"
+         `BERTH_BLESS=1 cargo test --test integration openapi::` and commit the result"
     );
 }
 

@@ -5,7 +5,7 @@
 //! and `POST /api/v1/wallet/unlock` takes it; the phrase never lands in a log or a
 //! datadir file once sealed.
 
-mod harness;
+use crate::harness;
 
 use std::path::Path;
 

@@ -5,9 +5,9 @@
 //! The fixtures are committed files under `tests/fixtures/`, `store-v<N>.redb` written
 //! by the code of schema version N. Before bumping the schema version, write the
 //! current version's fixture (old fixtures stay, new ones are added) with:
-//! `cargo test --test store_migration -- --ignored tool_write_fixtures`
+//! `cargo test --test integration -- --ignored store_migration::tool_write_fixtures`
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 

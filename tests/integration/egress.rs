@@ -7,8 +7,7 @@
 //! berthd asks the payee's server for an invoice before it needs the wallet, so these
 //! run without one: a resolved payment then ends in 422 "no wallet".
 
-#[path = "harness/mod.rs"]
-mod harness;
+use crate::harness;
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};

@@ -10,8 +10,8 @@
 //! learns the server's exit depth limit only from a server (none here): the depth rule
 //! is checked separately, against bark's `WalletVtxo::needs_refresh` for every VTXO.
 
-mod common;
-mod harness;
+use crate::common;
+use crate::harness;
 
 use std::sync::Arc;
 

@@ -6,7 +6,7 @@
 //! `#[ignore]`d, run by `scripts/e2e`; the movements and VTXOs are put in its store
 //! through the store API while it is stopped.
 
-mod harness;
+use crate::harness;
 
 use ark::test_util::VTXO_VECTORS;
 use bark::persist::BarkPersister;

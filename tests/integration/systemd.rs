@@ -4,7 +4,7 @@
 //! `systemd-tmpfiles`; counted as skipped where they are not installed, which
 //! `scripts/ensure-deps` prevents).
 
-mod harness;
+use crate::harness;
 
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};

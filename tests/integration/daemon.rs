@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use base64::Engine as _;
 
-mod harness;
+use crate::harness;
 
 use harness::*;
 

@@ -15,7 +15,7 @@
 //! `BERTH_BROWSER_BOX_BITCOIND` (`URL USER PASS`: the chain source the box's wallet is
 //! created with). Its screenshots go to `target/tmp/browser-screenshots-box/`.
 
-mod harness;
+use crate::harness;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

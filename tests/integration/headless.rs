@@ -4,7 +4,7 @@
 //! The watchdog's full story (exit near expiry, claimable, never claimed) is e2e
 //! scenario 9 (`cargo test --test e2e -- --include-ignored watchdog`).
 
-mod harness;
+use crate::harness;
 
 use harness::*;
 

@@ -10,7 +10,7 @@
 //!   addresses on a regtest wallet — always a 4xx JSON answer, never a 5xx, and the
 //!   wallet database unchanged afterwards.
 
-mod harness;
+use crate::harness;
 
 use std::collections::BTreeMap;
 
@@ -161,7 +161,7 @@ fn operations(doc: &Value) -> Vec<Op> {
             if !["get", "post", "delete", "put", "patch"].contains(&method.as_str()) {
                 continue;
             }
-            // Streams: covered by tests/notifications.rs.
+            // Streams: covered by tests/integration/notifications.rs.
             if path.ends_with("/notifications/sse") || path.ends_with("/notifications/ws") {
                 continue;
             }

@@ -17,7 +17,7 @@ use futures_util::StreamExt as _;
 use serde_json::Value;
 use tokio_tungstenite::tungstenite::{self, Message};
 
-mod harness;
+use crate::harness;
 
 use harness::*;
 
