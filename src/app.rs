@@ -432,19 +432,19 @@ fn take_up_claim_code(claim: &crate::access::claim::Claim, card: &std::path::Pat
 /// The autopilot's policy, from `berth.toml` `[watchdog]` and `[exits]`.
 fn autopilot_policy(settings: &crate::config::BerthToml) -> crate::engine::autopilot::Policy {
     use bitcoin::{Amount, FeeRate};
-    let rate =
-        |sat_vb: u64| FeeRate::from_sat_per_vb_u32(u32::try_from(sat_vb).unwrap_or(u32::MAX));
+    let rate = |sat_vb: u32| FeeRate::from_sat_per_vb_u32(sat_vb);
     let (watchdog, exits) = (&settings.watchdog, &settings.exits);
     crate::engine::autopilot::Policy {
         watchdog: watchdog.enabled,
-        check_interval: std::time::Duration::from_secs(watchdog.check_interval_secs),
-        warn_blocks: watchdog.warn_blocks.map(u32::from),
-        exit_margin_blocks: watchdog.exit_margin_blocks.map(u32::from),
-        refresh_attempts: watchdog.refresh_attempts,
+        check_interval: std::time::Duration::from_secs(watchdog.check_interval_secs.get()),
+        warn_blocks: watchdog.warn_blocks.map(|b| b.to_u32()),
+        exit_margin_blocks: watchdog.exit_margin_blocks.map(|b| b.to_u32()),
+        refresh_attempts: watchdog.refresh_attempts.to_u32(),
         auto_exit_fee_budget: watchdog.auto_exit_fee_budget_sat.map(Amount::from_sat),
-        exit_progress_interval: std::time::Duration::from_secs(exits.progress_interval_secs),
-        exit_fee_rate: (exits.fee_rate_sat_vb > 0).then(|| rate(exits.fee_rate_sat_vb)),
-        max_exit_fee_rate: rate(exits.max_fee_rate_sat_vb),
+        exit_progress_interval: std::time::Duration::from_secs(exits.progress_interval_secs.get()),
+        exit_fee_rate: (exits.fee_rate_sat_vb.get() > 0)
+            .then(|| rate(exits.fee_rate_sat_vb.to_u32())),
+        max_exit_fee_rate: rate(exits.max_fee_rate_sat_vb.to_u32()),
     }
 }
 

@@ -34,7 +34,7 @@ pub fn reset(layout: &Layout) -> anyhow::Result<()> {
     println!(
         "It works once (POST /api/v1/claim), for a new admin device, within {} hours; any \
          earlier claim code is void. The TLS pin is {pin}.",
-        settings.claim.reset_code_hours
+        settings.claim.reset_code_hours.get()
     );
     Ok(())
 }

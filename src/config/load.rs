@@ -94,134 +94,19 @@ impl BerthToml {
     }
 }
 
-/// Every value in its range, and the values that go together together: why not, for
-/// the error that names the file.
+/// The values that go together, together (each one's own range is its type's): why
+/// not, for the error that names the file.
 fn validate(parsed: &BerthToml) -> Result<(), String> {
-    let ranges = [
-        (
-            "store.cache_size_mib",
-            parsed.store.cache_size_mib as u64,
-            1,
-            4096,
-        ),
-        ("events.max_count", parsed.events.max_count, 1, 1_000_000),
-        ("events.max_age_days", parsed.events.max_age_days, 1, 3650),
-        (
-            "server.max_connections",
-            parsed.server.max_connections,
-            16,
-            65_536,
-        ),
-        (
-            "server.tls_handshake_timeout_secs",
-            parsed.server.tls_handshake_timeout_secs,
-            1,
-            300,
-        ),
-        (
-            "server.header_read_timeout_secs",
-            parsed.server.header_read_timeout_secs,
-            1,
-            300,
-        ),
-        (
-            "server.request_timeout_secs",
-            parsed.server.request_timeout_secs,
-            5,
-            3600,
-        ),
-        ("server.max_body_kib", parsed.server.max_body_kib, 1, 65_536),
-        (
-            "server.max_connections_per_source",
-            parsed.server.max_connections_per_source,
-            1,
-            parsed.server.max_connections,
-        ),
-        (
-            "tls.leaf_validity_days",
-            parsed.tls.leaf_validity_days,
-            1,
-            397,
-        ),
-        (
-            "exits.progress_interval_secs",
-            parsed.exits.progress_interval_secs,
-            5,
-            3600,
-        ),
-        (
-            "exits.fee_rate_sat_vb",
-            parsed.exits.fee_rate_sat_vb,
-            0,
-            10_000,
-        ),
-        (
-            "exits.max_fee_rate_sat_vb",
-            parsed.exits.max_fee_rate_sat_vb,
-            1,
-            10_000,
-        ),
-        (
-            "watchdog.check_interval_secs",
-            parsed.watchdog.check_interval_secs,
-            1,
-            3600,
-        ),
-        (
-            "watchdog.refresh_attempts",
-            u64::from(parsed.watchdog.refresh_attempts),
-            1,
-            100,
-        ),
-        ("backup.keep", parsed.backup.keep, 1, 1000),
-        (
-            "claim.reset_code_hours",
-            parsed.claim.reset_code_hours,
-            1,
-            720,
-        ),
-        (
-            "console.session_idle_hours",
-            parsed.console.session_idle_hours,
-            1,
-            8760,
-        ),
-        (
-            "console.session_max_days",
-            parsed.console.session_max_days,
-            1,
-            365,
-        ),
-        (
-            "backup.debounce_secs",
-            parsed.backup.debounce_secs,
-            1,
-            86_400,
-        ),
-        (
-            "backup.interval_hours",
-            parsed.backup.interval_hours,
-            1,
-            168,
-        ),
-        // Block counts: at most 65,535 by their type (a u16), and not 0.
-        (
-            "watchdog.warn_blocks",
-            u64::from(parsed.watchdog.warn_blocks.unwrap_or(1)),
-            1,
-            65_535,
-        ),
-        (
-            "watchdog.exit_margin_blocks",
-            u64::from(parsed.watchdog.exit_margin_blocks.unwrap_or(1)),
-            1,
-            65_535,
-        ),
-    ];
-    for (key, value, min, max) in ranges {
-        if !(min..=max).contains(&value) {
-            return Err(format!("{key} must be {min} to {max}, got {value}"));
-        }
+    // Each value's own range is its type's (`Bounded`), checked as the file is parsed.
+    let (per_source, total) = (
+        parsed.server.max_connections_per_source.get(),
+        parsed.server.max_connections.get(),
+    );
+    if per_source > total {
+        return Err(format!(
+            "server.max_connections_per_source must be 1 to server.max_connections \
+             ({total}), got {per_source}"
+        ));
     }
     let seed = &parsed.seed;
     let argon2 = crate::keys::KdfParams {

@@ -3,10 +3,13 @@
 //!
 //! Every key is optional; unknown keys are refused so a typo does not silently fall
 //! back to a default, and values out of range stop the start. Every key, its default
-//! and its range: `docs/configuration.md` (`tests/configuration.rs` holds the page
+//! and its range: `docs/configuration.md` (`tests/integration/configuration.rs` holds the page
 //! against this file).
 
+mod bounded;
 mod load;
+
+pub use bounded::Bounded;
 pub mod settings;
 
 use serde::{Deserialize, Serialize};
@@ -40,17 +43,19 @@ pub struct BerthToml {
 #[serde(deny_unknown_fields, default)]
 pub struct ConsoleSection {
     /// Hours a console session lives without a request (1 to 8,760).
-    pub session_idle_hours: u64,
+    pub session_idle_hours: Bounded<1, 8760>,
     /// Days a console session lives at most, however it is used (1 to 365).
-    pub session_max_days: u64,
+    pub session_max_days: Bounded<1, 365>,
 }
 
 impl Default for ConsoleSection {
     fn default() -> Self {
         let policy = crate::access::devices::SessionPolicy::default();
         ConsoleSection {
-            session_idle_hours: policy.idle.as_secs() / 3600,
-            session_max_days: policy.max_age.as_secs() / 86_400,
+            session_idle_hours: Bounded::new(policy.idle.as_secs() / 3600)
+                .expect("the default idle time is in range"),
+            session_max_days: Bounded::new(policy.max_age.as_secs() / 86_400)
+                .expect("the default session age is in range"),
         }
     }
 }
@@ -58,8 +63,8 @@ impl Default for ConsoleSection {
 impl ConsoleSection {
     pub fn session_policy(&self) -> crate::access::devices::SessionPolicy {
         crate::access::devices::SessionPolicy {
-            idle: std::time::Duration::from_secs(self.session_idle_hours * 3600),
-            max_age: std::time::Duration::from_secs(self.session_max_days * 86_400),
+            idle: std::time::Duration::from_secs(self.session_idle_hours.get() * 3600),
+            max_age: std::time::Duration::from_secs(self.session_max_days.get() * 86_400),
         }
     }
 }
@@ -80,14 +85,14 @@ pub struct ClaimSection {
     /// up at start (its hash kept, the file removed). Unset: none.
     pub code_file: Option<std::path::PathBuf>,
     /// Hours a code from `berthd claim reset` works (1 to 720).
-    pub reset_code_hours: u64,
+    pub reset_code_hours: Bounded<1, 720>,
 }
 
 impl Default for ClaimSection {
     fn default() -> Self {
         ClaimSection {
             code_file: None,
-            reset_code_hours: 24,
+            reset_code_hours: Bounded::of(24),
         }
     }
 }
@@ -95,7 +100,7 @@ impl Default for ClaimSection {
 impl ClaimSection {
     /// How long a reset code works.
     pub fn reset_ttl(&self) -> std::time::Duration {
-        std::time::Duration::from_secs(self.reset_code_hours * 3600)
+        std::time::Duration::from_secs(self.reset_code_hours.get() * 3600)
     }
 }
 
@@ -106,20 +111,20 @@ pub struct BackupSection {
     /// NAS share). Unset: no scheduled backups.
     pub directory: Option<std::path::PathBuf>,
     /// Backups of the wallet kept there, newest first (1 to 1000).
-    pub keep: u64,
+    pub keep: Bounded<1, 1000>,
     /// Seconds after the first change before a backup (1 to 86,400).
-    pub debounce_secs: u64,
+    pub debounce_secs: Bounded<1, 86400>,
     /// Hours between backups at most, changes or not (1 to 168).
-    pub interval_hours: u64,
+    pub interval_hours: Bounded<1, 168>,
 }
 
 impl Default for BackupSection {
     fn default() -> Self {
         BackupSection {
             directory: None,
-            keep: 7,
-            debounce_secs: 60,
-            interval_hours: 24,
+            keep: Bounded::of(7),
+            debounce_secs: Bounded::of(60),
+            interval_hours: Bounded::of(24),
         }
     }
 }
@@ -223,20 +228,20 @@ impl SeedSection {
 #[serde(deny_unknown_fields, default)]
 pub struct ExitsSection {
     /// Seconds between progress passes over live exits without a new block (5 to 3600).
-    pub progress_interval_secs: u64,
+    pub progress_interval_secs: Bounded<5, 3600>,
     /// Fee rate for exit transactions' fee-paying children, sat/vB; 0 uses the chain
     /// source's estimate (0 to 10,000).
-    pub fee_rate_sat_vb: u64,
+    pub fee_rate_sat_vb: Bounded<0, 10000>,
     /// Cap on the estimated rate, sat/vB (1 to 10,000).
-    pub max_fee_rate_sat_vb: u64,
+    pub max_fee_rate_sat_vb: Bounded<1, 10000>,
 }
 
 impl Default for ExitsSection {
     fn default() -> Self {
         ExitsSection {
-            progress_interval_secs: 30,
-            fee_rate_sat_vb: 0,
-            max_fee_rate_sat_vb: 500,
+            progress_interval_secs: Bounded::of(30),
+            fee_rate_sat_vb: Bounded::of(0),
+            max_fee_rate_sat_vb: Bounded::of(500),
         }
     }
 }
@@ -247,18 +252,18 @@ pub struct WatchdogSection {
     /// Start exits on its own (never claims). Off: alerts only.
     pub enabled: bool,
     /// Seconds between checks (1 to 3600); a new block also triggers one.
-    pub check_interval_secs: u64,
+    pub check_interval_secs: Bounded<1, 3600>,
     /// Alert when a VTXO is this close to its exit deadline, in blocks. Unset: derived
     /// from the wallet's bark config; a value can only make the alert come earlier.
     /// A `u16`: nothing longer than an Ark server's VTXO lifetime (a `u16` of blocks)
     /// can matter.
-    pub warn_blocks: Option<u16>,
+    pub warn_blocks: Option<Bounded<1, 65535>>,
     /// Treat a VTXO this close to its exit deadline as at risk, in blocks (a `u16`, as
     /// above). Unset: bark's `vtxo_exit_margin`; a value can only make the watchdog act
     /// earlier.
-    pub exit_margin_blocks: Option<u16>,
+    pub exit_margin_blocks: Option<Bounded<1, 65535>>,
     /// Failed refresh attempts before an exit is started (1 to 100).
-    pub refresh_attempts: u32,
+    pub refresh_attempts: Bounded<1, 100>,
     /// Most the estimated fees of one automatic exit batch may be, in sats.
     pub auto_exit_fee_budget_sat: Option<u64>,
 }
@@ -267,10 +272,10 @@ impl Default for WatchdogSection {
     fn default() -> Self {
         WatchdogSection {
             enabled: true,
-            check_interval_secs: 60,
+            check_interval_secs: Bounded::of(60),
             warn_blocks: None,
             exit_margin_blocks: None,
-            refresh_attempts: 3,
+            refresh_attempts: Bounded::of(3),
             auto_exit_fee_budget_sat: None,
         }
     }
@@ -280,17 +285,17 @@ impl Default for WatchdogSection {
 #[serde(deny_unknown_fields, default)]
 pub struct ServerSection {
     /// Most connections open at once (16 to 65,536).
-    pub max_connections: u64,
+    pub max_connections: Bounded<16, 65536>,
     /// Seconds a connection has to finish its TLS handshake (1 to 300).
-    pub tls_handshake_timeout_secs: u64,
+    pub tls_handshake_timeout_secs: Bounded<1, 300>,
     /// Seconds a connection has to send a request's headers (1 to 300).
-    pub header_read_timeout_secs: u64,
+    pub header_read_timeout_secs: Bounded<1, 300>,
     /// Seconds a request may take, from its headers to the response's (5 to 3600).
-    pub request_timeout_secs: u64,
+    pub request_timeout_secs: Bounded<5, 3600>,
     /// Largest request body in KiB (1 to 65,536).
-    pub max_body_kib: u64,
+    pub max_body_kib: Bounded<1, 65536>,
     /// Most connections one source address may hold open (1 to `max_connections`).
-    pub max_connections_per_source: u64,
+    pub max_connections_per_source: Bounded<1, 65536>,
     /// Names besides the machine's own that requests may carry in `Host` (a DNS name
     /// in front of a port forward or a reverse proxy); any other is refused 421.
     pub allowed_hosts: Vec<String>,
@@ -301,12 +306,18 @@ impl Default for ServerSection {
         let listener = crate::net::listener::ServerLimits::default();
         let requests = crate::net::listener::RequestLimits::default();
         ServerSection {
-            max_connections: listener.max_connections as u64,
-            tls_handshake_timeout_secs: listener.tls_handshake_timeout.as_secs(),
-            header_read_timeout_secs: listener.header_read_timeout.as_secs(),
-            request_timeout_secs: requests.request_timeout.as_secs(),
-            max_body_kib: (requests.max_body_bytes / 1024) as u64,
-            max_connections_per_source: listener.max_connections_per_source as u64,
+            max_connections: Bounded::new(listener.max_connections as u64)
+                .expect("the default is in range"),
+            tls_handshake_timeout_secs: Bounded::new(listener.tls_handshake_timeout.as_secs())
+                .expect("the default is in range"),
+            header_read_timeout_secs: Bounded::new(listener.header_read_timeout.as_secs())
+                .expect("the default is in range"),
+            request_timeout_secs: Bounded::new(requests.request_timeout.as_secs())
+                .expect("the default is in range"),
+            max_body_kib: Bounded::new((requests.max_body_bytes / 1024) as u64)
+                .expect("the default is in range"),
+            max_connections_per_source: Bounded::new(listener.max_connections_per_source as u64)
+                .expect("the default is in range"),
             allowed_hosts: Vec::new(),
         }
     }
@@ -317,7 +328,7 @@ impl Default for ServerSection {
 pub struct TlsSection {
     /// Lifetime of the generated leaf certificate, in days (1 to 397, the most
     /// browsers and phones accept). Below 30 it is re-issued at every check.
-    pub leaf_validity_days: u64,
+    pub leaf_validity_days: Bounded<1, 397>,
     /// Your own certificate chain (PEM), instead of the generated local CA.
     pub cert_file: Option<std::path::PathBuf>,
     /// The private key (PEM) of `cert_file`.
@@ -327,7 +338,7 @@ pub struct TlsSection {
 impl Default for TlsSection {
     fn default() -> Self {
         TlsSection {
-            leaf_validity_days: 397,
+            leaf_validity_days: Bounded::of(397),
             cert_file: None,
             key_file: None,
         }
@@ -345,17 +356,18 @@ pub struct DiscoverySection {
 #[serde(deny_unknown_fields, default)]
 pub struct EventsSection {
     /// Events kept in the durable log (1 to 1,000,000).
-    pub max_count: u64,
+    pub max_count: Bounded<1, 1000000>,
     /// Days an event is kept (1 to 3650).
-    pub max_age_days: u64,
+    pub max_age_days: Bounded<1, 3650>,
 }
 
 impl Default for EventsSection {
     fn default() -> Self {
         let retention = crate::store::EventRetention::default();
         EventsSection {
-            max_count: retention.max_count,
-            max_age_days: retention.max_age.as_secs() / 86_400,
+            max_count: Bounded::new(retention.max_count).expect("the default is in range"),
+            max_age_days: Bounded::new(retention.max_age.as_secs() / 86_400)
+                .expect("the default is in range"),
         }
     }
 }
@@ -364,13 +376,13 @@ impl Default for EventsSection {
 #[serde(deny_unknown_fields, default)]
 pub struct StoreSection {
     /// redb page cache, in MiB (1 to 4096).
-    pub cache_size_mib: usize,
+    pub cache_size_mib: Bounded<1, 4096>,
 }
 
 impl Default for StoreSection {
     fn default() -> Self {
         StoreSection {
-            cache_size_mib: crate::store::DEFAULT_CACHE_SIZE / (1024 * 1024),
+            cache_size_mib: Bounded::of((crate::store::DEFAULT_CACHE_SIZE / (1024 * 1024)) as u64),
         }
     }
 }
@@ -389,13 +401,13 @@ pub enum ConfigError {
 impl BerthToml {
     pub fn server_limits(&self) -> crate::net::listener::ServerLimits {
         crate::net::listener::ServerLimits {
-            max_connections: self.server.max_connections as usize,
-            max_connections_per_source: self.server.max_connections_per_source as usize,
+            max_connections: self.server.max_connections.to_usize(),
+            max_connections_per_source: self.server.max_connections_per_source.to_usize(),
             tls_handshake_timeout: std::time::Duration::from_secs(
-                self.server.tls_handshake_timeout_secs,
+                self.server.tls_handshake_timeout_secs.get(),
             ),
             header_read_timeout: std::time::Duration::from_secs(
-                self.server.header_read_timeout_secs,
+                self.server.header_read_timeout_secs.get(),
             ),
             ..crate::net::listener::ServerLimits::default()
         }
@@ -403,24 +415,24 @@ impl BerthToml {
 
     pub fn request_limits(&self) -> crate::net::listener::RequestLimits {
         crate::net::listener::RequestLimits {
-            max_body_bytes: (self.server.max_body_kib * 1024) as usize,
-            request_timeout: std::time::Duration::from_secs(self.server.request_timeout_secs),
+            max_body_bytes: self.server.max_body_kib.to_usize() * 1024,
+            request_timeout: std::time::Duration::from_secs(self.server.request_timeout_secs.get()),
         }
     }
 
     pub fn event_retention(&self) -> crate::store::EventRetention {
         crate::store::EventRetention {
-            max_count: self.events.max_count,
-            max_age: std::time::Duration::from_secs(self.events.max_age_days * 86_400),
+            max_count: self.events.max_count.get(),
+            max_age: std::time::Duration::from_secs(self.events.max_age_days.get() * 86_400),
         }
     }
 
     pub fn backup_settings(&self) -> crate::engine::backup::service::BackupSettings {
         crate::engine::backup::service::BackupSettings {
             directory: self.backup.directory.clone(),
-            keep: self.backup.keep as usize,
-            debounce: std::time::Duration::from_secs(self.backup.debounce_secs),
-            interval: std::time::Duration::from_secs(self.backup.interval_hours * 3600),
+            keep: self.backup.keep.to_usize(),
+            debounce: std::time::Duration::from_secs(self.backup.debounce_secs.get()),
+            interval: std::time::Duration::from_secs(self.backup.interval_hours.get() * 3600),
         }
     }
 
@@ -428,7 +440,7 @@ impl BerthToml {
     /// environment says).
     pub fn store_config(&self) -> crate::store::StoreConfig {
         crate::store::StoreConfig {
-            cache_size: self.store.cache_size_mib * 1024 * 1024,
+            cache_size: self.store.cache_size_mib.to_usize() * 1024 * 1024,
             ..Default::default()
         }
     }
@@ -478,8 +490,8 @@ mod tests {
             Some(9),
             "other keys of the table stay"
         );
-        assert_eq!(merged.events.max_count, 500, "from /etc");
-        assert_eq!(merged.events.max_age_days, 3, "from the datadir");
+        assert_eq!(merged.events.max_count.get(), 500, "from /etc");
+        assert_eq!(merged.events.max_age_days.get(), 3, "from the datadir");
         // A mistake in any file names the files.
         write(
             etc.join("berth.toml.d/70-typo.toml"),
@@ -495,8 +507,11 @@ mod tests {
 
     #[test]
     fn defaults_without_a_file_and_values_from_one() {
-        assert_eq!(load(None).expect("defaults").store.cache_size_mib, 16);
-        assert_eq!(load(Some("")).expect("empty").store.cache_size_mib, 16);
+        assert_eq!(load(None).expect("defaults").store.cache_size_mib.get(), 16);
+        assert_eq!(
+            load(Some("")).expect("empty").store.cache_size_mib.get(),
+            16
+        );
         let custom = load(Some("[store]\ncache_size_mib = 64\n")).expect("custom");
         assert_eq!(custom.store_config().cache_size, 64 * 1024 * 1024);
         assert_eq!(
@@ -536,7 +551,7 @@ mod tests {
         assert_eq!(d.watchdog.warn_blocks, None);
         assert_eq!(d.watchdog.exit_margin_blocks, None);
         let c = load(Some("[watchdog]\nexit_margin_blocks = 40\n")).expect("custom");
-        assert_eq!(c.watchdog.exit_margin_blocks, Some(40));
+        assert_eq!(c.watchdog.exit_margin_blocks.map(|b| b.get()), Some(40));
         assert_eq!(c.watchdog.warn_blocks, None);
     }
 
@@ -545,7 +560,7 @@ mod tests {
         let d = load(None).expect("defaults");
         assert_eq!(d.server_limits().max_connections, 4096);
         assert_eq!(d.request_limits().max_body_bytes, 1024 * 1024);
-        assert_eq!(d.tls.leaf_validity_days, 397);
+        assert_eq!(d.tls.leaf_validity_days.get(), 397);
         assert!(!d.discovery.mdns);
         let c = load(Some(
             "[server]\nheader_read_timeout_secs = 2\nmax_body_kib = 8\n[discovery]\nmdns = true\n",

@@ -3,7 +3,7 @@
 //! `berth.toml` layers, into a [`Settings`] with nothing left to guess at. An unsafe
 //! combination of flags is refused here, before the daemon touches anything.
 //!
-//! `docs/configuration.md` lists every setting; `tests/configuration.rs` holds it
+//! `docs/configuration.md` lists every setting; `tests/integration/configuration.rs` holds it
 //! against the code.
 
 use std::net::SocketAddr;
@@ -131,8 +131,7 @@ pub fn tls_source(layout: &Layout, file: &BerthToml) -> TlsSource {
         },
         _ => TlsSource::Generated {
             dir: layout.tls_dir(),
-            // Validated to at most 397 days.
-            leaf_validity_days: u32::try_from(file.tls.leaf_validity_days).unwrap_or(397),
+            leaf_validity_days: file.tls.leaf_validity_days.to_u32(),
         },
     }
 }
