@@ -148,11 +148,11 @@ pub async fn snapshot(state: &AppState, reading: Reading) -> Snapshot {
     let loaded = engine.is_loaded();
     let locked = exists && engine.is_locked();
     let balances = if reading == Reading::WithBalances && exists && !locked {
-        match engine.balance().await {
+        match engine.reads().balance().await {
             Ok(ark) => Some(Balances {
                 ark,
                 onchain: if loaded {
-                    engine.onchain_balance().await.ok()
+                    engine.onchain().balance().await.ok()
                 } else {
                     None
                 },

@@ -203,6 +203,7 @@ pub(super) async fn overview(state: &AppState) -> Response {
     });
     let movements = match &wallet {
         WalletView::Loaded { .. } => engine
+            .reads()
             .history_page(None, MOVEMENTS)
             .await
             .unwrap_or_default()

@@ -53,7 +53,7 @@ async fn receive_page(
 ) -> Response {
     let may_send = who.scopes.allows(Scope::Send);
     let boardable = if may_send {
-        let balance = state.engine.onchain_balance().await.ok();
+        let balance = state.engine.onchain().balance().await.ok();
         balance.map(|b| b.confirmed.to_sat())
     } else {
         None
@@ -94,14 +94,15 @@ pub(super) async fn new_address(
         return (StatusCode::BAD_REQUEST, "a malformed form").into_response();
     };
     let made = match form.kind.as_str() {
-        "onchain" => state.engine.onchain_next_address().await.map(|a| {
+        "onchain" => state.engine.onchain().next_address().await.map(|a| {
             // BIP 21, upper-cased: the QR code's alphanumeric mode makes it smaller.
             let uri = format!("bitcoin:{}", a.to_string().to_uppercase());
             ("A new bitcoin address", a.to_string(), uri)
         }),
         "ark" => state
             .engine
-            .ark_address_next()
+            .ark()
+            .address_next()
             .await
             .map(|a| ("A new Ark address", a.to_string(), a.to_string())),
         _ => return (StatusCode::BAD_REQUEST, "choose an address kind").into_response(),
@@ -142,7 +143,7 @@ pub(super) async fn new_address(
 /// `POST /console/board` (scope `send`): board every confirmed on-chain coin into Ark,
 /// as `POST /api/v1/boards/board-all` does.
 pub(super) async fn board(State(state): State<AppState>, Signed(who): Signed) -> Response {
-    let (status, outcome) = match state.engine.board_all().await {
+    let (status, outcome) = match state.engine.ark().board_all().await {
         Ok(board) => {
             tracing::info!(target: "berth::console", movement = board.movement_id.0, "a board started from the console");
             let boarded = Some(format!(

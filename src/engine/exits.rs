@@ -43,196 +43,6 @@ pub struct ExitProgress {
 }
 
 impl Engine {
-    /// Start exits for every unspent VTXO; how many were started.
-    pub async fn exit_start_all(&self) -> Result<usize, EngineError> {
-        let loaded = self.loaded().await?;
-        let exits = loaded.wallet.exit_mgr();
-        let before = exits.get_exit_vtxo_ids().await.len();
-        exits
-            .start_exit_for_entire_wallet()
-            .await
-            .map_err(classify_exit("starting exits"))?;
-        Ok(exits.get_exit_vtxo_ids().await.len() - before)
-    }
-
-    /// Start exits for these VTXOs (each spendable or locked); how many were started
-    /// (one already exiting is skipped).
-    pub async fn exit_start_vtxos(&self, ids: &[VtxoId]) -> Result<usize, EngineError> {
-        let vtxos = self.vtxos_by_id(ids).await?;
-        if let Some(v) = vtxos.iter().find(|v| {
-            !matches!(
-                v.state,
-                bark::vtxo::VtxoState::Spendable | bark::vtxo::VtxoState::Locked { .. }
-            )
-        }) {
-            return Err(EngineError::WrongState(format!(
-                "VTXO {} cannot be exited (it is {})",
-                v.vtxo.id(),
-                v.state.kind()
-            )));
-        }
-        let loaded = self.loaded().await?;
-        let exits = loaded.wallet.exit_mgr();
-        let before = exits.get_exit_vtxo_ids().await.len();
-        let bare: Vec<_> = vtxos.into_iter().map(|v| v.vtxo).collect();
-        exits
-            .start_exit_for_vtxos(&bare)
-            .await
-            .map_err(classify_exit("starting exits"))?;
-        Ok(exits.get_exit_vtxo_ids().await.len() - before)
-    }
-
-    /// Sync the on-chain wallet and advance every exit now (what the driver does on
-    /// each block).
-    pub async fn exit_progress(
-        &self,
-        fee_rate: Option<bitcoin::FeeRate>,
-    ) -> Result<ExitProgress, EngineError> {
-        let loaded = self.loaded().await?;
-        let (exits, sync_error) = advance_exits(&loaded, &self.exit_lock, fee_rate).await?;
-        let mgr = loaded.wallet.exit_mgr();
-        Ok(ExitProgress {
-            done: !mgr.has_pending_exits().await,
-            exits,
-            claimable_height: mgr.all_claimable_at_height().await.map(|h| h.to_u32()),
-            sync_error,
-        })
-    }
-
-    pub async fn exit_list(
-        &self,
-        which: ExitList,
-        history: bool,
-        transactions: bool,
-    ) -> Result<Vec<bark::exit::ExitTransactionStatus>, EngineError> {
-        let Some(loaded) = self.loaded_now() else {
-            // Not open: the exits as stored, without their transactions (their
-            // on-chain status needs the chain source).
-            self.freshness().await?;
-            let states = match which {
-                ExitList::All => None,
-                ExitList::Live => Some(ExitStateKind::LIVE_STATES),
-                ExitList::Finished => Some(ExitStateKind::FINISHED_STATES),
-            };
-            let stored = match states {
-                None => BarkPersister::get_exit_vtxo_entries(&self.store).await,
-                Some(states) => {
-                    BarkPersister::get_exit_vtxo_entries_with_states(&self.store, states).await
-                }
-            }
-            .map_err(EngineError::internal("listing exits"))?;
-            return Ok(stored
-                .into_iter()
-                .map(|exit| stored_exit_status(exit, history))
-                .collect());
-        };
-        let exits = loaded.wallet.exit_mgr();
-        match which {
-            ExitList::All => exits.list_all(history, transactions).await,
-            ExitList::Live => exits.list_live(history, transactions).await,
-            ExitList::Finished => exits.list_finished(history, transactions).await,
-        }
-        .map_err(EngineError::internal("listing exits"))
-    }
-
-    pub async fn exit_status(
-        &self,
-        id: VtxoId,
-        history: bool,
-        transactions: bool,
-    ) -> Result<Option<bark::exit::ExitTransactionStatus>, EngineError> {
-        let Some(loaded) = self.loaded_now() else {
-            self.freshness().await?;
-            let stored = BarkPersister::get_exit_vtxo_entry(&self.store, &id)
-                .await
-                .map_err(EngineError::internal("reading an exit"))?;
-            return Ok(stored.map(|exit| stored_exit_status(exit, history)));
-        };
-        loaded
-            .wallet
-            .exit_mgr()
-            .get_exit_status(id, history, transactions)
-            .await
-            .map_err(EngineError::internal("reading an exit"))
-    }
-
-    /// Claim claimable exits (all, or these) to `destination`: one transaction,
-    /// broadcast; its txid.
-    pub async fn exit_claim(
-        &self,
-        destination: &str,
-        ids: Option<&[VtxoId]>,
-        fee_rate: Option<bitcoin::FeeRate>,
-    ) -> Result<bitcoin::Txid, EngineError> {
-        let address = self.address(destination).await?;
-        let loaded = self.loaded().await?;
-        let _exclusive = self.exit_lock.lock().await;
-        let mgr = loaded.wallet.exit_mgr();
-        let claimable = mgr.list_claimable().await;
-        let inputs = match ids {
-            None => claimable,
-            Some(ids) => {
-                if let Some(id) = ids
-                    .iter()
-                    .find(|id| !claimable.iter().any(|c| c.id() == **id))
-                {
-                    return Err(EngineError::InvalidRequest(format!(
-                        "VTXO {id} has no claimable exit"
-                    )));
-                }
-                claimable
-                    .into_iter()
-                    .filter(|c| ids.contains(&c.id()))
-                    .collect()
-            }
-        };
-        let psbt = mgr
-            .drain_exits(&inputs, &loaded.wallet, address.clone(), fee_rate)
-            .await
-            .map_err(|e| exit_error("claiming exits", e))?;
-        let tx = psbt.extract_tx().map_err(|e| EngineError::Internal {
-            context: "finishing the claim transaction",
-            source: e.into(),
-        })?;
-        loaded
-            .wallet
-            .chain()
-            .broadcast_tx(&tx)
-            .await
-            .map_err(|e| EngineError::Unreachable {
-                what: "the chain source",
-                reason: format!("broadcasting the claim: {e:#}"),
-            })?;
-        // A claim to the wallet's own address is its money now: tell BDK at once.
-        {
-            let mut onchain = loaded.onchain.write().await;
-            if OnchainWalletTrait::is_mine(&*onchain, &address.script_pubkey())
-                .await
-                .unwrap_or(false)
-                && let Err(e) = OnchainWalletTrait::register_tx(&mut *onchain, &tx).await
-            {
-                tracing::warn!(error = %format!("{e:#}"), "cannot record the claim in the on-chain wallet");
-            }
-        }
-        // Move the exits to claim-in-progress now, so a second call does not rebuild
-        // the same claim.
-        if let Err(e) = mgr.sync(&loaded.wallet).await {
-            tracing::warn!(error = %format!("{e:#}"), "cannot sync exits after a claim");
-        }
-        Ok(tx.compute_txid())
-    }
-
-    pub async fn exit_cancel(&self, id: VtxoId) -> Result<(), EngineError> {
-        let loaded = self.loaded().await?;
-        let _exclusive = self.exit_lock.lock().await;
-        loaded
-            .wallet
-            .exit_mgr()
-            .cancel_exit(id)
-            .await
-            .map_err(|e| exit_error("canceling an exit", e))
-    }
-
     /// Start the driver that advances live exits on every new block (and at least
     /// every `[exits] progress_interval_secs`), for as long as `loaded` is the
     /// engine's wallet (see `wallet_tasks`). Supervised: a failing pass is retried
@@ -374,5 +184,209 @@ fn stored_exit_status(
         state: exit.state,
         history: history.then_some(exit.history),
         transactions: Vec::new(),
+    }
+}
+
+/// Unilateral exits: start, progress, claim, cancel, list (`/api/v1/exits`).
+pub struct Exits<'a> {
+    engine: &'a Engine,
+}
+
+impl Engine {
+    pub fn exits(&self) -> Exits<'_> {
+        Exits { engine: self }
+    }
+}
+
+impl Exits<'_> {
+    /// Start exits for every unspent VTXO; how many were started.
+    pub async fn start_all(&self) -> Result<usize, EngineError> {
+        let loaded = self.engine.loaded().await?;
+        let exits = loaded.wallet.exit_mgr();
+        let before = exits.get_exit_vtxo_ids().await.len();
+        exits
+            .start_exit_for_entire_wallet()
+            .await
+            .map_err(classify_exit("starting exits"))?;
+        Ok(exits.get_exit_vtxo_ids().await.len() - before)
+    }
+
+    /// Start exits for these VTXOs (each spendable or locked); how many were started
+    /// (one already exiting is skipped).
+    pub async fn start_vtxos(&self, ids: &[VtxoId]) -> Result<usize, EngineError> {
+        let vtxos = self.engine.rounds().vtxos_by_id(ids).await?;
+        if let Some(v) = vtxos.iter().find(|v| {
+            !matches!(
+                v.state,
+                bark::vtxo::VtxoState::Spendable | bark::vtxo::VtxoState::Locked { .. }
+            )
+        }) {
+            return Err(EngineError::WrongState(format!(
+                "VTXO {} cannot be exited (it is {})",
+                v.vtxo.id(),
+                v.state.kind()
+            )));
+        }
+        let loaded = self.engine.loaded().await?;
+        let exits = loaded.wallet.exit_mgr();
+        let before = exits.get_exit_vtxo_ids().await.len();
+        let bare: Vec<_> = vtxos.into_iter().map(|v| v.vtxo).collect();
+        exits
+            .start_exit_for_vtxos(&bare)
+            .await
+            .map_err(classify_exit("starting exits"))?;
+        Ok(exits.get_exit_vtxo_ids().await.len() - before)
+    }
+
+    /// Sync the on-chain wallet and advance every exit now (what the driver does on
+    /// each block).
+    pub async fn progress(
+        &self,
+        fee_rate: Option<bitcoin::FeeRate>,
+    ) -> Result<ExitProgress, EngineError> {
+        let loaded = self.engine.loaded().await?;
+        let (exits, sync_error) = advance_exits(&loaded, &self.engine.exit_lock, fee_rate).await?;
+        let mgr = loaded.wallet.exit_mgr();
+        Ok(ExitProgress {
+            done: !mgr.has_pending_exits().await,
+            exits,
+            claimable_height: mgr.all_claimable_at_height().await.map(|h| h.to_u32()),
+            sync_error,
+        })
+    }
+
+    pub async fn list(
+        &self,
+        which: ExitList,
+        history: bool,
+        transactions: bool,
+    ) -> Result<Vec<bark::exit::ExitTransactionStatus>, EngineError> {
+        let Some(loaded) = self.engine.loaded_now() else {
+            // Not open: the exits as stored, without their transactions (their
+            // on-chain status needs the chain source).
+            self.engine.freshness().await?;
+            let states = match which {
+                ExitList::All => None,
+                ExitList::Live => Some(ExitStateKind::LIVE_STATES),
+                ExitList::Finished => Some(ExitStateKind::FINISHED_STATES),
+            };
+            let stored = match states {
+                None => BarkPersister::get_exit_vtxo_entries(&self.engine.store).await,
+                Some(states) => {
+                    BarkPersister::get_exit_vtxo_entries_with_states(&self.engine.store, states)
+                        .await
+                }
+            }
+            .map_err(EngineError::internal("listing exits"))?;
+            return Ok(stored
+                .into_iter()
+                .map(|exit| stored_exit_status(exit, history))
+                .collect());
+        };
+        let exits = loaded.wallet.exit_mgr();
+        match which {
+            ExitList::All => exits.list_all(history, transactions).await,
+            ExitList::Live => exits.list_live(history, transactions).await,
+            ExitList::Finished => exits.list_finished(history, transactions).await,
+        }
+        .map_err(EngineError::internal("listing exits"))
+    }
+
+    pub async fn status(
+        &self,
+        id: VtxoId,
+        history: bool,
+        transactions: bool,
+    ) -> Result<Option<bark::exit::ExitTransactionStatus>, EngineError> {
+        let Some(loaded) = self.engine.loaded_now() else {
+            self.engine.freshness().await?;
+            let stored = BarkPersister::get_exit_vtxo_entry(&self.engine.store, &id)
+                .await
+                .map_err(EngineError::internal("reading an exit"))?;
+            return Ok(stored.map(|exit| stored_exit_status(exit, history)));
+        };
+        loaded
+            .wallet
+            .exit_mgr()
+            .get_exit_status(id, history, transactions)
+            .await
+            .map_err(EngineError::internal("reading an exit"))
+    }
+
+    /// Claim claimable exits (all, or these) to `destination`: one transaction,
+    /// broadcast; its txid.
+    pub async fn claim(
+        &self,
+        destination: &str,
+        ids: Option<&[VtxoId]>,
+        fee_rate: Option<bitcoin::FeeRate>,
+    ) -> Result<bitcoin::Txid, EngineError> {
+        let address = self.engine.address(destination).await?;
+        let loaded = self.engine.loaded().await?;
+        let _exclusive = self.engine.exit_lock.lock().await;
+        let mgr = loaded.wallet.exit_mgr();
+        let claimable = mgr.list_claimable().await;
+        let inputs = match ids {
+            None => claimable,
+            Some(ids) => {
+                if let Some(id) = ids
+                    .iter()
+                    .find(|id| !claimable.iter().any(|c| c.id() == **id))
+                {
+                    return Err(EngineError::InvalidRequest(format!(
+                        "VTXO {id} has no claimable exit"
+                    )));
+                }
+                claimable
+                    .into_iter()
+                    .filter(|c| ids.contains(&c.id()))
+                    .collect()
+            }
+        };
+        let psbt = mgr
+            .drain_exits(&inputs, &loaded.wallet, address.clone(), fee_rate)
+            .await
+            .map_err(|e| exit_error("claiming exits", e))?;
+        let tx = psbt.extract_tx().map_err(|e| EngineError::Internal {
+            context: "finishing the claim transaction",
+            source: e.into(),
+        })?;
+        loaded
+            .wallet
+            .chain()
+            .broadcast_tx(&tx)
+            .await
+            .map_err(|e| EngineError::Unreachable {
+                what: "the chain source",
+                reason: format!("broadcasting the claim: {e:#}"),
+            })?;
+        // A claim to the wallet's own address is its money now: tell BDK at once.
+        {
+            let mut onchain = loaded.onchain.write().await;
+            if OnchainWalletTrait::is_mine(&*onchain, &address.script_pubkey())
+                .await
+                .unwrap_or(false)
+                && let Err(e) = OnchainWalletTrait::register_tx(&mut *onchain, &tx).await
+            {
+                tracing::warn!(error = %format!("{e:#}"), "cannot record the claim in the on-chain wallet");
+            }
+        }
+        // Move the exits to claim-in-progress now, so a second call does not rebuild
+        // the same claim.
+        if let Err(e) = mgr.sync(&loaded.wallet).await {
+            tracing::warn!(error = %format!("{e:#}"), "cannot sync exits after a claim");
+        }
+        Ok(tx.compute_txid())
+    }
+
+    pub async fn cancel(&self, id: VtxoId) -> Result<(), EngineError> {
+        let loaded = self.engine.loaded().await?;
+        let _exclusive = self.engine.exit_lock.lock().await;
+        loaded
+            .wallet
+            .exit_mgr()
+            .cancel_exit(id)
+            .await
+            .map_err(|e| exit_error("canceling an exit", e))
     }
 }

@@ -7,26 +7,6 @@ use bitcoin::Amount;
 use super::boards::refresh_fee_rates;
 use super::{Engine, EngineError};
 
-impl Engine {
-    /// The server's fee to board `amount` (400 outside its limits).
-    pub async fn board_fee(&self, amount: Amount) -> Result<bark::FeeEstimate, EngineError> {
-        let loaded = self.loaded().await?;
-        self.check_board_amount(&loaded, amount).await?;
-        loaded
-            .wallet
-            .estimate_board_offchain_fee(amount)
-            .await
-            .map_err(EngineError::classify("estimating the board fee"))
-    }
-
-    /// The chain's fee rates, refreshed first.
-    pub async fn onchain_fee_rates(&self) -> Result<bark::chain::FeeRates, EngineError> {
-        let loaded = self.loaded().await?;
-        refresh_fee_rates(&loaded).await;
-        Ok(loaded.wallet.chain().fee_rates().await)
-    }
-}
-
 /// Fee estimates for the operations that spend VTXOs (they all need the Ark server's
 /// fee schedule).
 impl Engine {
@@ -36,25 +16,53 @@ impl Engine {
             reason: format!("{e:#}"),
         }
     }
+}
 
-    pub async fn lightning_send_fee(
-        &self,
-        amount: Amount,
-    ) -> Result<bark::FeeEstimate, EngineError> {
-        let loaded = self.loaded().await?;
+/// Fee estimates, before the operation they are for (`/api/v1/fees`).
+pub struct Fees<'a> {
+    engine: &'a Engine,
+}
+
+impl Engine {
+    pub fn fees(&self) -> Fees<'_> {
+        Fees { engine: self }
+    }
+}
+
+impl Fees<'_> {
+    /// The server's fee to board `amount` (400 outside its limits).
+    pub async fn board(&self, amount: Amount) -> Result<bark::FeeEstimate, EngineError> {
+        let loaded = self.engine.loaded().await?;
+        self.engine.check_board_amount(&loaded, amount).await?;
+        loaded
+            .wallet
+            .estimate_board_offchain_fee(amount)
+            .await
+            .map_err(EngineError::classify("estimating the board fee"))
+    }
+
+    /// The chain's fee rates, refreshed first.
+    pub async fn onchain_rates(&self) -> Result<bark::chain::FeeRates, EngineError> {
+        let loaded = self.engine.loaded().await?;
+        refresh_fee_rates(&loaded).await;
+        Ok(loaded.wallet.chain().fee_rates().await)
+    }
+
+    pub async fn lightning_send(&self, amount: Amount) -> Result<bark::FeeEstimate, EngineError> {
+        let loaded = self.engine.loaded().await?;
         loaded
             .wallet
             .estimate_lightning_send_fee(amount)
             .await
-            .map_err(Self::server_error)
+            .map_err(Engine::server_error)
     }
 
-    pub async fn lightning_receive_fee(
+    pub async fn lightning_receive(
         &self,
         amount: Amount,
     ) -> Result<bark::FeeEstimate, EngineError> {
-        let loaded = self.loaded().await?;
-        if let Some(info) = self.ark_info().await?
+        let loaded = self.engine.loaded().await?;
+        if let Some(info) = self.engine.ark().info().await?
             && let Some(max) = info.max_vtxo_amount
             && amount > max
         {
@@ -68,65 +76,65 @@ impl Engine {
             .wallet
             .estimate_lightning_receive_fee(amount)
             .await
-            .map_err(Self::server_error)
+            .map_err(Engine::server_error)
     }
 
-    pub async fn offboard_fee(
+    pub async fn offboard(
         &self,
         address: &str,
         ids: &[ark::VtxoId],
     ) -> Result<bark::FeeEstimate, EngineError> {
-        let vtxos = self.vtxos_by_id(ids).await?;
-        let address = self.address(address).await?;
-        let loaded = self.loaded().await?;
+        let vtxos = self.engine.rounds().vtxos_by_id(ids).await?;
+        let address = self.engine.address(address).await?;
+        let loaded = self.engine.loaded().await?;
         let bare: Vec<_> = vtxos.into_iter().map(|v| v.vtxo).collect();
         loaded
             .wallet
             .estimate_offboard(&address, &bare)
             .await
-            .map_err(Self::server_error)
+            .map_err(Engine::server_error)
     }
 
-    pub async fn offboard_all_fee(&self, address: &str) -> Result<bark::FeeEstimate, EngineError> {
-        let address = self.address(address).await?;
-        let loaded = self.loaded().await?;
+    pub async fn offboard_all(&self, address: &str) -> Result<bark::FeeEstimate, EngineError> {
+        let address = self.engine.address(address).await?;
+        let loaded = self.engine.loaded().await?;
         loaded
             .wallet
             .estimate_offboard_all(&address)
             .await
-            .map_err(Self::server_error)
+            .map_err(Engine::server_error)
     }
 
-    pub async fn send_onchain_fee(
+    pub async fn send_onchain(
         &self,
         address: &str,
         amount: Amount,
     ) -> Result<bark::FeeEstimate, EngineError> {
-        let address = self.address(address).await?;
-        let loaded = self.loaded().await?;
+        let address = self.engine.address(address).await?;
+        let loaded = self.engine.loaded().await?;
         loaded
             .wallet
             .estimate_send_onchain(&address, amount)
             .await
-            .map_err(Self::server_error)
+            .map_err(Engine::server_error)
     }
 
     /// What exiting these VTXOs (all spendable ones by default) would cost, and
     /// whether the on-chain wallet's confirmed coins can pay the broadcast leg.
-    pub async fn exit_fee(
+    pub async fn exit(
         &self,
         ids: Option<&[ark::VtxoId]>,
         fee_rate: Option<bitcoin::FeeRate>,
         destination: Option<&str>,
     ) -> Result<(bark::exit::ExitFeeEstimate, bool), EngineError> {
         let destination = match destination {
-            Some(d) => Some(self.address(d).await?),
+            Some(d) => Some(self.engine.address(d).await?),
             None => None,
         };
-        let loaded = self.loaded().await?;
+        let loaded = self.engine.loaded().await?;
         let ids = match ids {
             Some(ids) => {
-                self.vtxos_by_id(ids).await?;
+                self.engine.rounds().vtxos_by_id(ids).await?;
                 ids.to_vec()
             }
             None => loaded

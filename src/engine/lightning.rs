@@ -217,15 +217,60 @@ async fn bounded<T>(
 }
 
 impl Engine {
+    async fn network_of(&self, wallet: &bark::Wallet) -> Result<bitcoin::Network, EngineError> {
+        wallet
+            .network()
+            .await
+            .map_err(EngineError::internal("reading the wallet's network"))
+    }
+}
+
+fn check_invoice_amount(amount: Amount) -> Result<(), EngineError> {
+    if amount == Amount::ZERO {
+        return Err(EngineError::InvalidRequest(
+            "amount_sat must be above zero".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Whether a BOLT11 invoice is for `network` (bark checks too, but only after it has
+/// selected inputs; this answers the client's mistake first).
+fn invoice_network_matches(invoice: &Bolt11Invoice, network: bitcoin::Network) -> bool {
+    use lightning_invoice::Currency as C;
+    matches!(
+        (invoice.currency(), network),
+        (C::Bitcoin, bitcoin::Network::Bitcoin)
+            | (
+                C::BitcoinTestnet,
+                bitcoin::Network::Testnet | bitcoin::Network::Testnet4
+            )
+            | (C::Regtest, bitcoin::Network::Regtest)
+            | (C::Signet, bitcoin::Network::Signet)
+    )
+}
+
+/// Lightning payments and invoices (`/api/v1/lightning`).
+pub struct Lightning<'a> {
+    engine: &'a Engine,
+}
+
+impl Engine {
+    pub fn lightning(&self) -> Lightning<'_> {
+        Lightning { engine: self }
+    }
+}
+
+impl Lightning<'_> {
     /// Start paying `destination`. Returns once bark has handed the payment to the Ark
     /// server (or it settled or failed on the spot); settlement is tracked with
-    /// [`Engine::lightning_send`].
+    /// [`Lightning::send`].
     ///
     /// A Lightning address or LNURL is resolved first, through `out` (the egress
     /// policy, on the caller's share): the payee's server is asked for an invoice
     /// before the wallet is needed, so a refused or unanswered destination is told
     /// whatever state the wallet is in.
-    pub async fn pay_lightning(
+    pub async fn pay(
         &self,
         destination: &LightningDestination,
         amount: Option<Amount>,
@@ -245,7 +290,7 @@ impl Engine {
                 Box::new(lnurl.clone().into()),
             ),
         };
-        let loaded = self.loaded().await?;
+        let loaded = self.engine.loaded().await?;
         let wallet = &loaded.wallet;
         const CONTEXT: &str = "paying over Lightning";
         let bolt11 = match &payment {
@@ -253,7 +298,7 @@ impl Engine {
             Payment::Offer(_) => None,
         };
         if let Some(invoice) = &bolt11 {
-            let network = self.network_of(wallet).await?;
+            let network = self.engine.network_of(wallet).await?;
             if !invoice_network_matches(invoice, network) {
                 return Err(EngineError::InvalidRequest(match payment {
                     Payment::Resolved(..) => {
@@ -332,11 +377,8 @@ impl Engine {
 
     /// A send by payment hash: paid, in progress, or unknown (with the movement of a
     /// failed payment, when there is one).
-    pub async fn lightning_send(
-        &self,
-        payment_hash: PaymentHash,
-    ) -> Result<SendLookup, EngineError> {
-        let loaded = self.loaded().await?;
+    pub async fn send(&self, payment_hash: PaymentHash) -> Result<SendLookup, EngineError> {
+        let loaded = self.engine.loaded().await?;
         let state = loaded
             .wallet
             .lightning_send_state(payment_hash)
@@ -367,8 +409,8 @@ impl Engine {
     }
 
     /// Pending receives (invoices not yet settled), oldest first.
-    pub async fn lightning_receives(&self) -> Result<Vec<LightningReceive>, EngineError> {
-        let loaded = self.loaded().await?;
+    pub async fn receives(&self) -> Result<Vec<LightningReceive>, EngineError> {
+        let loaded = self.engine.loaded().await?;
         loaded
             .wallet
             .pending_lightning_receives()
@@ -378,11 +420,11 @@ impl Engine {
 
     /// A receive by payment hash, or by its preimage; `None` when the wallet has no
     /// pending or settled receive for it.
-    pub async fn lightning_receive(
+    pub async fn receive(
         &self,
         hash_or_preimage: [u8; 32],
     ) -> Result<Option<LightningReceiveState>, EngineError> {
-        let loaded = self.loaded().await?;
+        let loaded = self.engine.loaded().await?;
         let as_hash = PaymentHash::from(hash_or_preimage);
         let as_preimage = Preimage::from(hash_or_preimage).compute_payment_hash();
         for hash in [as_hash, as_preimage] {
@@ -396,13 +438,10 @@ impl Engine {
     }
 
     /// Cancel a receive that has not been paid, named by its payment hash or preimage
-    /// (as [`Engine::lightning_receive`]). `Ok(false)`: no such receive.
-    pub async fn cancel_lightning_receive(
-        &self,
-        hash_or_preimage: [u8; 32],
-    ) -> Result<bool, EngineError> {
-        let loaded = self.loaded().await?;
-        let hash = match self.lightning_receive(hash_or_preimage).await? {
+    /// (as [`Lightning::receive`]). `Ok(false)`: no such receive.
+    pub async fn cancel_receive(&self, hash_or_preimage: [u8; 32]) -> Result<bool, EngineError> {
+        let loaded = self.engine.loaded().await?;
+        let hash = match self.receive(hash_or_preimage).await? {
             None => return Ok(false),
             Some(LightningReceiveState::Settled(_)) => {
                 return Err(EngineError::WrongState(
@@ -443,7 +482,7 @@ impl Engine {
         token: Option<String>,
     ) -> Result<Bolt11Invoice, EngineError> {
         check_invoice_amount(amount)?;
-        let loaded = self.loaded().await?;
+        let loaded = self.engine.loaded().await?;
         bounded(
             "creating an invoice",
             loaded.wallet.bolt11_invoice(amount, description, token),
@@ -460,7 +499,7 @@ impl Engine {
     ) -> Result<Bolt11Invoice, EngineError> {
         use bark::ArkoorAddressError as E;
         check_invoice_amount(amount)?;
-        let loaded = self.loaded().await?;
+        let loaded = self.engine.loaded().await?;
         match loaded.wallet.validate_arkoor_address(claim).await {
             Ok(()) => {}
             Err(E::Other(reason)) => {
@@ -489,36 +528,4 @@ impl Engine {
         )
         .await
     }
-
-    async fn network_of(&self, wallet: &bark::Wallet) -> Result<bitcoin::Network, EngineError> {
-        wallet
-            .network()
-            .await
-            .map_err(EngineError::internal("reading the wallet's network"))
-    }
-}
-
-fn check_invoice_amount(amount: Amount) -> Result<(), EngineError> {
-    if amount == Amount::ZERO {
-        return Err(EngineError::InvalidRequest(
-            "amount_sat must be above zero".into(),
-        ));
-    }
-    Ok(())
-}
-
-/// Whether a BOLT11 invoice is for `network` (bark checks too, but only after it has
-/// selected inputs; this answers the client's mistake first).
-fn invoice_network_matches(invoice: &Bolt11Invoice, network: bitcoin::Network) -> bool {
-    use lightning_invoice::Currency as C;
-    matches!(
-        (invoice.currency(), network),
-        (C::Bitcoin, bitcoin::Network::Bitcoin)
-            | (
-                C::BitcoinTestnet,
-                bitcoin::Network::Testnet | bitcoin::Network::Testnet4
-            )
-            | (C::Regtest, bitcoin::Network::Regtest)
-            | (C::Signet, bitcoin::Network::Signet)
-    )
 }

@@ -22,6 +22,7 @@ use bark::actions::offboard::{Offboard, OffboardKind, Progress};
 use bark::movement::{MovementId, MovementStatus};
 use bark::persist::BarkPersister as _;
 
+use super::offchain::Ark;
 use super::{Engine, EngineError, LoadedWallet};
 
 /// How long a request waits for an offboard bark paused to be broadcast before it
@@ -70,82 +71,8 @@ impl Engine {
     async fn payout_address(&self, address: Option<&str>) -> Result<bitcoin::Address, EngineError> {
         match address {
             Some(text) => self.address(text).await,
-            None => self.onchain_next_address().await,
+            None => self.onchain().next_address().await,
         }
-    }
-
-    /// Offboard every spendable VTXO to `address` (default: the on-chain wallet).
-    pub async fn offboard_all(
-        &self,
-        address: Option<&str>,
-    ) -> Result<OffboardOutcome, EngineError> {
-        let address = self.payout_address(address).await?;
-        let loaded = self.loaded().await?;
-        super::rounds::spendable_or(&loaded, "no spendable VTXOs to offboard").await?;
-        let ours = |o: &Offboard| {
-            o.destination == *address.as_unchecked()
-                && matches!(o.kind, OffboardKind::OffboardWhole { .. })
-        };
-        self.run_offboard(
-            &loaded,
-            "offboarding",
-            ours,
-            loaded.wallet.offboard_all(address.clone()),
-        )
-        .await
-    }
-
-    /// Offboard these VTXOs (all spendable) to `address` (default: the on-chain wallet).
-    pub async fn offboard_vtxos(
-        &self,
-        ids: &[VtxoId],
-        address: Option<&str>,
-    ) -> Result<OffboardOutcome, EngineError> {
-        self.spendable_by_id(ids).await?;
-        let address = self.payout_address(address).await?;
-        let loaded = self.loaded().await?;
-        let wanted: HashSet<&VtxoId> = ids.iter().collect();
-        let ours = |o: &Offboard| {
-            o.destination == *address.as_unchecked()
-                && matches!(&o.kind, OffboardKind::OffboardWhole { input_vtxo_ids }
-                    if input_vtxo_ids.iter().collect::<HashSet<_>>() == wanted)
-        };
-        self.run_offboard(
-            &loaded,
-            "offboarding",
-            ours,
-            loaded.wallet.offboard_vtxos(ids.to_vec(), address.clone()),
-        )
-        .await
-    }
-
-    /// Pay `amount` on-chain to `destination` out of the Ark balance (the server's
-    /// offboard fee comes on top).
-    pub async fn send_onchain_from_ark(
-        &self,
-        destination: &str,
-        amount: bitcoin::Amount,
-    ) -> Result<OffboardOutcome, EngineError> {
-        let address = self.address(destination).await?;
-        let loaded = self.loaded().await?;
-        if amount < address.script_pubkey().minimal_non_dust() {
-            return Err(EngineError::InvalidRequest(format!(
-                "amount_sat {} is below the dust limit of the destination",
-                amount.to_sat()
-            )));
-        }
-        let ours = |o: &Offboard| {
-            o.destination == *address.as_unchecked()
-                && o.onchain_output_amount == amount
-                && matches!(o.kind, OffboardKind::SendOnchain { .. })
-        };
-        self.run_offboard(
-            &loaded,
-            "sending on-chain",
-            ours,
-            loaded.wallet.send_onchain(address.clone(), amount),
-        )
-        .await
     }
 
     /// Run one of bark's offboard calls, `call`, and tell a failed offboard from one
@@ -323,5 +250,84 @@ impl Engine {
             // checkpoint); if it happens, the movement is the truth.
             MovementStatus::Pending => Standing::Paused(Some(movement_id)),
         })
+    }
+}
+
+impl Ark<'_> {
+    /// Offboard every spendable VTXO to `address` (default: the on-chain wallet).
+    pub async fn offboard_all(
+        &self,
+        address: Option<&str>,
+    ) -> Result<OffboardOutcome, EngineError> {
+        let address = self.engine.payout_address(address).await?;
+        let loaded = self.engine.loaded().await?;
+        super::rounds::spendable_or(&loaded, "no spendable VTXOs to offboard").await?;
+        let ours = |o: &Offboard| {
+            o.destination == *address.as_unchecked()
+                && matches!(o.kind, OffboardKind::OffboardWhole { .. })
+        };
+        self.engine
+            .run_offboard(
+                &loaded,
+                "offboarding",
+                ours,
+                loaded.wallet.offboard_all(address.clone()),
+            )
+            .await
+    }
+
+    /// Offboard these VTXOs (all spendable) to `address` (default: the on-chain wallet).
+    pub async fn offboard_vtxos(
+        &self,
+        ids: &[VtxoId],
+        address: Option<&str>,
+    ) -> Result<OffboardOutcome, EngineError> {
+        self.engine.spendable_by_id(ids).await?;
+        let address = self.engine.payout_address(address).await?;
+        let loaded = self.engine.loaded().await?;
+        let wanted: HashSet<&VtxoId> = ids.iter().collect();
+        let ours = |o: &Offboard| {
+            o.destination == *address.as_unchecked()
+                && matches!(&o.kind, OffboardKind::OffboardWhole { input_vtxo_ids }
+                    if input_vtxo_ids.iter().collect::<HashSet<_>>() == wanted)
+        };
+        self.engine
+            .run_offboard(
+                &loaded,
+                "offboarding",
+                ours,
+                loaded.wallet.offboard_vtxos(ids.to_vec(), address.clone()),
+            )
+            .await
+    }
+
+    /// Pay `amount` on-chain to `destination` out of the Ark balance (the server's
+    /// offboard fee comes on top).
+    pub async fn send_onchain(
+        &self,
+        destination: &str,
+        amount: bitcoin::Amount,
+    ) -> Result<OffboardOutcome, EngineError> {
+        let address = self.engine.address(destination).await?;
+        let loaded = self.engine.loaded().await?;
+        if amount < address.script_pubkey().minimal_non_dust() {
+            return Err(EngineError::InvalidRequest(format!(
+                "amount_sat {} is below the dust limit of the destination",
+                amount.to_sat()
+            )));
+        }
+        let ours = |o: &Offboard| {
+            o.destination == *address.as_unchecked()
+                && o.onchain_output_amount == amount
+                && matches!(o.kind, OffboardKind::SendOnchain { .. })
+        };
+        self.engine
+            .run_offboard(
+                &loaded,
+                "sending on-chain",
+                ours,
+                loaded.wallet.send_onchain(address.clone(), amount),
+            )
+            .await
     }
 }

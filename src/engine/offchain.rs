@@ -17,21 +17,52 @@ use crate::store::StoreError;
 /// on in the background (its checkpoint survives restarts) and the client is told so.
 const ARK_PAYMENT_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// What an Ark payment call came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArkPayment {
+    /// Delivered to the recipient's mailbox; the movement that records it.
+    Sent(MovementId),
+    /// Started and stored, not complete within [`ARK_PAYMENT_TIMEOUT`]: its inputs are
+    /// spoken for, and the wallet's sync completes it (or fails it, funds back). The
+    /// movement, once bark has made it (after the server's cosignature).
+    Pending { movement_id: Option<MovementId> },
+}
+
+/// The ids of the Ark payments bark has stored and not finished.
+async fn pending_arkoor_send_ids(wallet: &bark::Wallet) -> Result<HashSet<String>, EngineError> {
+    Ok(wallet
+        .pending_arkoor_sends()
+        .await
+        .map_err(EngineError::internal("listing pending Ark payments"))?
+        .into_iter()
+        .map(|s| s.id)
+        .collect())
+}
+
+/// Off-chain operations on the Ark: addresses, sends, boards and offboards, the server's info, mailbox sync, signing (`/api/v1/wallet`, `/api/v1/boards`).
+pub struct Ark<'a> {
+    pub(super) engine: &'a Engine,
+}
+
 impl Engine {
+    pub fn ark(&self) -> Ark<'_> {
+        Ark { engine: self }
+    }
+}
+
+impl Ark<'_> {
     /// Everything bark syncs with the Ark server and the chain (rounds, boards,
     /// payments, exits); not the on-chain wallet. Never fails: bark logs what it
     /// could not reach, and the next sync tries again.
     pub async fn sync(&self) -> Result<(), EngineError> {
-        let loaded = self.loaded().await?;
+        let loaded = self.engine.loaded().await?;
         loaded.wallet.sync().await;
         Ok(())
     }
-}
 
-impl Engine {
     /// Derive, store and return a new Ark address of the wallet.
-    pub async fn ark_address_next(&self) -> Result<ark::Address, EngineError> {
-        let loaded = self.loaded().await?;
+    pub async fn address_next(&self) -> Result<ark::Address, EngineError> {
+        let loaded = self.engine.loaded().await?;
         loaded
             .wallet
             .new_address()
@@ -47,13 +78,13 @@ impl Engine {
     /// locked, and the wallet's sync drives it on. That is accepted work: answering it
     /// as an error would let the `Idempotency-Key` layer give the key back, and a
     /// client's retry would pay twice. So it is [`ArkPayment::Pending`] (202).
-    pub async fn send_ark(
+    pub async fn send(
         &self,
         destination: &ark::Address,
         amount: Amount,
     ) -> Result<ArkPayment, EngineError> {
         use bark::ArkoorAddressError as E;
-        let loaded = self.loaded().await?;
+        let loaded = self.engine.loaded().await?;
         match loaded.wallet.validate_arkoor_address(destination).await {
             Ok(()) => {}
             Err(E::Other(reason)) => {
@@ -94,6 +125,7 @@ impl Engine {
                     ));
                 };
                 let movement_id = self
+                    .engine
                     .store
                     .get_movement_id_by_action(&started.id)
                     .await
@@ -105,35 +137,11 @@ impl Engine {
             }
         }
     }
-}
 
-/// What an Ark payment call came to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ArkPayment {
-    /// Delivered to the recipient's mailbox; the movement that records it.
-    Sent(MovementId),
-    /// Started and stored, not complete within [`ARK_PAYMENT_TIMEOUT`]: its inputs are
-    /// spoken for, and the wallet's sync completes it (or fails it, funds back). The
-    /// movement, once bark has made it (after the server's cosignature).
-    Pending { movement_id: Option<MovementId> },
-}
-
-/// The ids of the Ark payments bark has stored and not finished.
-async fn pending_arkoor_send_ids(wallet: &bark::Wallet) -> Result<HashSet<String>, EngineError> {
-    Ok(wallet
-        .pending_arkoor_sends()
-        .await
-        .map_err(EngineError::internal("listing pending Ark payments"))?
-        .into_iter()
-        .map(|s| s.id)
-        .collect())
-}
-
-impl Engine {
     /// The Ark server's parameters, asking it if the wallet has not yet; `None`
     /// when it cannot be reached.
-    pub async fn ark_info(&self) -> Result<Option<ark::ArkInfo>, EngineError> {
-        let loaded = self.loaded().await?;
+    pub async fn info(&self) -> Result<Option<ark::ArkInfo>, EngineError> {
+        let loaded = self.engine.loaded().await?;
         if let Ok(Some(info)) = loaded.wallet.ark_info().await {
             return Ok(Some(info));
         }
@@ -141,8 +149,8 @@ impl Engine {
     }
 
     /// The wallet's Ark address at `index`, which must have been handed out before.
-    pub async fn ark_address_at(&self, index: u32) -> Result<Option<ark::Address>, EngineError> {
-        let loaded = self.loaded().await?;
+    pub async fn address_at(&self, index: u32) -> Result<Option<ark::Address>, EngineError> {
+        let loaded = self.engine.loaded().await?;
         let (_, next) = loaded
             .wallet
             .peek_next_keypair()
@@ -161,7 +169,7 @@ impl Engine {
 
     /// When the Ark server starts its next round.
     pub async fn next_round_start(&self) -> Result<std::time::SystemTime, EngineError> {
-        let loaded = self.loaded().await?;
+        let loaded = self.engine.loaded().await?;
         loaded
             .wallet
             .next_round_start_time()
@@ -171,9 +179,7 @@ impl Engine {
                 reason: format!("{e:#}"),
             })
     }
-}
 
-impl Engine {
     /// Sign with the key behind one of the wallet's Ark addresses; `None` if the
     /// address is not the wallet's.
     pub async fn sign_message(
@@ -181,7 +187,7 @@ impl Engine {
         message: &[u8],
         address: &ark::Address,
     ) -> Result<Option<bitcoin::secp256k1::schnorr::Signature>, EngineError> {
-        let loaded = self.loaded().await?;
+        let loaded = self.engine.loaded().await?;
         loaded
             .wallet
             .sign_message(message, address)
@@ -192,7 +198,7 @@ impl Engine {
     /// Fetch what the server's mailbox holds for the wallet (incoming payments);
     /// the checkpoint consumed up to.
     pub async fn sync_mailbox(&self) -> Result<u64, EngineError> {
-        let loaded = self.loaded().await?;
+        let loaded = self.engine.loaded().await?;
         loaded
             .wallet
             .sync_mailbox()
@@ -215,8 +221,10 @@ impl Engine {
         id: u32,
         patch: &serde_json::Value,
     ) -> Result<bool, EngineError> {
-        let loaded = self.loaded().await?;
-        match BarkPersister::get_movement_by_id(&self.store, bark::movement::MovementId(id)).await {
+        let loaded = self.engine.loaded().await?;
+        match BarkPersister::get_movement_by_id(&self.engine.store, bark::movement::MovementId(id))
+            .await
+        {
             Ok(_) => {}
             Err(e) if matches!(e.downcast_ref(), Some(StoreError::NotFound(_))) => {
                 return Ok(false);
@@ -230,9 +238,7 @@ impl Engine {
             .map_err(EngineError::internal("updating a movement's metadata"))?;
         Ok(true)
     }
-}
 
-impl Engine {
     /// A BIP-321 `bitcoin:` URI to be paid on: always a new Ark address; a BOLT11
     /// invoice when an amount is asked (the Ark server's Lightning service makes it);
     /// a new on-chain address when `onchain`.
@@ -243,7 +249,7 @@ impl Engine {
         message: Option<String>,
         onchain: bool,
     ) -> Result<bark::payment_request::BarkBip321Uri, EngineError> {
-        let loaded = self.loaded().await?;
+        let loaded = self.engine.loaded().await?;
         // The builder borrows the wallet mutably; bark's wallet is a shared handle.
         let mut wallet = loaded.wallet.clone();
         let mut builder = wallet.bip321_uri().onchain(false);
@@ -264,7 +270,7 @@ impl Engine {
             None => EngineError::internal("building a payment URI")(e),
         })?;
         if onchain {
-            let address = self.onchain_next_address().await?;
+            let address = self.engine.onchain().next_address().await?;
             // BIP-321 puts mainnet addresses in the URI's body, others in `tb=`.
             let added = if loaded.wallet.chain().network() == bitcoin::Network::Bitcoin {
                 uri.set_address(address.into_unchecked())

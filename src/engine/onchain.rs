@@ -5,28 +5,45 @@ use bdk_wallet::Balance;
 
 use super::{Engine, EngineError};
 
+/// The chain's regular (3-block) fee rate, refreshed first.
+async fn regular_fee_rate(loaded: &super::LoadedWallet) -> bitcoin::FeeRate {
+    super::boards::refresh_fee_rates(loaded).await;
+    loaded.wallet.chain().fee_rates().await.regular
+}
+
+/// The on-chain wallet: addresses, balance, sync, sends and the chain tip (`/api/v1/onchain`).
+pub struct Onchain<'a> {
+    engine: &'a Engine,
+}
+
 impl Engine {
+    pub fn onchain(&self) -> Onchain<'_> {
+        Onchain { engine: self }
+    }
+}
+
+impl Onchain<'_> {
     /// Reveal the next receive address of the on-chain wallet (persisted before it is
     /// handed out, so it is never reused after a crash).
-    pub async fn onchain_next_address(&self) -> Result<bitcoin::Address, EngineError> {
-        let loaded = self.loaded().await?;
+    pub async fn next_address(&self) -> Result<bitcoin::Address, EngineError> {
+        let loaded = self.engine.loaded().await?;
         let mut onchain = loaded.onchain.write().await;
         OnchainWalletTrait::address(&mut *onchain)
             .await
             .map_err(EngineError::internal("revealing an on-chain address"))
     }
 
-    /// The on-chain balance as BDK last saw it (call [`Engine::onchain_sync`] first
+    /// The on-chain balance as BDK last saw it (call [`Onchain::sync`] first
     /// for news from the chain).
-    pub async fn onchain_balance(&self) -> Result<Balance, EngineError> {
-        let loaded = self.loaded().await?;
+    pub async fn balance(&self) -> Result<Balance, EngineError> {
+        let loaded = self.engine.loaded().await?;
         let onchain = loaded.onchain.read().await;
         Ok(onchain.balance())
     }
 
     /// Sync the on-chain wallet with the chain source.
-    pub async fn onchain_sync(&self) -> Result<(), EngineError> {
-        let loaded = self.loaded().await?;
+    pub async fn sync(&self) -> Result<(), EngineError> {
+        let loaded = self.engine.loaded().await?;
         loaded
             .wallet
             .sync_onchain()
@@ -38,8 +55,8 @@ impl Engine {
     }
 
     /// The chain source's tip height.
-    pub async fn chain_tip(&self) -> Result<u32, EngineError> {
-        let loaded = self.loaded().await?;
+    pub async fn tip(&self) -> Result<u32, EngineError> {
+        let loaded = self.engine.loaded().await?;
         let tip = loaded
             .wallet
             .chain()
@@ -51,14 +68,12 @@ impl Engine {
             })?;
         Ok(tip.to_u32())
     }
-}
 
-impl Engine {
     /// Pay on-chain from the on-chain wallet: one or more (address, amount) outputs in
     /// one transaction at the chain's regular fee rate. Returns once the transaction is
     /// signed, recorded and handed to the chain source (a failed broadcast is retried
     /// on the next sync).
-    pub async fn onchain_send(
+    pub async fn send(
         &self,
         destinations: &[(String, bitcoin::Amount)],
     ) -> Result<bitcoin::Txid, EngineError> {
@@ -67,12 +82,12 @@ impl Engine {
                 "at least one destination is needed".into(),
             ));
         }
-        let network = self.network().await?;
+        let network = self.engine.network().await?;
         let outputs = destinations
             .iter()
             .map(|(address, amount)| Ok((super::parse_address(address, network)?, *amount)))
             .collect::<Result<Vec<_>, EngineError>>()?;
-        let loaded = self.loaded().await?;
+        let loaded = self.engine.loaded().await?;
         let fee_rate = regular_fee_rate(&loaded).await;
         let chain = loaded.wallet.chain().clone();
         let mut onchain = loaded.onchain.write().await;
@@ -83,9 +98,9 @@ impl Engine {
     }
 
     /// Send every on-chain coin to `destination`, less the fee.
-    pub async fn onchain_drain(&self, destination: &str) -> Result<bitcoin::Txid, EngineError> {
-        let address = self.address(destination).await?;
-        let loaded = self.loaded().await?;
+    pub async fn drain(&self, destination: &str) -> Result<bitcoin::Txid, EngineError> {
+        let address = self.engine.address(destination).await?;
+        let loaded = self.engine.loaded().await?;
         let fee_rate = regular_fee_rate(&loaded).await;
         let chain = loaded.wallet.chain().clone();
         let mut onchain = loaded.onchain.write().await;
@@ -97,10 +112,8 @@ impl Engine {
 
     /// The on-chain wallet's transactions, oldest first (confirmed by height, then
     /// unconfirmed ones).
-    pub async fn onchain_transactions(
-        &self,
-    ) -> Result<Vec<bark::onchain::WalletTxInfo>, EngineError> {
-        let loaded = self.loaded().await?;
+    pub async fn transactions(&self) -> Result<Vec<bark::onchain::WalletTxInfo>, EngineError> {
+        let loaded = self.engine.loaded().await?;
         let mut txs = loaded
             .onchain
             .read()
@@ -112,15 +125,9 @@ impl Engine {
     }
 
     /// The on-chain wallet's unspent outputs.
-    pub async fn onchain_utxos(&self) -> Result<Vec<bark::UtxoInfo>, EngineError> {
-        let loaded = self.loaded().await?;
+    pub async fn utxos(&self) -> Result<Vec<bark::UtxoInfo>, EngineError> {
+        let loaded = self.engine.loaded().await?;
         let utxos = loaded.onchain.read().await.utxos();
         Ok(utxos.into_iter().map(bark::UtxoInfo::from).collect())
     }
-}
-
-/// The chain's regular (3-block) fee rate, refreshed first.
-async fn regular_fee_rate(loaded: &super::LoadedWallet) -> bitcoin::FeeRate {
-    super::boards::refresh_fee_rates(loaded).await;
-    loaded.wallet.chain().fee_rates().await.regular
 }

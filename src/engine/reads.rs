@@ -23,33 +23,6 @@ pub enum Freshness {
 }
 
 impl Engine {
-    /// How a wallet read is served now. [`EngineError::NoWallet`] without a wallet,
-    /// [`EngineError::Locked`] while its seed waits for its passphrase (the owner chose
-    /// to keep it closed). Never waits for the wallet to load.
-    pub async fn freshness(&self) -> Result<Freshness, EngineError> {
-        if self.is_loaded() {
-            return Ok(Freshness::Current);
-        }
-        self.require_wallet().await?;
-        if self.is_locked() {
-            return Err(EngineError::Locked);
-        }
-        Ok(Freshness::PossiblyStale)
-    }
-
-    /// The wallet's Ark balance by state, as bark defines it, at a cost that does not
-    /// grow with the number of VTXOs (`Store::ark_balance`). Judged against the chain
-    /// tip and the server's exit depth limit as the open wallet last saw them (no
-    /// request to the chain source), or as recorded when it was last open.
-    pub async fn balance(&self) -> Result<bark::Balance, EngineError> {
-        self.freshness().await?;
-        let view = self.chain_view().await?;
-        Ok(self
-            .store
-            .ark_balance(view.tip, view.max_exit_depth)
-            .await?)
-    }
-
     /// The chain view the balance is judged against: the open wallet's, recorded in the
     /// store whenever it changes (the session keeps the last one recorded); else the
     /// recorded one.
@@ -88,15 +61,55 @@ impl Engine {
         }
         Ok(now)
     }
+    /// How a wallet read is served now. [`EngineError::NoWallet`] without a wallet,
+    /// [`EngineError::Locked`] while its seed waits for its passphrase (the owner chose
+    /// to keep it closed). Never waits for the wallet to load.
+    pub async fn freshness(&self) -> Result<Freshness, EngineError> {
+        if self.is_loaded() {
+            return Ok(Freshness::Current);
+        }
+        self.require_wallet().await?;
+        if self.is_locked() {
+            return Err(EngineError::Locked);
+        }
+        Ok(Freshness::PossiblyStale)
+    }
+}
+
+/// Wallet reads from the store alone (balance, VTXOs, history): they answer whether or not the wallet is open (see the module docs).
+pub struct Reads<'a> {
+    engine: &'a Engine,
+}
+
+impl Engine {
+    pub fn reads(&self) -> Reads<'_> {
+        Reads { engine: self }
+    }
+}
+
+impl Reads<'_> {
+    /// The wallet's Ark balance by state, as bark defines it, at a cost that does not
+    /// grow with the number of VTXOs (`Store::ark_balance`). Judged against the chain
+    /// tip and the server's exit depth limit as the open wallet last saw them (no
+    /// request to the chain source), or as recorded when it was last open.
+    pub async fn balance(&self) -> Result<bark::Balance, EngineError> {
+        self.engine.freshness().await?;
+        let view = self.engine.chain_view().await?;
+        Ok(self
+            .engine
+            .store
+            .ark_balance(view.tip, view.max_exit_depth)
+            .await?)
+    }
 
     /// The wallet's VTXOs: unspent ones (spendable or locked), or every one with `all`.
     pub async fn vtxos(&self, all: bool) -> Result<Vec<bark::WalletVtxo>, EngineError> {
-        self.freshness().await?;
+        self.engine.freshness().await?;
         let vtxos = if all {
-            BarkPersister::get_all_vtxos(&self.store).await
+            BarkPersister::get_all_vtxos(&self.engine.store).await
         } else {
             BarkPersister::get_vtxos_by_state(
-                &self.store,
+                &self.engine.store,
                 bark::vtxo::VtxoStateKind::UNSPENT_STATES,
             )
             .await
@@ -106,17 +119,17 @@ impl Engine {
 
     /// One VTXO of the wallet, in any state; `None` if the wallet has no such VTXO.
     pub async fn vtxo(&self, id: VtxoId) -> Result<Option<bark::WalletVtxo>, EngineError> {
-        self.freshness().await?;
+        self.engine.freshness().await?;
         // bark's own lookup answers "not found" and a database failure alike.
-        BarkPersister::get_wallet_vtxo(&self.store, id)
+        BarkPersister::get_wallet_vtxo(&self.engine.store, id)
             .await
             .map_err(EngineError::internal("reading a VTXO"))
     }
 
     /// A VTXO with its whole exit chain, ark-encoded, hex; `None` if unknown.
     pub async fn vtxo_encoded(&self, id: VtxoId) -> Result<Option<String>, EngineError> {
-        self.freshness().await?;
-        let full = BarkPersister::get_full_vtxo(&self.store, id)
+        self.engine.freshness().await?;
+        let full = BarkPersister::get_full_vtxo(&self.engine.store, id)
             .await
             .map_err(EngineError::internal("reading a VTXO"))?;
         Ok(full.map(|vtxo| vtxo.serialize_hex()))
@@ -125,7 +138,7 @@ impl Engine {
     /// Changes whenever the wallet's database commits a write (bark's or ours): what a
     /// cache of a read keys on. Read it before the read it keys.
     pub fn store_generation(&self) -> u64 {
-        self.store.commit_count()
+        self.engine.store.commit_count()
     }
 
     /// A page of the history: up to `limit` movements with ids below `before`, newest
@@ -135,8 +148,8 @@ impl Engine {
         before: Option<u32>,
         limit: usize,
     ) -> Result<Vec<bark::movement::Movement>, EngineError> {
-        self.freshness().await?;
-        Ok(self.store.movements_before(before, limit).await?)
+        self.engine.freshness().await?;
+        Ok(self.engine.store.movements_before(before, limit).await?)
     }
 
     /// The wallet's movements, newest first; only those paying or paid by `method`
@@ -145,11 +158,11 @@ impl Engine {
         &self,
         method: Option<&bark::movement::PaymentMethod>,
     ) -> Result<Vec<bark::movement::Movement>, EngineError> {
-        self.freshness().await?;
+        self.engine.freshness().await?;
         let mut movements = match method {
-            None => BarkPersister::get_all_movements(&self.store).await,
+            None => BarkPersister::get_all_movements(&self.engine.store).await,
             Some(method) => {
-                BarkPersister::get_movements_by_payment_method(&self.store, method).await
+                BarkPersister::get_movements_by_payment_method(&self.engine.store, method).await
             }
         }
         .map_err(EngineError::internal("reading the history"))?;

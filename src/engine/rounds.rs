@@ -19,40 +19,12 @@ use bark::vtxo::VtxoLockHolder;
 use super::{Engine, EngineError};
 
 impl Engine {
-    /// The wallet's VTXOs with these ids, in order; every id must be known and
-    /// given once.
-    pub async fn vtxos_by_id(&self, ids: &[VtxoId]) -> Result<Vec<bark::WalletVtxo>, EngineError> {
-        if ids.is_empty() {
-            return Err(EngineError::InvalidRequest(
-                "vtxos must not be empty".into(),
-            ));
-        }
-        let mut seen = std::collections::HashSet::new();
-        if let Some(dup) = ids.iter().find(|id| !seen.insert(**id)) {
-            return Err(EngineError::InvalidRequest(format!(
-                "VTXO {dup} is listed twice"
-            )));
-        }
-        let mut found = Vec::with_capacity(ids.len());
-        let mut missing = Vec::new();
-        for id in ids {
-            match self.vtxo(*id).await? {
-                Some(v) => found.push(v),
-                None => missing.push(*id),
-            }
-        }
-        if !missing.is_empty() {
-            return Err(EngineError::UnknownVtxos(missing));
-        }
-        Ok(found)
-    }
-
-    /// [`Engine::vtxos_by_id`], each of which must be spendable (422 otherwise).
+    /// [`Rounds::vtxos_by_id`], each of which must be spendable (422 otherwise).
     pub(super) async fn spendable_by_id(
         &self,
         ids: &[VtxoId],
     ) -> Result<Vec<bark::WalletVtxo>, EngineError> {
-        let vtxos = self.vtxos_by_id(ids).await?;
+        let vtxos = self.rounds().vtxos_by_id(ids).await?;
         if let Some(v) = vtxos
             .iter()
             .find(|v| !matches!(v.state, bark::vtxo::VtxoState::Spendable))
@@ -64,25 +36,6 @@ impl Engine {
             )));
         }
         Ok(vtxos)
-    }
-
-    /// Join the next round to refresh these VTXOs (all must be spendable).
-    pub async fn refresh_vtxos(
-        &self,
-        ids: &[VtxoId],
-    ) -> Result<StoredRoundState<bark::persist::models::Unlocked>, EngineError> {
-        self.spendable_by_id(ids).await?;
-        self.join_refresh(ids.to_vec()).await
-    }
-
-    /// Join the next round to refresh every spendable VTXO.
-    pub async fn refresh_all(
-        &self,
-    ) -> Result<StoredRoundState<bark::persist::models::Unlocked>, EngineError> {
-        let loaded = self.loaded().await?;
-        let spendable = spendable_or(&loaded, "no VTXOs to refresh").await?;
-        self.join_refresh(spendable.iter().map(|v| v.vtxo.id()).collect())
-            .await
     }
 
     async fn join_refresh(
@@ -103,94 +56,6 @@ impl Engine {
             .map_err(EngineError::classify("joining a round"))?;
         // Release bark's lock on the round state before answering.
         Ok(state.unlock())
-    }
-
-    /// The wallet's round participations that have not finished.
-    pub async fn pending_rounds(
-        &self,
-    ) -> Result<Vec<StoredRoundState<bark::persist::models::Unlocked>>, EngineError> {
-        let loaded = self.loaded().await?;
-        loaded
-            .wallet
-            .pending_round_states()
-            .await
-            .map_err(EngineError::internal("listing rounds"))
-    }
-}
-
-impl Engine {
-    /// Join the next round to refresh the VTXOs that carry counterparty risk (out-of-
-    /// round VTXOs received from others); `None` when there are none.
-    pub async fn refresh_counterparty(
-        &self,
-    ) -> Result<Option<StoredRoundState<bark::persist::models::Unlocked>>, EngineError> {
-        let loaded = self.loaded().await?;
-        let filter = bark::vtxo::VtxoFilter::new(&loaded.wallet).counterparty();
-        let risky =
-            loaded
-                .wallet
-                .spendable_vtxos_with(&filter)
-                .await
-                .map_err(EngineError::internal(
-                    "finding VTXOs with counterparty risk",
-                ))?;
-        if risky.is_empty() {
-            return Ok(None);
-        }
-        self.join_refresh(risky.iter().map(|v| v.vtxo.id()).collect())
-            .await
-            .map(Some)
-    }
-
-    /// Hand these VTXOs to the server for a delegated refresh (no need to be online
-    /// for the round), in the next round or once the chain reaches `height`.
-    pub async fn refresh_delegated(
-        &self,
-        ids: &[VtxoId],
-        height: Option<u32>,
-    ) -> Result<StoredRoundState<bark::persist::models::Unlocked>, EngineError> {
-        self.spendable_by_id(ids).await?;
-        let loaded = self.loaded().await?;
-        let joined = match height {
-            None => loaded.wallet.refresh_vtxos_delegated(ids.to_vec()).await,
-            Some(h) => {
-                loaded
-                    .wallet
-                    .refresh_vtxos_scheduled(ids.to_vec(), bitcoin_ext::BlockHeight::new(h))
-                    .await
-            }
-        };
-        joined
-            .map_err(EngineError::classify("joining a delegated round"))?
-            .ok_or_else(|| EngineError::WrongState("no VTXOs to refresh".into()))
-    }
-
-    /// Import VTXOs (ark-encoded) that belong to this wallet's seed; their ids.
-    pub async fn import_vtxos(
-        &self,
-        vtxos: Vec<ark::Vtxo<ark::vtxo::Full>>,
-    ) -> Result<Vec<bark::WalletVtxo>, EngineError> {
-        use bark::ImportVtxoError as E;
-        let loaded = self.loaded().await?;
-        let ids = loaded
-            .wallet
-            .import_vtxos(&vtxos, bark::ImportVtxoArgs::default())
-            .await
-            .map_err(|e| match e {
-                E::Invalid { .. } | E::KeyNotFound { .. } => {
-                    EngineError::InvalidRequest(e.to_string())
-                }
-                E::InFlight { .. } => EngineError::WrongState(e.to_string()),
-                E::Transient(source) => EngineError::Unreachable {
-                    what: "the Ark server",
-                    reason: format!("{source:#}"),
-                },
-            })?;
-        let all = self.vtxos(true).await?;
-        Ok(all
-            .into_iter()
-            .filter(|v| ids.contains(&v.vtxo.id()))
-            .collect())
     }
 }
 
@@ -305,4 +170,152 @@ pub(super) async fn spendable_or(
         return Err(EngineError::WrongState(none.into()));
     }
     Ok(spendable)
+}
+
+/// Refreshes and the rounds they join, and importing VTXOs (`/api/v1/wallet/refresh/*`).
+pub struct Rounds<'a> {
+    engine: &'a Engine,
+}
+
+impl Engine {
+    pub fn rounds(&self) -> Rounds<'_> {
+        Rounds { engine: self }
+    }
+}
+
+impl Rounds<'_> {
+    /// The wallet's VTXOs with these ids, in order; every id must be known and
+    /// given once.
+    pub async fn vtxos_by_id(&self, ids: &[VtxoId]) -> Result<Vec<bark::WalletVtxo>, EngineError> {
+        if ids.is_empty() {
+            return Err(EngineError::InvalidRequest(
+                "vtxos must not be empty".into(),
+            ));
+        }
+        let mut seen = std::collections::HashSet::new();
+        if let Some(dup) = ids.iter().find(|id| !seen.insert(**id)) {
+            return Err(EngineError::InvalidRequest(format!(
+                "VTXO {dup} is listed twice"
+            )));
+        }
+        let mut found = Vec::with_capacity(ids.len());
+        let mut missing = Vec::new();
+        for id in ids {
+            match self.engine.reads().vtxo(*id).await? {
+                Some(v) => found.push(v),
+                None => missing.push(*id),
+            }
+        }
+        if !missing.is_empty() {
+            return Err(EngineError::UnknownVtxos(missing));
+        }
+        Ok(found)
+    }
+
+    /// Join the next round to refresh these VTXOs (all must be spendable).
+    pub async fn refresh_vtxos(
+        &self,
+        ids: &[VtxoId],
+    ) -> Result<StoredRoundState<bark::persist::models::Unlocked>, EngineError> {
+        self.engine.spendable_by_id(ids).await?;
+        self.engine.join_refresh(ids.to_vec()).await
+    }
+
+    /// Join the next round to refresh every spendable VTXO.
+    pub async fn refresh_all(
+        &self,
+    ) -> Result<StoredRoundState<bark::persist::models::Unlocked>, EngineError> {
+        let loaded = self.engine.loaded().await?;
+        let spendable = spendable_or(&loaded, "no VTXOs to refresh").await?;
+        self.engine
+            .join_refresh(spendable.iter().map(|v| v.vtxo.id()).collect())
+            .await
+    }
+
+    /// The wallet's round participations that have not finished.
+    pub async fn pending(
+        &self,
+    ) -> Result<Vec<StoredRoundState<bark::persist::models::Unlocked>>, EngineError> {
+        let loaded = self.engine.loaded().await?;
+        loaded
+            .wallet
+            .pending_round_states()
+            .await
+            .map_err(EngineError::internal("listing rounds"))
+    }
+
+    /// Join the next round to refresh the VTXOs that carry counterparty risk (out-of-
+    /// round VTXOs received from others); `None` when there are none.
+    pub async fn refresh_counterparty(
+        &self,
+    ) -> Result<Option<StoredRoundState<bark::persist::models::Unlocked>>, EngineError> {
+        let loaded = self.engine.loaded().await?;
+        let filter = bark::vtxo::VtxoFilter::new(&loaded.wallet).counterparty();
+        let risky =
+            loaded
+                .wallet
+                .spendable_vtxos_with(&filter)
+                .await
+                .map_err(EngineError::internal(
+                    "finding VTXOs with counterparty risk",
+                ))?;
+        if risky.is_empty() {
+            return Ok(None);
+        }
+        self.engine
+            .join_refresh(risky.iter().map(|v| v.vtxo.id()).collect())
+            .await
+            .map(Some)
+    }
+
+    /// Hand these VTXOs to the server for a delegated refresh (no need to be online
+    /// for the round), in the next round or once the chain reaches `height`.
+    pub async fn refresh_delegated(
+        &self,
+        ids: &[VtxoId],
+        height: Option<u32>,
+    ) -> Result<StoredRoundState<bark::persist::models::Unlocked>, EngineError> {
+        self.engine.spendable_by_id(ids).await?;
+        let loaded = self.engine.loaded().await?;
+        let joined = match height {
+            None => loaded.wallet.refresh_vtxos_delegated(ids.to_vec()).await,
+            Some(h) => {
+                loaded
+                    .wallet
+                    .refresh_vtxos_scheduled(ids.to_vec(), bitcoin_ext::BlockHeight::new(h))
+                    .await
+            }
+        };
+        joined
+            .map_err(EngineError::classify("joining a delegated round"))?
+            .ok_or_else(|| EngineError::WrongState("no VTXOs to refresh".into()))
+    }
+
+    /// Import VTXOs (ark-encoded) that belong to this wallet's seed; their ids.
+    pub async fn import_vtxos(
+        &self,
+        vtxos: Vec<ark::Vtxo<ark::vtxo::Full>>,
+    ) -> Result<Vec<bark::WalletVtxo>, EngineError> {
+        use bark::ImportVtxoError as E;
+        let loaded = self.engine.loaded().await?;
+        let ids = loaded
+            .wallet
+            .import_vtxos(&vtxos, bark::ImportVtxoArgs::default())
+            .await
+            .map_err(|e| match e {
+                E::Invalid { .. } | E::KeyNotFound { .. } => {
+                    EngineError::InvalidRequest(e.to_string())
+                }
+                E::InFlight { .. } => EngineError::WrongState(e.to_string()),
+                E::Transient(source) => EngineError::Unreachable {
+                    what: "the Ark server",
+                    reason: format!("{source:#}"),
+                },
+            })?;
+        let all = self.engine.reads().vtxos(true).await?;
+        Ok(all
+            .into_iter()
+            .filter(|v| ids.contains(&v.vtxo.id()))
+            .collect())
+    }
 }

@@ -37,6 +37,6 @@ pub struct TipResponse {
 )]
 pub async fn tip(State(state): State<AppState>) -> Result<Json<TipResponse>, ApiError> {
     Ok(Json(TipResponse {
-        tip_height: state.engine.chain_tip().await?,
+        tip_height: state.engine.onchain().tip().await?,
     }))
 }

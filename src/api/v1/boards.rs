@@ -55,6 +55,7 @@ pub async fn board_amount(
     let Json(req) = body?;
     let board = state
         .engine
+        .ark()
         .board_amount(amount("amount_sat", req.amount_sat)?)
         .await?;
     Ok(Json(PendingBoardInfo::from(&board)))
@@ -76,7 +77,7 @@ pub async fn board_amount(
     )
 )]
 pub async fn board_all(State(state): State<AppState>) -> Result<Json<PendingBoardInfo>, ApiError> {
-    let board = state.engine.board_all().await?;
+    let board = state.engine.ark().board_all().await?;
     Ok(Json(PendingBoardInfo::from(&board)))
 }
 
@@ -98,6 +99,6 @@ pub async fn board_all(State(state): State<AppState>) -> Result<Json<PendingBoar
 pub async fn get_pending_boards(
     State(state): State<AppState>,
 ) -> Result<Json<Vec<PendingBoardInfo>>, ApiError> {
-    let boards = state.engine.pending_boards().await?;
+    let boards = state.engine.ark().pending_boards().await?;
     Ok(Json(boards.iter().map(PendingBoardInfo::from).collect()))
 }

@@ -174,7 +174,8 @@ pub async fn board_fee(
     let Query(q) = query?;
     let estimate = state
         .engine
-        .board_fee(amount("amount_sat", q.amount_sat)?)
+        .fees()
+        .board(amount("amount_sat", q.amount_sat)?)
         .await?;
     Ok(Json((&estimate).into()))
 }
@@ -207,7 +208,7 @@ pub struct OnchainFeeRatesResponse {
 pub async fn onchain_fee_rates(
     State(state): State<AppState>,
 ) -> Result<Json<OnchainFeeRatesResponse>, ApiError> {
-    let rates = state.engine.onchain_fee_rates().await?;
+    let rates = state.engine.fees().onchain_rates().await?;
     Ok(Json(OnchainFeeRatesResponse {
         fast_sat_per_vb: rates.fast.to_sat_per_vb_ceil(),
         regular_sat_per_vb: rates.regular.to_sat_per_vb_ceil(),
@@ -247,7 +248,8 @@ pub async fn lightning_pay_fee(
     let Query(q) = query?;
     let estimate = state
         .engine
-        .lightning_send_fee(amount("amount_sat", q.amount_sat)?)
+        .fees()
+        .lightning_send(amount("amount_sat", q.amount_sat)?)
         .await?;
     Ok(Json((&estimate).into()))
 }
@@ -274,7 +276,8 @@ pub async fn lightning_receive_fee(
     let Query(q) = query?;
     let estimate = state
         .engine
-        .lightning_receive_fee(amount("amount_sat", q.amount_sat)?)
+        .fees()
+        .lightning_receive(amount("amount_sat", q.amount_sat)?)
         .await?;
     Ok(Json((&estimate).into()))
 }
@@ -309,7 +312,7 @@ pub async fn offboard_fee(
 ) -> Result<Json<FeeEstimateResponse>, ApiError> {
     let Json(req) = body?;
     let ids = crate::api::v1::common::parse_vtxo_ids(&req.vtxos)?;
-    let estimate = state.engine.offboard_fee(&req.address, &ids).await?;
+    let estimate = state.engine.fees().offboard(&req.address, &ids).await?;
     Ok(Json((&estimate).into()))
 }
 
@@ -340,7 +343,7 @@ pub async fn offboard_all_fee(
     query: Result<Query<AddressQuery>, QueryRejection>,
 ) -> Result<Json<FeeEstimateResponse>, ApiError> {
     let Query(q) = query?;
-    let estimate = state.engine.offboard_all_fee(&q.address).await?;
+    let estimate = state.engine.fees().offboard_all(&q.address).await?;
     Ok(Json((&estimate).into()))
 }
 
@@ -376,7 +379,8 @@ pub async fn send_onchain_fee(
     let Query(q) = query?;
     let estimate = state
         .engine
-        .send_onchain_fee(&q.address, amount("amount_sat", q.amount_sat)?)
+        .fees()
+        .send_onchain(&q.address, amount("amount_sat", q.amount_sat)?)
         .await?;
     Ok(Json((&estimate).into()))
 }

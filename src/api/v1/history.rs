@@ -93,12 +93,12 @@ pub(crate) async fn history_page(
                 })?),
             };
             // Read before the page is: see `Store::commit_count`.
-            let generation = state.engine.store_generation();
+            let generation = state.engine.reads().store_generation();
             if let Some(kept) = state.history_pages.get((before, limit), generation) {
                 return Ok(Fresh(freshness, kept));
             }
             // One more than asked tells whether another page follows.
-            let mut movements = state.engine.history_page(before, limit + 1).await?;
+            let mut movements = state.engine.reads().history_page(before, limit + 1).await?;
             let more = movements.len() > limit;
             movements.truncate(limit);
             let items: Vec<Movement> = movements.iter().map(Movement::from).collect();
@@ -110,7 +110,7 @@ pub(crate) async fn history_page(
             rendered
         }
         _ => {
-            let mut movements = state.engine.history(method).await?;
+            let mut movements = state.engine.reads().history(method).await?;
             if page.limit()?.is_some() {
                 // Pages go by id, like the unfiltered ones.
                 movements.sort_by_key(|m| std::cmp::Reverse(m.id.0));
@@ -155,7 +155,12 @@ pub async fn update_metadata(
             "the body must be a JSON object (an RFC 7396 merge patch)".into(),
         ));
     }
-    if state.engine.patch_movement_metadata(id, &patch).await? {
+    if state
+        .engine
+        .ark()
+        .patch_movement_metadata(id, &patch)
+        .await?
+    {
         Ok(())
     } else {
         Err(ApiError::NotFound {

@@ -105,7 +105,8 @@ pub async fn pay(
     let key = caller.credential.key();
     let started = state
         .engine
-        .pay_lightning(&destination, amount, req.comment, outbound(&state, &key))
+        .lightning()
+        .pay(&destination, amount, req.comment, outbound(&state, &key))
         .await?;
     Ok(Json(LightningPayResponse {
         message: if started.preimage.is_some() {
@@ -202,7 +203,7 @@ async fn htlc_vtxos(state: &AppState, r: &LightningReceive) -> Vec<WalletVtxoInf
     };
     let mut out = Vec::new();
     for id in ids {
-        if let Ok(Some(vtxo)) = state.engine.vtxo(id).await {
+        if let Ok(Some(vtxo)) = state.engine.reads().vtxo(id).await {
             out.push(WalletVtxoInfo::from(&vtxo));
         }
     }
@@ -228,7 +229,7 @@ async fn htlc_vtxos(state: &AppState, r: &LightningReceive) -> Vec<WalletVtxoInf
 pub async fn list_receive_statuses(
     State(state): State<AppState>,
 ) -> Result<Json<Vec<LightningReceiveInfo>>, ApiError> {
-    let receives = state.engine.lightning_receives().await?;
+    let receives = state.engine.lightning().receives().await?;
     let mut out = Vec::with_capacity(receives.len());
     for r in &receives {
         out.push(LightningReceiveInfo::pending(
@@ -280,7 +281,7 @@ pub async fn get_receive_status(
 ) -> Result<Json<LightningReceiveInfo>, ApiError> {
     let Path(identifier) = identifier?;
     let bytes = identifier_bytes(&identifier)?;
-    match state.engine.lightning_receive(bytes).await? {
+    match state.engine.lightning().receive(bytes).await? {
         Some(LightningReceiveState::InProgress(r)) => Ok(Json(LightningReceiveInfo::pending(
             &r,
             htlc_vtxos(&state, &r).await,
@@ -322,7 +323,7 @@ pub async fn cancel_receive(
 ) -> Result<(), ApiError> {
     let Path(identifier) = identifier?;
     let bytes = identifier_bytes(&identifier)?;
-    if state.engine.cancel_lightning_receive(bytes).await? {
+    if state.engine.lightning().cancel_receive(bytes).await? {
         Ok(())
     } else {
         Err(receive_not_found(identifier))
@@ -387,7 +388,7 @@ pub async fn get_send_status(
 ) -> Result<Json<LightningSendInfo>, ApiError> {
     let Path(identifier) = identifier?;
     let hash = ark::lightning::PaymentHash::from(identifier_bytes(&identifier)?);
-    let found = state.engine.lightning_send(hash).await?;
+    let found = state.engine.lightning().send(hash).await?;
     let mut info = LightningSendInfo {
         payment_hash: found.payment_hash.to_string(),
         state: "unknown".into(),
@@ -496,6 +497,7 @@ pub async fn generate_invoice(
     let sats = amount("amount_sat", req.amount_sat)?;
     let invoice = state
         .engine
+        .lightning()
         .create_invoice(sats, description(req.description)?, req.token)
         .await?;
     Ok(Json(InvoiceInfo::from(&invoice)))
@@ -531,6 +533,7 @@ pub async fn generate_invoice_for_address(
         .map_err(|_| ApiError::BadRequest("address is not an Ark address".into()))?;
     let invoice = state
         .engine
+        .lightning()
         .create_invoice_for_address(sats, &address, description(req.description)?)
         .await?;
     Ok(Json(InvoiceInfo::from(&invoice)))

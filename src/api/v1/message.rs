@@ -64,6 +64,7 @@ pub async fn sign_message(
     let address = ark_address(&req.address)?;
     let signature = state
         .engine
+        .ark()
         .sign_message(req.message.as_bytes(), &address)
         .await?
         .ok_or_else(|| {

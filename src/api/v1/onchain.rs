@@ -47,7 +47,7 @@ pub struct Address {
     )
 )]
 pub async fn onchain_address(State(state): State<AppState>) -> Result<Json<Address>, ApiError> {
-    let address = state.engine.onchain_next_address().await?;
+    let address = state.engine.onchain().next_address().await?;
     Ok(Json(Address {
         address: address.to_string(),
     }))
@@ -89,7 +89,7 @@ pub struct OnchainBalance {
 pub async fn onchain_balance(
     State(state): State<AppState>,
 ) -> Result<Json<OnchainBalance>, ApiError> {
-    let balance = state.engine.onchain_balance().await?;
+    let balance = state.engine.onchain().balance().await?;
     Ok(Json(OnchainBalance {
         total_sat: balance.total().to_sat(),
         trusted_spendable_sat: balance.trusted_spendable().to_sat(),
@@ -116,7 +116,7 @@ pub async fn onchain_balance(
     )
 )]
 pub async fn onchain_sync(State(state): State<AppState>) -> Result<(), ApiError> {
-    state.engine.onchain_sync().await?;
+    state.engine.onchain().sync().await?;
     Ok(())
 }
 
@@ -160,7 +160,8 @@ pub async fn onchain_send(
     let Json(req) = body?;
     let txid = state
         .engine
-        .onchain_send(&[(req.destination, amount("amount_sat", req.amount_sat)?)])
+        .onchain()
+        .send(&[(req.destination, amount("amount_sat", req.amount_sat)?)])
         .await?;
     Ok(Json(Send {
         txid: txid.to_string(),
@@ -217,7 +218,7 @@ pub async fn onchain_send_many(
         .iter()
         .map(|d| parse_destination(d))
         .collect::<Result<Vec<_>, _>>()?;
-    let txid = state.engine.onchain_send(&destinations).await?;
+    let txid = state.engine.onchain().send(&destinations).await?;
     Ok(Json(Send {
         txid: txid.to_string(),
     }))
@@ -250,7 +251,7 @@ pub async fn onchain_drain(
     body: Result<Json<OnchainDrainRequest>, JsonRejection>,
 ) -> Result<Json<Send>, ApiError> {
     let Json(req) = body?;
-    let txid = state.engine.onchain_drain(&req.destination).await?;
+    let txid = state.engine.onchain().drain(&req.destination).await?;
     Ok(Json(Send {
         txid: txid.to_string(),
     }))
@@ -297,7 +298,7 @@ pub async fn onchain_transactions(
 ) -> Result<Page<WalletTxInfo>, ApiError> {
     let Query(page) = page?;
     page.limit()?;
-    let txs = state.engine.onchain_transactions().await?;
+    let txs = state.engine.onchain().transactions().await?;
     page.apply(
         txs.iter()
             .map(|t| WalletTxInfo {
@@ -337,7 +338,7 @@ pub struct UtxoInfo {
     )
 )]
 pub async fn onchain_utxos(State(state): State<AppState>) -> Result<Json<Vec<UtxoInfo>>, ApiError> {
-    let utxos = state.engine.onchain_utxos().await?;
+    let utxos = state.engine.onchain().utxos().await?;
     Ok(Json(
         utxos
             .iter()

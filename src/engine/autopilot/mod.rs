@@ -629,7 +629,7 @@ impl Autopilot {
     /// Whether the on-chain wallet's confirmed coins pay for exiting every VTXO
     /// ([`reserve`]); an `exit-reserve-low` alert when they stop doing so.
     async fn check_reserve(&self, engine: &Engine, loaded: &LoadedWallet, memory: &mut Memory) {
-        match engine.exit_fee(None, None, None).await {
+        match engine.fees().exit(None, None, None).await {
             Ok((estimate, _)) => {
                 let confirmed = loaded.onchain.read().await.balance().confirmed;
                 let r = reserve(estimate.exit_broadcast_fee, confirmed);
@@ -686,7 +686,7 @@ impl Autopilot {
         if fresh.is_empty() {
             return;
         }
-        match tokio::time::timeout(CALL_BOUND * 2, engine.refresh_vtxos(&fresh)).await {
+        match tokio::time::timeout(CALL_BOUND * 2, engine.rounds().refresh_vtxos(&fresh)).await {
             Ok(Ok(_)) => {
                 tracing::info!(target: "berth::autopilot", vtxos = fresh.len(),
                     "joined the next round to refresh VTXOs near their exit deadline");
@@ -730,7 +730,7 @@ impl Autopilot {
             return Ok(());
         }
         if let Some(budget) = self.policy.auto_exit_fee_budget {
-            match engine.exit_fee(Some(&ids), None, None).await {
+            match engine.fees().exit(Some(&ids), None, None).await {
                 Ok((estimate, _)) if estimate.exit_broadcast_fee > budget => {
                     tracing::error!(target: "berth::autopilot",
                         fee = estimate.exit_broadcast_fee.to_sat(), budget = budget.to_sat(),
@@ -744,7 +744,7 @@ impl Autopilot {
                 }
             }
         }
-        let started = engine.exit_start_vtxos(&ids).await?;
+        let started = engine.exits().start_vtxos(&ids).await?;
         let amount: Amount = facts
             .iter()
             .filter(|f| ids.contains(&f.id))

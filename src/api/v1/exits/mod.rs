@@ -68,7 +68,7 @@ pub struct ExitStartResponse {
 pub async fn exit_start_all(
     State(state): State<AppState>,
 ) -> Result<Json<ExitStartResponse>, ApiError> {
-    let started = state.engine.exit_start_all().await?;
+    let started = state.engine.exits().start_all().await?;
     Ok(Json(ExitStartResponse {
         message: "Exit started successfully".into(),
         started,
@@ -104,7 +104,7 @@ pub async fn exit_start_vtxos(
 ) -> Result<Json<ExitStartResponse>, ApiError> {
     let Json(req) = body?;
     let ids = parse_vtxo_ids(&req.vtxos)?;
-    let started = state.engine.exit_start_vtxos(&ids).await?;
+    let started = state.engine.exits().start_vtxos(&ids).await?;
     Ok(Json(ExitStartResponse {
         message: "Exit started successfully".into(),
         started,
@@ -164,7 +164,7 @@ pub async fn exit_progress(
         Err(e) => return Err(e.into()),
     };
     let fee_rate = fee_rate_per_kvb(req.fee_rate)?;
-    let progress = state.engine.exit_progress(fee_rate).await?;
+    let progress = state.engine.exits().progress(fee_rate).await?;
     Ok(Json(ExitProgressResponse {
         done: progress.done,
         exits: progress
@@ -201,7 +201,8 @@ async fn list(
     let freshness = state.engine.freshness().await?;
     let exits = state
         .engine
-        .exit_list(
+        .exits()
+        .list(
             which,
             q.history.unwrap_or(false),
             q.transactions.unwrap_or(false),
@@ -295,7 +296,8 @@ async fn one(
     let freshness = state.engine.freshness().await?;
     match state
         .engine
-        .exit_status(
+        .exits()
+        .status(
             id,
             q.history.unwrap_or(false),
             q.transactions.unwrap_or(false),
@@ -402,7 +404,8 @@ pub async fn exit_claim_all(
     let fee_rate = fee_rate_per_kvb(req.fee_rate)?;
     let txid = state
         .engine
-        .exit_claim(&req.destination, None, fee_rate)
+        .exits()
+        .claim(&req.destination, None, fee_rate)
         .await?;
     Ok(Json(ExitClaimResponse {
         message: "Exit claimed successfully".into(),
@@ -448,7 +451,8 @@ pub async fn exit_claim_vtxos(
     let fee_rate = fee_rate_per_kvb(req.fee_rate)?;
     let txid = state
         .engine
-        .exit_claim(&req.destination, Some(&ids), fee_rate)
+        .exits()
+        .claim(&req.destination, Some(&ids), fee_rate)
         .await?;
     Ok(Json(ExitClaimResponse {
         message: "Exit claimed successfully".into(),
@@ -495,7 +499,7 @@ pub async fn exit_cancel(
 ) -> Result<Json<ExitCancelResponse>, ApiError> {
     let Path(id) = id?;
     let id = parse_vtxo_id(&id)?;
-    state.engine.exit_cancel(id).await?;
+    state.engine.exits().cancel(id).await?;
     Ok(Json(ExitCancelResponse {
         message: "Exit canceled successfully".into(),
     }))
@@ -595,7 +599,8 @@ pub async fn emergency_exit_fee(
     };
     let (e, fundable) = state
         .engine
-        .exit_fee(ids.as_deref(), fee_rate, q.destination.as_deref())
+        .fees()
+        .exit(ids.as_deref(), fee_rate, q.destination.as_deref())
         .await?;
     Ok(Json(EmergencyExitFeeEstimateResponse {
         exit_broadcast_fee_sat: e.exit_broadcast_fee.to_sat(),

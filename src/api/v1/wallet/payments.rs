@@ -37,7 +37,7 @@ pub struct ArkAddressResponse {
     )
 )]
 pub async fn address(State(state): State<AppState>) -> Result<Json<ArkAddressResponse>, ApiError> {
-    let address = state.engine.ark_address_next().await?;
+    let address = state.engine.ark().address_next().await?;
     Ok(Json(ArkAddressResponse {
         address: address.to_string(),
     }))
@@ -124,7 +124,7 @@ pub async fn send(
                 "a comment can only be sent to a Lightning address".into(),
             ));
         }
-        return Ok(match state.engine.send_ark(&address, amount).await? {
+        return Ok(match state.engine.ark().send(&address, amount).await? {
             ArkPayment::Sent(movement) => SendAnswer::Done(SendResponse {
                 message: "Payment sent successfully".into(),
                 payment_hash: None,
@@ -153,7 +153,8 @@ pub async fn send(
         let key = caller.credential.key();
         let started = state
             .engine
-            .pay_lightning(&destination, amount, req.comment, outbound(&state, &key))
+            .lightning()
+            .pay(&destination, amount, req.comment, outbound(&state, &key))
             .await?;
         return Ok(SendAnswer::Done(SendResponse {
             message: "Payment initiated successfully".into(),
@@ -328,7 +329,11 @@ pub async fn offboard_all(
     body: Result<Json<OffboardAllRequest>, JsonRejection>,
 ) -> Result<OffboardResponse, ApiError> {
     let Json(req) = body?;
-    let outcome = state.engine.offboard_all(req.address.as_deref()).await?;
+    let outcome = state
+        .engine
+        .ark()
+        .offboard_all(req.address.as_deref())
+        .await?;
     Ok(outcome.into())
 }
 
@@ -368,6 +373,7 @@ pub async fn offboard_vtxos(
     let ids = parse_vtxo_ids(&req.vtxos)?;
     let outcome = state
         .engine
+        .ark()
         .offboard_vtxos(&ids, req.address.as_deref())
         .await?;
     Ok(outcome.into())
@@ -408,7 +414,8 @@ pub async fn send_onchain(
     let Json(req) = body?;
     let outcome = state
         .engine
-        .send_onchain_from_ark(&req.destination, amount("amount_sat", req.amount_sat)?)
+        .ark()
+        .send_onchain(&req.destination, amount("amount_sat", req.amount_sat)?)
         .await?;
     Ok(outcome.into())
 }
@@ -435,7 +442,7 @@ pub async fn peek_address(
     index: Result<Path<u32>, PathRejection>,
 ) -> Result<Json<ArkAddressResponse>, ApiError> {
     let Path(index) = index?;
-    match state.engine.ark_address_at(index).await? {
+    match state.engine.ark().address_at(index).await? {
         Some(address) => Ok(Json(ArkAddressResponse {
             address: address.to_string(),
         })),
@@ -522,6 +529,7 @@ pub async fn bip321_uri(
     }
     let uri = state
         .engine
+        .ark()
         .bip321_uri(
             req.amount_sat.map(bitcoin::Amount::from_sat),
             req.label,

@@ -168,7 +168,7 @@ pub async fn refresh_vtxos(
 ) -> Result<Json<PendingRoundInfo>, ApiError> {
     let Json(req) = body?;
     let ids = parse_vtxo_ids(&req.vtxos)?;
-    let round = state.engine.refresh_vtxos(&ids).await?;
+    let round = state.engine.rounds().refresh_vtxos(&ids).await?;
     Ok(Json(PendingRoundInfo::from(&round)))
 }
 
@@ -189,7 +189,7 @@ pub async fn refresh_vtxos(
 pub async fn refresh_all(
     State(state): State<AppState>,
 ) -> Result<Json<PendingRoundInfo>, ApiError> {
-    let round = state.engine.refresh_all().await?;
+    let round = state.engine.rounds().refresh_all().await?;
     Ok(Json(PendingRoundInfo::from(&round)))
 }
 
@@ -210,7 +210,7 @@ pub async fn refresh_all(
 pub async fn pending_rounds(
     State(state): State<AppState>,
 ) -> Result<Json<Vec<PendingRoundInfo>>, ApiError> {
-    let rounds = state.engine.pending_rounds().await?;
+    let rounds = state.engine.rounds().pending().await?;
     Ok(Json(rounds.iter().map(PendingRoundInfo::from).collect()))
 }
 
@@ -280,7 +280,7 @@ fn human_duration(d: std::time::Duration) -> String {
     )
 )]
 pub async fn ark_info(State(state): State<AppState>) -> Result<Json<ArkInfo>, ApiError> {
-    let Some(a) = state.engine.ark_info().await? else {
+    let Some(a) = state.engine.ark().info().await? else {
         return Err(ApiError::NotFound {
             message: "the wallet has not reached its Ark server".into(),
             resources: vec!["ark server".into()],
@@ -332,7 +332,7 @@ pub struct NextRoundStart {
     )
 )]
 pub async fn next_round(State(state): State<AppState>) -> Result<Json<NextRoundStart>, ApiError> {
-    let start = state.engine.next_round_start().await?;
+    let start = state.engine.ark().next_round_start().await?;
     Ok(Json(NextRoundStart {
         start_time: start.into(),
     }))
@@ -377,7 +377,7 @@ mod tests {
 pub async fn refresh_counterparty(
     State(state): State<AppState>,
 ) -> Result<Json<PendingRoundInfo>, ApiError> {
-    match state.engine.refresh_counterparty().await? {
+    match state.engine.rounds().refresh_counterparty().await? {
         Some(round) => Ok(Json(PendingRoundInfo::from(&round))),
         None => Err(ApiError::NotFound {
             message: "no VTXO with counterparty risk to refresh".into(),
@@ -420,6 +420,10 @@ pub async fn refresh_delegated(
 ) -> Result<Json<PendingRoundInfo>, ApiError> {
     let Json(req) = body?;
     let ids = parse_vtxo_ids(&req.vtxos)?;
-    let round = state.engine.refresh_delegated(&ids, req.height).await?;
+    let round = state
+        .engine
+        .rounds()
+        .refresh_delegated(&ids, req.height)
+        .await?;
     Ok(Json(PendingRoundInfo::from(&round)))
 }

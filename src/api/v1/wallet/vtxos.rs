@@ -61,7 +61,7 @@ pub struct Balance {
 )]
 pub async fn balance(State(state): State<AppState>) -> Result<Fresh<Json<Balance>>, ApiError> {
     let freshness = state.engine.freshness().await?;
-    let b = state.engine.balance().await?;
+    let b = state.engine.reads().balance().await?;
     Ok(Fresh(
         freshness,
         Json(Balance {
@@ -113,7 +113,11 @@ pub async fn vtxos(
     let Query(page) = page?;
     page.limit()?;
     let freshness = state.engine.freshness().await?;
-    let vtxos = state.engine.vtxos(query.all.unwrap_or(false)).await?;
+    let vtxos = state
+        .engine
+        .reads()
+        .vtxos(query.all.unwrap_or(false))
+        .await?;
     let page = page.apply(vtxos.iter().map(WalletVtxoInfo::from).collect(), |v| {
         v.id.clone()
     })?;
@@ -155,7 +159,7 @@ pub async fn get_vtxo(
 ) -> Result<Fresh<Json<WalletVtxoInfo>>, ApiError> {
     let id = vtxo_id(id)?;
     let freshness = state.engine.freshness().await?;
-    match state.engine.vtxo(id).await? {
+    match state.engine.reads().vtxo(id).await? {
         Some(vtxo) => Ok(Fresh(freshness, Json(WalletVtxoInfo::from(&vtxo)))),
         None => Err(vtxo_not_found(id)),
     }
@@ -190,7 +194,7 @@ pub async fn get_vtxo_encoded(
 ) -> Result<Fresh<Json<EncodedVtxoResponse>>, ApiError> {
     let id = vtxo_id(id)?;
     let freshness = state.engine.freshness().await?;
-    match state.engine.vtxo_encoded(id).await? {
+    match state.engine.reads().vtxo_encoded(id).await? {
         Some(encoded) => Ok(Fresh(freshness, Json(EncodedVtxoResponse { encoded }))),
         None => Err(vtxo_not_found(id)),
     }
@@ -213,7 +217,7 @@ pub async fn get_vtxo_encoded(
     )
 )]
 pub async fn sync(State(state): State<AppState>) -> Result<(), ApiError> {
-    state.engine.sync().await?;
+    state.engine.ark().sync().await?;
     Ok(())
 }
 
@@ -242,7 +246,7 @@ pub async fn sync_mailbox(
     State(state): State<AppState>,
 ) -> Result<Json<MailboxSyncResponse>, ApiError> {
     Ok(Json(MailboxSyncResponse {
-        checkpoint: state.engine.sync_mailbox().await?,
+        checkpoint: state.engine.ark().sync_mailbox().await?,
     }))
 }
 
@@ -289,6 +293,6 @@ pub async fn import_vtxo(
             })
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let imported = state.engine.import_vtxos(vtxos).await?;
+    let imported = state.engine.rounds().import_vtxos(vtxos).await?;
     Ok(Json(imported.iter().map(WalletVtxoInfo::from).collect()))
 }
