@@ -69,21 +69,39 @@ pub(super) struct WalletForm {
 }
 
 impl WalletForm {
-    /// The API's create request for this form (checked as the API checks it).
+    /// The API's create request for this form, checked as the API checks it: built as
+    /// the API's own type, so a renamed field breaks the build, not the form.
     fn request(&self) -> Result<crate::engine::CreateWallet, String> {
+        use crate::api::v1::wallet::lifecycle::{
+            BarkNetwork, BitcoindAuthDto, ChainSourceDto, CreateWalletRequest, create_request,
+        };
+        let network = match self.network.as_str() {
+            "mainnet" => BarkNetwork::Mainnet,
+            "signet" => BarkNetwork::Signet,
+            "mutinynet" => BarkNetwork::Mutinynet,
+            "regtest" => BarkNetwork::Regtest,
+            _ => return Err("Choose a network.".into()),
+        };
         let chain = match self.chain.as_str() {
-            "esplora" => serde_json::json!({"esplora": {"url": self.esplora_url.trim()}}),
-            "bitcoind" => {
-                let auth = if self.bitcoind_cookie.trim().is_empty() {
-                    serde_json::json!({"user-pass": {"user": self.bitcoind_user, "pass": self.bitcoind_pass}})
+            "esplora" => ChainSourceDto::Esplora {
+                url: self.esplora_url.trim().to_owned(),
+            },
+            "bitcoind" => ChainSourceDto::Bitcoind {
+                bitcoind: self.bitcoind_url.trim().to_owned(),
+                bitcoind_auth: if self.bitcoind_cookie.trim().is_empty() {
+                    BitcoindAuthDto::UserPass {
+                        user: self.bitcoind_user.clone(),
+                        pass: self.bitcoind_pass.clone(),
+                    }
                 } else {
-                    serde_json::json!({"cookie": {"cookie": self.bitcoind_cookie.trim()}})
-                };
-                serde_json::json!({"bitcoind": {"bitcoind": self.bitcoind_url.trim(), "bitcoind_auth": auth}})
-            }
+                    BitcoindAuthDto::Cookie {
+                        cookie: self.bitcoind_cookie.trim().to_owned(),
+                    }
+                },
+            },
             _ => return Err("Choose Esplora or bitcoind.".into()),
         };
-        let birthday = match self.birthday_height.as_deref().map(str::trim) {
+        let birthday_height = match self.birthday_height.as_deref().map(str::trim) {
             None | Some("") => None,
             Some(h) => Some(
                 h.parse::<u32>()
@@ -93,19 +111,18 @@ impl WalletForm {
         if self.seed_passphrase != self.seed_passphrase_again {
             return Err("The two passphrases differ.".into());
         }
-        let passphrase = (!self.seed_passphrase.is_empty()).then_some(&self.seed_passphrase);
-        let body = serde_json::json!({
-            "network": self.network,
-            "mnemonic": self.phrase.as_deref().map(str::trim),
-            "birthday_height": birthday,
-            "ark_server": self.ark_server.trim(),
-            "chain_source": chain,
-            "force": self.force.is_some(),
-            "seed_passphrase": passphrase,
-        });
-        let request: crate::api::v1::wallet::lifecycle::CreateWalletRequest =
-            serde_json::from_value(body).map_err(|e| format!("The form is incomplete: {e}"))?;
-        crate::api::v1::wallet::lifecycle::create_request(request).map_err(|e| e.to_string())
+        create_request(CreateWalletRequest {
+            network,
+            mnemonic: self.phrase.as_deref().map(|p| p.trim().to_owned()),
+            birthday_height,
+            ark_server: Some(self.ark_server.trim().to_owned()),
+            ark_server_access_token: None,
+            chain_source: Some(chain),
+            force: self.force.is_some(),
+            seed_passphrase: (!self.seed_passphrase.is_empty())
+                .then(|| self.seed_passphrase.clone()),
+        })
+        .map_err(|e| e.to_string())
     }
 }
 
@@ -292,5 +309,85 @@ async fn create_wallet(state: &AppState, create: crate::engine::CreateWallet) ->
                 Some(format!("The wallet was not created: {e}")),
             )
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn form(network: &str, chain: &str) -> WalletForm {
+        WalletForm {
+            network: network.into(),
+            ark_server: " https://ark.example ".into(),
+            chain: chain.into(),
+            esplora_url: "https://esplora.example/api".into(),
+            bitcoind_url: "http://127.0.0.1:18443".into(),
+            bitcoind_cookie: String::new(),
+            bitcoind_user: "berth".into(),
+            bitcoind_pass: "secret".into(),
+            force: Some("on".into()),
+            seed_passphrase: String::new(),
+            seed_passphrase_again: String::new(),
+            phrase: None,
+            birthday_height: Some("  ".into()),
+        }
+    }
+
+    /// The console's form becomes the engine's request through the API's own checks:
+    /// each network and chain source it offers, and its own refusals in words.
+    #[test]
+    fn the_form_becomes_the_request_the_api_would_make() {
+        let made = form("regtest", "bitcoind").request().expect("valid");
+        assert_eq!(made.network, bitcoin::Network::Regtest);
+        assert!(made.force && made.mnemonic.is_none() && made.birthday_height.is_none());
+        match made.config {
+            crate::engine::WalletConfig::New {
+                ark_server,
+                chain: crate::engine::ChainSource::Bitcoind { url, auth },
+            } => {
+                assert_eq!(ark_server, "https://ark.example");
+                assert_eq!(url, "http://127.0.0.1:18443");
+                assert!(matches!(auth, crate::engine::BitcoindAuth::UserPass { .. }));
+            }
+            other => panic!("not a bitcoind config: {other:?}"),
+        }
+        let made = form("mutinynet", "esplora").request().expect("valid");
+        assert_eq!(made.network, bitcoin::Network::Signet);
+        assert!(matches!(
+            made.config,
+            crate::engine::WalletConfig::New {
+                chain: crate::engine::ChainSource::Esplora { .. },
+                ..
+            }
+        ));
+
+        assert_eq!(
+            form("testnet", "esplora").request().err().as_deref(),
+            Some("Choose a network.")
+        );
+        assert_eq!(
+            form("regtest", "electrum").request().err().as_deref(),
+            Some("Choose Esplora or bitcoind.")
+        );
+        let mut differ = form("regtest", "esplora");
+        differ.seed_passphrase = "correct horse".into();
+        differ.seed_passphrase_again = "correct hors".into();
+        assert_eq!(
+            differ.request().err().as_deref(),
+            Some("The two passphrases differ.")
+        );
+        let mut short = form("regtest", "esplora");
+        short.seed_passphrase = "short".into();
+        short.seed_passphrase_again = "short".into();
+        assert!(short.request().expect_err("refused").contains("at least 8"));
+        let mut bad_phrase = form("regtest", "esplora");
+        bad_phrase.phrase = Some("not a phrase".into());
+        assert!(
+            bad_phrase
+                .request()
+                .expect_err("refused")
+                .contains("BIP-39")
+        );
     }
 }
