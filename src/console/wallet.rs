@@ -1,6 +1,6 @@
 //! Creating the wallet from the console: a new seed shown once and confirmed before
-//! the wallet exists, or a phrase imported. Both go through the API's own checks
-//! (`api::v1::wallet::lifecycle::create_request`).
+//! the wallet exists, or a phrase imported. Both go through the checks the API's create
+//! uses (`engine::CreateParts::check`).
 
 use askama::Template;
 use axum::extract::rejection::FormRejection;
@@ -69,34 +69,31 @@ pub(super) struct WalletForm {
 }
 
 impl WalletForm {
-    /// The API's create request for this form, checked as the API checks it: built as
-    /// the API's own type, so a renamed field breaks the build, not the form.
+    /// The engine's create request for this form, checked by the same rules as the
+    /// API's (`engine::CreateParts::check`): typed, so a renamed part breaks the build,
+    /// not the form.
     fn request(&self) -> Result<crate::engine::CreateWallet, String> {
-        use crate::api::v1::wallet::lifecycle::{
-            BarkNetwork, BitcoindAuthDto, ChainSourceDto, CreateWalletRequest, create_request,
-        };
+        use crate::engine::{BitcoindAuth, ChainSource, CreateParts};
         let network = match self.network.as_str() {
-            "mainnet" => BarkNetwork::Mainnet,
-            "signet" => BarkNetwork::Signet,
-            "mutinynet" => BarkNetwork::Mutinynet,
-            "regtest" => BarkNetwork::Regtest,
+            "mainnet" => bitcoin::Network::Bitcoin,
+            // Mutinynet is a signet, as the API takes it.
+            "signet" | "mutinynet" => bitcoin::Network::Signet,
+            "regtest" => bitcoin::Network::Regtest,
             _ => return Err("Choose a network.".into()),
         };
         let chain = match self.chain.as_str() {
-            "esplora" => ChainSourceDto::Esplora {
+            "esplora" => ChainSource::Esplora {
                 url: self.esplora_url.trim().to_owned(),
             },
-            "bitcoind" => ChainSourceDto::Bitcoind {
-                bitcoind: self.bitcoind_url.trim().to_owned(),
-                bitcoind_auth: if self.bitcoind_cookie.trim().is_empty() {
-                    BitcoindAuthDto::UserPass {
+            "bitcoind" => ChainSource::Bitcoind {
+                url: self.bitcoind_url.trim().to_owned(),
+                auth: if self.bitcoind_cookie.trim().is_empty() {
+                    BitcoindAuth::UserPass {
                         user: self.bitcoind_user.clone(),
                         pass: self.bitcoind_pass.clone(),
                     }
                 } else {
-                    BitcoindAuthDto::Cookie {
-                        cookie: self.bitcoind_cookie.trim().to_owned(),
-                    }
+                    BitcoindAuth::Cookie(self.bitcoind_cookie.trim().into())
                 },
             },
             _ => return Err("Choose Esplora or bitcoind.".into()),
@@ -111,18 +108,18 @@ impl WalletForm {
         if self.seed_passphrase != self.seed_passphrase_again {
             return Err("The two passphrases differ.".into());
         }
-        create_request(CreateWalletRequest {
-            network,
+        CreateParts {
+            network: Some(network),
             mnemonic: self.phrase.as_deref().map(|p| p.trim().to_owned()),
             birthday_height,
             ark_server: Some(self.ark_server.trim().to_owned()),
-            ark_server_access_token: None,
-            chain_source: Some(chain),
+            chain: Some(chain),
             force: self.force.is_some(),
             seed_passphrase: (!self.seed_passphrase.is_empty())
                 .then(|| self.seed_passphrase.clone()),
-        })
-        .map_err(|e| e.to_string())
+        }
+        .check()
+        .map_err(|refused| refused.to_string())
     }
 }
 

@@ -43,7 +43,7 @@ pub mod supervisor;
 mod wallet_tasks;
 
 pub use exits::{ExitList, ExitProgress};
-pub use lifecycle::{LOAD_WAIT, new_mnemonic};
+pub use lifecycle::{CreateParts, CreateRefused, LOAD_WAIT, new_mnemonic};
 pub use offboards::{OffboardOutcome, PendingOffboard};
 pub use offchain::ArkPayment;
 pub use reads::Freshness;

@@ -30,7 +30,9 @@ use super::{Engine, EngineError, LoadedWallet, WalletState};
 use crate::store::InitialScan;
 
 mod create;
+mod request;
 pub use create::new_mnemonic;
+pub use request::{CreateParts, CreateRefused};
 
 /// How long a request that needs the wallet waits for an open that is under way (at
 /// start, on create, or a retry of the loader) before it is told "not loaded yet".

@@ -9,7 +9,7 @@ use utoipa::ToSchema;
 
 use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorResponse, NotFoundResponse};
-use crate::engine::{BitcoindAuth, ChainSource, CreateWallet, WalletConfig};
+use crate::engine::{BitcoindAuth, ChainSource, CreateWallet};
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct WalletExistsResponse {
@@ -212,17 +212,6 @@ pub struct CreateWalletResponse {
     pub fingerprint: String,
 }
 
-fn http_url(field: &str, value: &str) -> Result<String, ApiError> {
-    let ok = (value.starts_with("http://") || value.starts_with("https://")) && value.len() > 8;
-    if ok && !value.chars().any(char::is_whitespace) {
-        Ok(value.to_string())
-    } else {
-        Err(ApiError::BadRequest(format!(
-            "{field} must be an http:// or https:// URL"
-        )))
-    }
-}
-
 /// What create answers, and when: shared by `POST /wallet/create` and barkd's alias.
 const CREATE_DESCRIPTION: &str = "Creates and loads a wallet, from a new or an imported \
     mnemonic, without a restart. It answers once the wallet is loaded, so the next request \
@@ -295,73 +284,38 @@ async fn create(
     }))
 }
 
-/// The shortest passphrase a new seed may be sealed with: a short one would add little
-/// against someone who holds the card (Argon2id slows each guess, it cannot make up for
-/// a tiny search space).
-const MIN_SEED_PASSPHRASE: usize = 8;
-
-/// A create request as the engine takes it, checked: the API's and the console's.
-pub(crate) fn create_request(req: CreateWalletRequest) -> Result<CreateWallet, ApiError> {
+/// A create request as the engine takes it, checked by the engine's own rules
+/// ([`crate::engine::CreateParts::check`], which the console uses too).
+fn create_request(req: CreateWalletRequest) -> Result<CreateWallet, ApiError> {
     let network = match req.network {
         BarkNetwork::Mainnet => bitcoin::Network::Bitcoin,
         BarkNetwork::Signet | BarkNetwork::Mutinynet => bitcoin::Network::Signet,
         BarkNetwork::Regtest => bitcoin::Network::Regtest,
     };
-    let mnemonic = req
-        .mnemonic
-        .as_deref()
-        .map(|m| bark::bip39::Mnemonic::parse(m.trim()))
-        .transpose()
-        .map_err(|_| ApiError::BadRequest("mnemonic is not a valid BIP-39 phrase".into()))?;
-    let config = match (req.ark_server, req.chain_source) {
-        (None, None) => WalletConfig::Existing,
-        (Some(ark), Some(chain)) => WalletConfig::New {
-            ark_server: http_url("ark_server", &ark)?,
-            chain: match chain {
-                ChainSourceDto::Esplora { url } => ChainSource::Esplora {
-                    url: http_url("chain_source.esplora.url", &url)?,
-                },
-                ChainSourceDto::Bitcoind {
-                    bitcoind,
-                    bitcoind_auth,
-                } => ChainSource::Bitcoind {
-                    url: http_url("chain_source.bitcoind.bitcoind", &bitcoind)?,
-                    auth: match bitcoind_auth {
-                        BitcoindAuthDto::Cookie { cookie } => BitcoindAuth::Cookie(cookie.into()),
-                        BitcoindAuthDto::UserPass { user, pass } => {
-                            BitcoindAuth::UserPass { user, pass }
-                        }
-                    },
-                },
+    let chain = req.chain_source.map(|chain| match chain {
+        ChainSourceDto::Esplora { url } => ChainSource::Esplora { url },
+        ChainSourceDto::Bitcoind {
+            bitcoind,
+            bitcoind_auth,
+        } => ChainSource::Bitcoind {
+            url: bitcoind,
+            auth: match bitcoind_auth {
+                BitcoindAuthDto::Cookie { cookie } => BitcoindAuth::Cookie(cookie.into()),
+                BitcoindAuthDto::UserPass { user, pass } => BitcoindAuth::UserPass { user, pass },
             },
         },
-        (Some(_), None) => {
-            return Err(ApiError::BadRequest(
-                "chain_source is required with ark_server".into(),
-            ));
-        }
-        (None, Some(_)) => {
-            return Err(ApiError::BadRequest(
-                "ark_server is required with chain_source".into(),
-            ));
-        }
-    };
-    Ok(CreateWallet {
-        network,
-        mnemonic,
+    });
+    crate::engine::CreateParts {
+        network: Some(network),
+        mnemonic: req.mnemonic,
         birthday_height: req.birthday_height,
-        config,
+        ark_server: req.ark_server,
+        chain,
         force: req.force,
-        new_seed: None,
-        seed_passphrase: match req.seed_passphrase {
-            Some(p) if p.chars().count() < MIN_SEED_PASSPHRASE => {
-                return Err(ApiError::BadRequest(format!(
-                    "seed_passphrase must have at least {MIN_SEED_PASSPHRASE} characters"
-                )));
-            }
-            p => p.map(zeroize::Zeroizing::new),
-        },
-    })
+        seed_passphrase: req.seed_passphrase,
+    }
+    .check()
+    .map_err(|refused| ApiError::BadRequest(refused.to_string()))
 }
 
 #[derive(Serialize, ToSchema)]
