@@ -1,7 +1,7 @@
-//! The integration tests that need no regtest stack, in one test binary: each binary
-//! links the whole crate, so one binary instead of one per file saves CI most of its
-//! link time. A file per subject, each a module here (`cargo test --test integration
-//! <file>::`). The scenarios that need the stack are the `e2e` binary.
+//! The integration tests that need no regtest stack, in one test binary (each binary
+//! links the whole crate; docs/testing.md has what one instead of 26 saves). A file per
+//! subject, each a module here (`cargo test --test integration <file>::`). The
+//! scenarios that need the stack are the `e2e` binary.
 
 #[path = "../common/mod.rs"]
 mod common;
