@@ -282,6 +282,9 @@ pub struct Engine {
     lifecycle: Mutex<()>,
     /// Where the wallet is (`session`): the one value every transition changes.
     state: watch::Sender<WalletState>,
+    /// How many times the wallet was closed: a loader started before the last close is
+    /// stale (`lifecycle`), even for the same seed created again.
+    closes: Arc<std::sync::atomic::AtomicU64>,
     /// One exit progress or claim at a time (the driver, the API).
     exit_lock: Mutex<()>,
     /// The watchdog's and exit reserve's settings; each open wallet gets its own
@@ -312,6 +315,7 @@ impl Engine {
             tasks: Arc::new(supervisor::Tasks::default()),
             lifecycle: Mutex::new(()),
             state: watch::Sender::new(WalletState::Closed),
+            closes: Arc::new(std::sync::atomic::AtomicU64::new(0)),
             exit_lock: Mutex::new(()),
             backup_key: Arc::new(watch::Sender::new(Default::default())),
         })
@@ -513,6 +517,7 @@ impl Engine {
     /// changes nothing.
     async fn advance(&self, from: impl FnOnce(&WalletState) -> bool, to: WalletState) -> bool {
         let drops_key = matches!(to, WalletState::Closed | WalletState::Locked);
+        let closes = matches!(to, WalletState::Closed);
         let mut left = None;
         let moved = self.state.send_if_modified(|now| {
             if !from(now) {
@@ -525,6 +530,10 @@ impl Engine {
         if moved && drops_key {
             self.backup_key
                 .send_replace(crate::engine::backup::HeldKey::None);
+        }
+        if moved && closes {
+            self.closes
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         }
         if let Some(session) = left {
             session.close().await;

@@ -263,13 +263,20 @@ impl Engine {
             *now = WalletState::Opening(fingerprint);
             true
         });
-        let ours = move |now: &WalletState| matches!(now, WalletState::Opening(f) | WalletState::Waiting(f) if *f == fingerprint);
+        // A loader started before the wallet was last closed is stale, even when the same
+        // seed was created again since (same fingerprint): it must not open or install.
+        let epoch = self.closes.load(std::sync::atomic::Ordering::SeqCst);
+        let closes = Arc::clone(&self.closes);
+        let ours = move |now: &WalletState| {
+            closes.load(std::sync::atomic::Ordering::SeqCst) == epoch
+                && matches!(now, WalletState::Opening(f) | WalletState::Waiting(f) if *f == fingerprint)
+        };
         tokio::spawn(async move {
             let mut delay = Duration::from_secs(1);
             loop {
                 // Deleted (or replaced) meanwhile, or shut down: the loader's work is over.
                 if !engine
-                    .advance(ours, WalletState::Opening(fingerprint))
+                    .advance(&ours, WalletState::Opening(fingerprint))
                     .await
                 {
                     return;
@@ -279,7 +286,8 @@ impl Engine {
                         // Under the lifecycle lock, so a delete that ran while bark was
                         // opening cannot be undone by this load.
                         let _lifecycle = engine.lifecycle.lock().await;
-                        if engine.install(opened, fingerprint).await {
+                        let still_ours = ours(&engine.state.borrow());
+                        if still_ours && engine.install(opened, fingerprint).await {
                             tracing::info!(%fingerprint, "wallet loaded");
                         }
                         return;
@@ -289,7 +297,7 @@ impl Engine {
                     }
                 }
                 if !engine
-                    .advance(ours, WalletState::Waiting(fingerprint))
+                    .advance(&ours, WalletState::Waiting(fingerprint))
                     .await
                 {
                     return;
@@ -701,7 +709,7 @@ mod tests {
     /// The loader's states: `Opening` while it tries, `Waiting` between attempts (the
     /// chain source refuses), and the backup key held throughout. A delete while it
     /// waits ends it: the wallet is `Closed`, its key dropped, and no later attempt
-    /// brings it back.
+    /// brings it back, not even when the same seed is created again.
     #[tokio::test]
     async fn a_delete_stops_the_loader_and_nothing_brings_the_wallet_back() {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -740,14 +748,15 @@ mod tests {
             *engine.backup_key().borrow(),
             crate::engine::backup::HeldKey::None
         ));
-        // The loader would try again within 1 s (then 2 s): it must not.
-        states.borrow_and_update();
-        let changed = tokio::time::timeout(Duration::from_secs(4), states.changed()).await;
-        assert!(
-            changed.is_err(),
-            "the loader changed the state after the delete"
-        );
         assert!(matches!(engine.loaded().await, Err(EngineError::NoWallet)));
+
+        // At once, the same seed created again (with `force`, its first open failed):
+        // the old loader, which tries again within a second, must not take it for its
+        // own (same fingerprint) and open or install it.
+        engine.state.send_replace(WalletState::Waiting(fingerprint));
+        states.borrow_and_update();
+        let changed = tokio::time::timeout(Duration::from_secs(5), states.changed()).await;
+        assert!(changed.is_err(), "the deleted wallet's loader came back");
     }
 
     /// Transitions that lost a race change nothing: an install of a wallet that is no
