@@ -19,9 +19,9 @@ impl<const MIN: u64, const MAX: u64> Bounded<MIN, MAX> {
     }
 
     /// A value known when compiling (the defaults): out of range does not compile.
-    pub const fn of(value: u64) -> Self {
-        assert!(MIN <= value && value <= MAX, "out of range");
-        Bounded(value)
+    pub const fn of<const VALUE: u64>() -> Self {
+        const { assert!(MIN <= VALUE && VALUE <= MAX, "out of range") };
+        Bounded(VALUE)
     }
 
     pub const fn get(self) -> u64 {
@@ -39,12 +39,6 @@ impl<const MIN: u64, const MAX: u64> Bounded<MIN, MAX> {
     pub const fn to_u32(self) -> u32 {
         const { assert!(MAX <= u32::MAX as u64, "the range must fit a u32") };
         self.0 as u32
-    }
-
-    /// As a `u16` (a range that does not fit would not compile).
-    pub const fn to_u16(self) -> u16 {
-        const { assert!(MAX <= u16::MAX as u64, "the range must fit a u16") };
-        self.0 as u16
     }
 }
 
@@ -92,6 +86,6 @@ mod tests {
             Bounded::<1, 10>::new(11),
             Err("must be 1 to 10, got 11".into())
         );
-        assert_eq!(Bounded::<1, 10>::of(3).to_usize(), 3);
+        assert_eq!(Bounded::<1, 10>::of::<3>().to_usize(), 3);
     }
 }

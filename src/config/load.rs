@@ -97,7 +97,6 @@ impl BerthToml {
 /// The values that go together, together (each one's own range is its type's): why
 /// not, for the error that names the file.
 fn validate(parsed: &BerthToml) -> Result<(), String> {
-    // Each value's own range is its type's (`Bounded`), checked as the file is parsed.
     let (per_source, total) = (
         parsed.server.max_connections_per_source.get(),
         parsed.server.max_connections.get(),

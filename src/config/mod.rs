@@ -92,7 +92,7 @@ impl Default for ClaimSection {
     fn default() -> Self {
         ClaimSection {
             code_file: None,
-            reset_code_hours: Bounded::of(24),
+            reset_code_hours: Bounded::of::<24>(),
         }
     }
 }
@@ -122,9 +122,9 @@ impl Default for BackupSection {
     fn default() -> Self {
         BackupSection {
             directory: None,
-            keep: Bounded::of(7),
-            debounce_secs: Bounded::of(60),
-            interval_hours: Bounded::of(24),
+            keep: Bounded::of::<7>(),
+            debounce_secs: Bounded::of::<60>(),
+            interval_hours: Bounded::of::<24>(),
         }
     }
 }
@@ -239,9 +239,9 @@ pub struct ExitsSection {
 impl Default for ExitsSection {
     fn default() -> Self {
         ExitsSection {
-            progress_interval_secs: Bounded::of(30),
-            fee_rate_sat_vb: Bounded::of(0),
-            max_fee_rate_sat_vb: Bounded::of(500),
+            progress_interval_secs: Bounded::of::<30>(),
+            fee_rate_sat_vb: Bounded::of::<0>(),
+            max_fee_rate_sat_vb: Bounded::of::<500>(),
         }
     }
 }
@@ -272,10 +272,10 @@ impl Default for WatchdogSection {
     fn default() -> Self {
         WatchdogSection {
             enabled: true,
-            check_interval_secs: Bounded::of(60),
+            check_interval_secs: Bounded::of::<60>(),
             warn_blocks: None,
             exit_margin_blocks: None,
-            refresh_attempts: Bounded::of(3),
+            refresh_attempts: Bounded::of::<3>(),
             auto_exit_fee_budget_sat: None,
         }
     }
@@ -338,7 +338,7 @@ pub struct TlsSection {
 impl Default for TlsSection {
     fn default() -> Self {
         TlsSection {
-            leaf_validity_days: Bounded::of(397),
+            leaf_validity_days: Bounded::of::<397>(),
             cert_file: None,
             key_file: None,
         }
@@ -382,7 +382,9 @@ pub struct StoreSection {
 impl Default for StoreSection {
     fn default() -> Self {
         StoreSection {
-            cache_size_mib: Bounded::of((crate::store::DEFAULT_CACHE_SIZE / (1024 * 1024)) as u64),
+            cache_size_mib: Bounded::of::<
+                { (crate::store::DEFAULT_CACHE_SIZE / (1024 * 1024)) as u64 },
+            >(),
         }
     }
 }

@@ -537,7 +537,6 @@ impl Engine {
         }
         if let Some(session) = left {
             session.close().await;
-            wallet_tasks::forget(&self.tasks);
         }
         moved
     }

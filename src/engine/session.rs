@@ -105,6 +105,9 @@ pub struct Session {
     pub(super) chain_view: tokio::sync::Mutex<Option<ChainView>>,
     /// The wallet's background tasks (`wallet_tasks`), in place of bark's daemon.
     tasks: std::sync::Mutex<Vec<JoinHandle<()>>>,
+    /// The daemon's table of supervised tasks, where those tasks show their state
+    /// (forgotten when the session closes).
+    supervisor: Arc<super::supervisor::Tasks>,
     /// The task recording the wallet's notifications, and its stop switch.
     recorder: std::sync::Mutex<Option<Recorder>>,
 }
@@ -118,34 +121,32 @@ pub(super) struct Recorder {
 const RECORDER_DRAIN: Duration = Duration::from_secs(5);
 
 impl Session {
+    /// The session of an opened wallet, owning its recorder and its tasks (started, in
+    /// `supervisor`, by `wallet_tasks`).
     pub(super) fn new(
         fingerprint: Fingerprint,
         wallet: LoadedWallet,
         recorder: Option<Recorder>,
+        tasks: Vec<JoinHandle<()>>,
+        supervisor: Arc<super::supervisor::Tasks>,
     ) -> Session {
         Session {
             fingerprint,
             wallet,
             chain_view: tokio::sync::Mutex::new(None),
-            tasks: std::sync::Mutex::new(Vec::new()),
+            tasks: std::sync::Mutex::new(tasks),
+            supervisor,
             recorder: std::sync::Mutex::new(recorder),
         }
     }
 
-    /// Hand the session its background tasks (once it is installed: they belong to it).
-    pub(super) fn own_tasks(&self, handles: Vec<JoinHandle<()>>) {
-        let old = std::mem::replace(
-            &mut *self.tasks.lock().unwrap_or_else(|e| e.into_inner()),
-            handles,
-        );
-        old.iter().for_each(JoinHandle::abort);
-    }
-
-    /// Stop everything the session runs: its tasks at once, then the event recorder,
-    /// after it recorded what bark sent until then. Idempotent.
+    /// Stop everything the session runs: its tasks at once (and their state in the
+    /// supervisor's table is forgotten), then the event recorder, after it recorded
+    /// what bark sent until then. Idempotent.
     pub(super) async fn close(&self) {
         let tasks = std::mem::take(&mut *self.tasks.lock().unwrap_or_else(|e| e.into_inner()));
         tasks.iter().for_each(JoinHandle::abort);
+        super::wallet_tasks::forget(&self.supervisor);
         let recorder = self
             .recorder
             .lock()
@@ -162,7 +163,8 @@ impl Session {
 
 impl Drop for Session {
     /// A session dropped without `close` (a panic on the way) still stops its tasks:
-    /// none may go on working on a wallet that is no longer the engine's.
+    /// none may go on working on a wallet that is no longer the engine's. (Their state
+    /// in the supervisor's table is left: a later session's tasks share their names.)
     fn drop(&mut self) {
         for task in self
             .tasks

@@ -905,3 +905,15 @@ pub fn oha_figures(oha: &str, args: &[&str]) -> OhaFigures {
         statuses: report["statusCodeDistribution"].clone(),
     }
 }
+
+/// The test `name` of the module whose `module_path!()` is `module`, by the full name a
+/// test binary's `--exact` takes (the module path without the crate's name): for a test
+/// that runs its own binary again to run one of its tools.
+pub fn exact_test_name(module: &str, name: &str) -> String {
+    let module = module.split_once("::").map_or("", |(_, m)| m);
+    if module.is_empty() {
+        name.to_string()
+    } else {
+        format!("{module}::{name}")
+    }
+}

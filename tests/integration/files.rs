@@ -236,7 +236,7 @@ fn control_client_as(uid: u32, socket: &Path) -> String {
     let out = Command::new(std::env::current_exe().expect("test binary"))
         .args([
             "--exact",
-            &full_test_name("tool_control_client"),
+            &harness::exact_test_name(module_path!(), "tool_control_client"),
             "--ignored",
             "--nocapture",
         ])
@@ -357,11 +357,4 @@ fn tool_control_client() {
         status_of(&raw),
         body_of(&raw).replace('\n', " ")
     );
-}
-
-/// `name`, a test of this module, by the full name the test binary's `--exact` wants.
-fn full_test_name(name: &str) -> String {
-    let module = module_path!();
-    let module = module.split_once("::").map_or(module, |(_, m)| m);
-    format!("{module}::{name}")
 }

@@ -214,7 +214,7 @@ async fn run_rounds(
         let mut child = Command::new(std::env::current_exe().expect("exe"))
             .args([
                 "--exact",
-                &full_test_name("tool_crash_child"),
+                &crate::harness::exact_test_name(module_path!(), "tool_crash_child"),
                 "--ignored",
                 "--nocapture",
                 "--test-threads=1",
@@ -349,11 +349,4 @@ async fn crash_kill_9_keeps_every_reported_operation() {
         tally.killed_mid_batch > 0,
         "the kill never landed before the batch finished"
     );
-}
-
-/// `name`, a test of this module, by the full name the test binary's `--exact` wants.
-fn full_test_name(name: &str) -> String {
-    let module = module_path!();
-    let module = module.split_once("::").map_or(module, |(_, m)| m);
-    format!("{module}::{name}")
 }

@@ -154,7 +154,8 @@ impl Engine {
                 tracing::warn!(%fingerprint, error = %e,
                     "wallet created; it loads once its chain source and Ark server answer");
                 self.hold_backup_key(fingerprint, &mnemonic);
-                self.spawn_loader(req.network, fingerprint, config, mnemonic, mode);
+                self.spawn_loader(req.network, fingerprint, config, mnemonic, mode)
+                    .await;
                 Ok(fingerprint)
             }
             Err(e) => {

@@ -124,7 +124,7 @@ impl Engine {
             }
             other => other?,
         };
-        self.load_from(record, phrase)
+        self.load_from(record, phrase).await
     }
 
     /// Unlock a wallet that started locked with its seed's passphrase, and load it. A
@@ -168,13 +168,13 @@ impl Engine {
         };
         self.seeds.keep_given(&candidate);
         let fingerprint = record.fingerprint;
-        self.load_from(record, phrase)?;
+        self.load_from(record, phrase).await?;
         tracing::info!(%fingerprint, "the wallet was unlocked");
         Ok(fingerprint)
     }
 
     /// Hold the backup key and start loading the wallet whose seed is `phrase`.
-    fn load_from(
+    async fn load_from(
         self: &Arc<Self>,
         record: crate::store::WalletRecord,
         phrase: zeroize::Zeroizing<String>,
@@ -209,7 +209,8 @@ impl Engine {
             with_user_agent(config),
             mnemonic,
             mode,
-        );
+        )
+        .await;
         Ok(())
     }
 
@@ -244,7 +245,7 @@ impl Engine {
     /// deleted or replaced meanwhile.
     /// `fingerprint` is the wallet's, from its record: deriving it again from the
     /// mnemonic would cost a BIP-39 stretch (milliseconds) on the way to serving.
-    fn spawn_loader(
+    async fn spawn_loader(
         self: &Arc<Self>,
         network: Network,
         fingerprint: Fingerprint,
@@ -256,13 +257,11 @@ impl Engine {
         // Opening before the task runs, so a request that arrives in the next instant
         // waits. From wherever the wallet was not open: closed, locked (an unlock), or
         // waiting (a create with `force` whose first open failed).
-        let _ = self.state.send_if_modified(|now| {
-            if matches!(now, WalletState::Loaded(_)) {
-                return false;
-            }
-            *now = WalletState::Opening(fingerprint);
-            true
-        });
+        self.advance(
+            |now| !matches!(now, WalletState::Loaded(_)),
+            WalletState::Opening(fingerprint),
+        )
+        .await;
         // A loader started before the wallet was last closed is stale, even when the same
         // seed was created again since (same fingerprint): it must not open or install.
         let epoch = self.closes.load(std::sync::atomic::Ordering::SeqCst);
@@ -497,14 +496,19 @@ impl Engine {
         // Between the two: its notifications are recorded, and no join or mailbox message
         // can be under way.
         self.repair_what_a_crash_left(&opened.wallet.wallet).await;
-        let session = Arc::new(Session::new(fingerprint, opened.wallet.clone(), recorder));
-        session.own_tasks(self.start_wallet_tasks(opened.wallet).await);
+        let tasks = self.start_wallet_tasks(opened.wallet.clone()).await;
+        let session = Arc::new(Session::new(
+            fingerprint,
+            opened.wallet,
+            recorder,
+            tasks,
+            Arc::clone(&self.tasks),
+        ));
         let installed = self
             .advance(ours, WalletState::Loaded(Arc::clone(&session)))
             .await;
         if !installed {
             session.close().await;
-            super::wallet_tasks::forget(&self.tasks);
         }
         installed
     }
@@ -717,13 +721,15 @@ mod tests {
         let fingerprint = Fingerprint::default();
         let mut states = engine.wallet_state();
         engine.hold_backup_key(fingerprint, &a_mnemonic());
-        engine.spawn_loader(
-            Network::Regtest,
-            fingerprint,
-            config_without_a_chain_source(),
-            a_mnemonic(),
-            OpenMode::Existing,
-        );
+        engine
+            .spawn_loader(
+                Network::Regtest,
+                fingerprint,
+                config_without_a_chain_source(),
+                a_mnemonic(),
+                OpenMode::Existing,
+            )
+            .await;
         assert_eq!(states.borrow_and_update().name(), "opening", "at once");
         tokio::time::timeout(
             Duration::from_secs(30),
