@@ -85,6 +85,8 @@ struct Parts {
     disk_watch: JoinHandle<()>,
     engine: Arc<Engine>,
     autopilot: JoinHandle<()>,
+    /// Nostr Wallet Connect's relays and requests.
+    nwc: Arc<crate::nwc::Nwc>,
     backups: JoinHandle<()>,
     renewer: Option<JoinHandle<()>>,
     /// Removes console sessions past their time (`console::session`).
@@ -121,6 +123,8 @@ impl Parts {
             renewer.abort();
         }
         self.session_sweeper.abort();
+        // A payment under way is finished from its record at the next start.
+        self.nwc.stop();
         self.autopilot.abort();
         // A backup under way finishes on its own thread or is cut off with the process;
         // what it left is removed at the next start.
@@ -263,11 +267,22 @@ impl Daemon {
             )
             .map_err(anyhow::Error::msg)?,
         );
+        // Nostr Wallet Connect: relays are connected to only while a connection names
+        // them.
+        let nwc = crate::nwc::Nwc::new(
+            store.clone(),
+            Arc::clone(&engine),
+            Arc::clone(&egress),
+            settings.file.nwc.settings(),
+        )
+        .map_err(anyhow::Error::msg)?;
+        nwc.start().await?;
         // Bound before the router is built: the pairing links the console shows name the
         // bound address. Connections queue until `serve` accepts them.
         let state = AppState {
             engine: Arc::clone(&engine),
             egress,
+            nwc: Arc::clone(&nwc),
             events: Arc::clone(&events),
             tickets: Arc::new(TicketBook::default()),
             sockets: Arc::clone(&sockets),
@@ -330,6 +345,7 @@ impl Daemon {
                 disk_watch,
                 engine,
                 autopilot,
+                nwc,
                 backups: backup_schedule,
                 renewer,
                 announcement,

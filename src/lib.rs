@@ -40,6 +40,7 @@ pub mod events;
 pub mod fsutil;
 pub mod keys;
 pub mod net;
+pub mod nwc;
 pub mod runtime;
 pub mod shutdown;
 pub mod store;

@@ -70,6 +70,23 @@ pub struct Health {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
     pub backup: Option<BackupHealth>,
+    /// The Nostr Wallet Connect relays berthd is connected to (or trying): one per
+    /// relay some connection names.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub nwc_relays: Option<Vec<NwcRelayHealth>>,
+}
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct NwcRelayHealth {
+    pub url: String,
+    pub connected: bool,
+    /// Since when, while connected.
+    pub connected_since: Option<chrono::DateTime<chrono::Utc>>,
+    /// Attempts that failed in a row, while not connected.
+    pub failed_attempts: u32,
+    /// Why the last attempt failed or the connection ended.
+    pub error: Option<String>,
 }
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -261,6 +278,7 @@ pub async fn health(
             disk: None,
             tasks: None,
             backup: None,
+            nwc_relays: None,
         }
     };
     Ok((code, Json(body)))
@@ -278,6 +296,7 @@ fn detailed_health(now: Snapshot, admin: bool) -> Health {
         tasks,
         backup,
         backup_age_secs,
+        nwc_relays,
         verdict,
         ..
     } = now;
@@ -364,5 +383,25 @@ fn detailed_health(now: Snapshot, admin: bool) -> Health {
                 .last_error
                 .map(|e| crate::api::v1::backups::withheld(e, admin)),
         }),
+        nwc_relays: Some(
+            nwc_relays
+                .into_iter()
+                .map(|(url, state)| {
+                    use crate::nwc::RelayState;
+                    let (connected_since, failed_attempts, error) = match state {
+                        RelayState::Connected { since } => (Some(utc(since)), 0, None),
+                        RelayState::Connecting => (None, 0, None),
+                        RelayState::Waiting { attempts, error } => (None, attempts, Some(error)),
+                    };
+                    NwcRelayHealth {
+                        url,
+                        connected: connected_since.is_some(),
+                        connected_since,
+                        failed_attempts,
+                        error,
+                    }
+                })
+                .collect(),
+        ),
     }
 }

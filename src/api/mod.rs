@@ -53,6 +53,8 @@ pub struct AppState {
     pub engine: Arc<Engine>,
     /// The one way out for fetches made on a client's behalf (`net::egress`).
     pub egress: Arc<crate::net::egress::Egress>,
+    /// Nostr Wallet Connect: its connections (`/api/v1/nwc/connections`).
+    pub nwc: Arc<crate::nwc::Nwc>,
     pub events: Arc<EventHub>,
     pub tickets: Arc<TicketBook>,
     /// Open notification websockets (shutdown waits for their goodbyes).

@@ -52,6 +52,7 @@ loaded yet\".";
         (name = "notifications", description = "Wallet events as they happen: long-poll, websocket, Server-Sent Events."),
         (name = "devices", description = "Paired devices and their scoped tokens (Berth extension)."),
         (name = "backups", description = "Encrypted, verified backups of the whole wallet state (Berth extension)."),
+        (name = "nwc", description = "Nostr Wallet Connect: apps reach the wallet over Nostr relays, each connection with its own limits (Berth extension)."),
         (name = "health", description = "Whether the appliance can keep its promises, and its metrics (Berth extension)."),
     )
 )]

@@ -39,6 +39,8 @@ pub struct Snapshot {
     pub backup: BackupStatus,
     /// Seconds since the newest verified backup was taken.
     pub backup_age_secs: Option<u64>,
+    /// Each Nostr Wallet Connect relay berthd keeps a connection to, and its state.
+    pub nwc_relays: Vec<(String, crate::nwc::RelayState)>,
     pub verdict: Verdict,
 }
 
@@ -192,6 +194,7 @@ pub async fn snapshot(state: &AppState, reading: Reading) -> Snapshot {
         state.backups.interval().as_secs(),
     );
     Snapshot {
+        nwc_relays: state.nwc.relay_states(),
         wallet,
         balances,
         seen,

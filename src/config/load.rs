@@ -163,6 +163,14 @@ fn validate(parsed: &BerthToml) -> Result<(), String> {
         return Err("seed.i2c_address must be a 7-bit address (0x08 to 0x77)".into());
     }
     crate::net::egress::Policy::from_allow(&parsed.egress.allow)?;
+    for relay in &parsed.nwc.relays {
+        let scheme = url::Url::parse(relay).map(|u| u.scheme().to_string());
+        if !matches!(scheme.as_deref(), Ok("wss" | "ws")) {
+            return Err(format!(
+                "nwc.relays: {relay:?} is not a ws:// or wss:// URL"
+            ));
+        }
+    }
     if parsed.tls.cert_file.is_some() != parsed.tls.key_file.is_some() {
         return Err("tls.cert_file and tls.key_file go together: set both or neither".into());
     }

@@ -37,6 +37,7 @@ pub struct BerthToml {
     pub claim: ClaimSection,
     pub egress: EgressSection,
     pub console: ConsoleSection,
+    pub nwc: NwcSection,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
@@ -76,6 +77,35 @@ pub struct EgressSection {
     /// fetch from on a client's behalf: host names, addresses and ranges (`net::egress`).
     /// Empty: public addresses over https only.
     pub allow: Vec<String>,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct NwcSection {
+    /// The relays a new Nostr Wallet Connect connection uses when its request names
+    /// none (`wss://`, or `ws://` to a host `[egress] allow` names).
+    pub relays: Vec<String>,
+    /// How far a request's time may be from the box's clock, either way, in seconds
+    /// (30 to 3,600): older or newer requests are refused, not executed.
+    pub request_window_secs: Bounded<30, 3600>,
+}
+
+impl Default for NwcSection {
+    fn default() -> Self {
+        NwcSection {
+            relays: vec!["wss://relay.getalby.com/v1".into()],
+            request_window_secs: Bounded::of::<300>(),
+        }
+    }
+}
+
+impl NwcSection {
+    pub fn settings(&self) -> crate::nwc::Settings {
+        crate::nwc::Settings {
+            relays: self.relays.clone(),
+            request_window: std::time::Duration::from_secs(self.request_window_secs.get()),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]

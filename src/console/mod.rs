@@ -9,7 +9,8 @@
 //! overview (the wallet and its balances, backups), create or import the wallet
 //! (`wallet`), unlock a wallet whose seed waits for its passphrase (`unlock`), receive
 //! (a new on-chain or Ark address with its QR code, `receive`), the
-//! devices (list, revoke, and a pairing QR code for a phone), the backups (list, back up
+//! devices (list, revoke, and a pairing QR code for a phone), the apps connected over
+//! Nostr Wallet Connect (list, connect with a QR code, revoke: `apps`), the backups (list, back up
 //! now, download a fresh one) and the settings (those in effect, read-only; on the
 //! appliance, applying the card's settings again at the next start). A browser's
 //! session is a device credential in a cookie (`session`). Every page and form is
@@ -20,6 +21,7 @@
 //! claiming, pairing and revoking; the engine for the wallet): it is another face of
 //! them, not a second implementation.
 
+mod apps;
 mod backups;
 mod overview;
 mod receive;
@@ -72,6 +74,9 @@ fn declare<D: routes::Declare>(table: D) -> D {
         .page("/console/devices", Page(Admin), devices)
         .form("/console/devices/{id}/revoke", Page(Admin), revoke)
         .form("/console/pairing", Page(Admin), pairing)
+        .page("/console/apps", Page(Admin), apps::apps)
+        .form("/console/apps", Page(Admin), apps::connect)
+        .form("/console/apps/{id}/revoke", Page(Admin), apps::revoke)
         .page("/console/backups", Page(Read), backups::backups)
         .form("/console/backups", Page(Admin), backups::back_up_now)
         .form(

@@ -284,21 +284,31 @@ impl Egress {
     /// Whether `url` may be fetched at all, before any name is resolved: the scheme,
     /// and an address literal's range. (Names are checked as they resolve.)
     pub fn check(&self, url: &Url) -> Result<(), EgressError> {
+        self.check_as(url, "https", "http")
+    }
+
+    /// Whether a long-lived websocket to `url` (a Nostr relay) may be opened: `wss`,
+    /// or plain `ws` to a host the owner allows, as [`Egress::check`] for fetches.
+    pub fn check_websocket(&self, url: &Url) -> Result<(), EgressError> {
+        self.check_as(url, "wss", "ws")
+    }
+
+    fn check_as(&self, url: &Url, secure: &str, plain: &str) -> Result<(), EgressError> {
         let host = url
             .host()
             .ok_or_else(|| EgressError::Refused(format!("{url} names no host")))?;
         match url.scheme() {
-            "https" => {}
-            "http" if self.policy.owner_allows(&host) => {}
-            "http" => {
+            s if s == secure => {}
+            s if s == plain && self.policy.owner_allows(&host) => {}
+            s if s == plain => {
                 return Err(EgressError::Refused(format!(
-                    "plain http to {host} is refused: only https, or a host the owner allows in \
-                     berth.toml ([egress] allow)"
+                    "plain {plain} to {host} is refused: only {secure}, or a host the owner \
+                     allows in berth.toml ([egress] allow)"
                 )));
             }
             other => {
                 return Err(EgressError::Refused(format!(
-                    "the scheme {other:?} is refused: only https"
+                    "the scheme {other:?} is refused: only {secure}"
                 )));
             }
         }
@@ -314,6 +324,48 @@ impl Egress {
             )));
         }
         Ok(())
+    }
+
+    /// The addresses of `url`'s host that the policy allows, for a connection berthd
+    /// makes itself (a relay's websocket): refused when none is.
+    pub async fn resolve(&self, url: &Url) -> Result<Vec<SocketAddr>, EgressError> {
+        let host = url
+            .host_str()
+            .ok_or_else(|| EgressError::Refused(format!("{url} names no host")))?
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_string();
+        let port = url
+            .port_or_known_default()
+            .or(match url.scheme() {
+                "wss" => Some(443),
+                "ws" => Some(80),
+                _ => None,
+            })
+            .ok_or_else(|| EgressError::Refused(format!("{url} names no port")))?;
+        let found: Vec<SocketAddr> = tokio::time::timeout(
+            self.limits.connect,
+            tokio::net::lookup_host((host.as_str(), port)),
+        )
+        .await
+        .map_err(|_| EgressError::Failed(format!("no answer for {host} in time")))?
+        .map_err(|e| EgressError::Failed(format!("cannot resolve {host}: {e}")))?
+        .collect();
+        let named = self.policy.allows_host(&host);
+        let allowed: Vec<SocketAddr> = found
+            .iter()
+            .copied()
+            .filter(|a| named || self.policy.allows_ip(a.ip()))
+            .collect();
+        if allowed.is_empty() {
+            let seen: Vec<String> = found.iter().map(|a| a.ip().to_string()).collect();
+            return Err(EgressError::Refused(format!(
+                "{host} resolves only to addresses that are not public ({}); the owner can \
+                 allow it in berth.toml ([egress] allow)",
+                seen.join(", ")
+            )));
+        }
+        Ok(allowed)
     }
 
     /// GET `url` on behalf of `caller` (a name for its credential): the answer's

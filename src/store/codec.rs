@@ -26,7 +26,8 @@ use bitcoin::Weight;
 
 use crate::store::error::StoreError;
 use crate::store::records::{
-    ActionCheckpointRow, DeviceRecord, IdempotencyEntry, StoredEvent, VtxoRow, WalletSetup,
+    ActionCheckpointRow, DeviceRecord, IdempotencyEntry, NwcConnectionRecord, NwcRequestRecord,
+    StoredEvent, VtxoRow, WalletSetup,
 };
 
 /// One kind of stored record: its Rust type, its redb type name and its encoding.
@@ -275,6 +276,16 @@ json_record!(
     /// [`DeviceRecord`] as JSON. (The value type already has the plain name, so the
     /// kind is `...Kind`.)
     DeviceRecordKind, DeviceRecord, "berth.device"
+);
+
+json_record!(
+    /// [`NwcConnectionRecord`] as JSON.
+    NwcConnectionRecordKind, NwcConnectionRecord, "berth.nwc_connection"
+);
+
+json_record!(
+    /// [`NwcRequestRecord`] as JSON.
+    NwcRequestRecordKind, NwcRequestRecord, "berth.nwc_request"
 );
 
 /// A round state. bark's `RoundState` has no serde of its own; its persistence model

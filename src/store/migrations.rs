@@ -17,6 +17,7 @@ const MIGRATIONS: [Migration; SCHEMA_VERSION as usize] = [
     add_device_tables,
     add_wallet_setup,
     add_vtxo_totals,
+    add_nwc_tables,
 ];
 
 fn create_v1(tx: &redb::WriteTransaction) -> Result<(), StoreError> {
@@ -71,6 +72,17 @@ fn add_vtxo_totals(tx: &redb::WriteTransaction) -> Result<(), StoreError> {
     for (key, total) in totals {
         table.insert(key, total).map_err(|e| from_redb(CTX, e))?;
     }
+    Ok(())
+}
+
+/// Version 6: Nostr Wallet Connect's connections and payment requests. Additive: they
+/// start empty.
+fn add_nwc_tables(tx: &redb::WriteTransaction) -> Result<(), StoreError> {
+    const CTX: &str = "adding the Nostr Wallet Connect tables";
+    let e = |e| from_redb(CTX, e);
+    tx.open_table(schema::NWC_CONNECTIONS).map_err(e)?;
+    tx.open_table(schema::NWC_REQUESTS).map_err(e)?;
+    tx.open_table(schema::NWC_REQUESTS_BY_TIME).map_err(e)?;
     Ok(())
 }
 

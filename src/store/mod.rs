@@ -27,6 +27,7 @@ mod events;
 pub mod faults;
 pub mod idempotency;
 pub mod migrations;
+pub mod nwc;
 pub mod records;
 pub mod schema;
 pub mod setup;
@@ -421,6 +422,7 @@ pub struct InvariantReport {
     pub round_states: u64,
     pub events: u64,
     pub devices: u64,
+    pub nwc_connections: u64,
 }
 
 mod invariants {
@@ -597,6 +599,7 @@ mod invariants {
         }
 
         report.devices = crate::store::tokens::verify(tx, CTX)?;
+        report.nwc_connections = crate::store::nwc::verify(tx, CTX)?;
         Ok(report)
     }
 }

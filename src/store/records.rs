@@ -182,3 +182,76 @@ pub struct DeviceRecord {
     #[serde(default)]
     pub console_session: bool,
 }
+
+/// A Nostr Wallet Connect connection (`nwc`): one app's access to the wallet. Stored as
+/// JSON (record kind `berth.nwc_connection`, version 1), keyed by `id`; a field added
+/// later gets a serde default. What the fields mean (methods, limits, the budget's
+/// renewal) is `nwc`'s business; the store keeps the record whole and changes it only
+/// inside one transaction.
+///
+/// `Debug` leaves out `service_secret`: the wallet service's key for this connection.
+/// The client's secret is never stored (only its public key).
+#[derive(Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct NwcConnectionRecord {
+    /// 16 lowercase hex characters.
+    pub id: String,
+    pub name: String,
+    /// The secret key the wallet service signs and encrypts with for this connection.
+    pub service_secret: [u8; 32],
+    /// The x-only public key the client signs its requests with.
+    pub client_pubkey: [u8; 32],
+    /// The methods granted.
+    pub methods: Vec<String>,
+    pub max_payment_msat: Option<u64>,
+    pub budget_msat: Option<u64>,
+    /// `daily`, `weekly`, `monthly`, `yearly` or `never`.
+    pub budget_renewal: String,
+    /// Spent (or reserved for a payment under way) in the current budget period.
+    pub budget_used_msat: u64,
+    /// When the current budget period began, µs since the epoch.
+    pub budget_period_start_us: u64,
+    /// Everything paid through this connection, ever.
+    pub spent_total_msat: u64,
+    pub relays: Vec<String>,
+    pub created_at_us: u64,
+    pub expires_at_us: Option<u64>,
+    /// Set when the owner revoked it: requests are answered `UNAUTHORIZED` from then
+    /// on, and the record is kept until it is purged.
+    pub revoked_at_us: Option<u64>,
+    pub last_used_at_us: Option<u64>,
+    /// Payments requested through this connection (counted when one begins).
+    pub payments: u64,
+}
+
+impl std::fmt::Debug for NwcConnectionRecord {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NwcConnectionRecord")
+            .field("id", &self.id)
+            .field("name", &self.name)
+            .field("methods", &self.methods)
+            .field("revoked_at_us", &self.revoked_at_us)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A payment requested over Nostr Wallet Connect, by the request event's id: written
+/// before the wallet is asked to pay, so that a request delivered again (by another
+/// relay, or after a crash) is answered from here and never paid twice. Stored as JSON
+/// (record kind `berth.nwc_request`, version 1).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct NwcRequestRecord {
+    pub connection_id: String,
+    pub received_at_us: u64,
+    pub method: String,
+    /// What the payment took of the connection's budget, in the period that began at
+    /// `budget_period_start_us`: given back there if it fails.
+    pub reserved_msat: u64,
+    pub budget_period_start_us: u64,
+    pub payment_hash: Option<[u8; 32]>,
+    /// The request was encrypted under NIP-04 (otherwise NIP-44): its answer is too.
+    #[serde(default)]
+    pub nip04: bool,
+    /// The response's content (its JSON, before encryption), once there is one; `None`
+    /// while the payment is under way, or was when berthd stopped.
+    pub answer: Option<String>,
+}

@@ -14,14 +14,14 @@ use redb::TableDefinition;
 
 use crate::store::codec::{
     ActionCheckpointRecord, BdkChangeSetRecord, DeviceRecordKind, EventRecord, ExitChildTxRecord,
-    ExitRecord, FullVtxoRecord, IdempotencyRecord, MovementRecord, PaidInvoiceRecord,
-    PropertiesRecord, RoundStateRecord, SettledReceiveRecord, Stored, VtxoRowRecord,
-    VtxoStateRecord, WalletSetupRecord,
+    ExitRecord, FullVtxoRecord, IdempotencyRecord, MovementRecord, NwcConnectionRecordKind,
+    NwcRequestRecordKind, PaidInvoiceRecord, PropertiesRecord, RoundStateRecord,
+    SettledReceiveRecord, Stored, VtxoRowRecord, VtxoStateRecord, WalletSetupRecord,
 };
 
 /// The schema version this code writes. Bump it together with a migration in
 /// `migrations.rs`; a database with a higher version is refused.
-pub const SCHEMA_VERSION: u64 = 5;
+pub const SCHEMA_VERSION: u64 = 6;
 
 /// A VTXO id as `VtxoId::to_bytes`: txid (32 bytes) + output index (u32 little-endian,
 /// ark's encoding). Not ordered by output index; nothing relies on that.
@@ -206,6 +206,25 @@ pub const TOKENS: TableDefinition<[u8; 32], &str> = TableDefinition::new("tokens
 pub const WALLET_SETUP: TableDefinition<(), Stored<WalletSetupRecord>> =
     TableDefinition::new("wallet_setup");
 
+/// Nostr Wallet Connect connections by id (16 lowercase hex characters), since schema
+/// version 6. Not wallet state: deleting the wallet keeps them (like devices).
+// <&str connection id, Stored<NwcConnectionRecordKind>>
+pub const NWC_CONNECTIONS: TableDefinition<&str, Stored<NwcConnectionRecordKind>> =
+    TableDefinition::new("nwc_connections");
+
+/// Payments requested over Nostr Wallet Connect, by the request event's id (since
+/// schema version 6): written before the payment, answered after, so a request is
+/// paid at most once. Pruned by age once answered ([`NWC_REQUESTS_BY_TIME`]).
+// <[u8; 32] event id, Stored<NwcRequestRecordKind>>
+pub const NWC_REQUESTS: TableDefinition<[u8; 32], Stored<NwcRequestRecordKind>> =
+    TableDefinition::new("nwc_requests");
+
+/// Index: NWC requests by when they were received, for pruning. One row per
+/// [`NWC_REQUESTS`] row.
+// <(u64 received at µs, [u8; 32] event id), ()>
+pub const NWC_REQUESTS_BY_TIME: TableDefinition<(u64, [u8; 32]), ()> =
+    TableDefinition::new("nwc_requests_by_time");
+
 // --- retired tables (do not reuse these names) -------------------------------------
 //
 // (none yet)
@@ -239,5 +258,8 @@ pub fn create_all(tx: &redb::WriteTransaction) -> Result<(), redb::TableError> {
     tx.open_table(DEVICES)?;
     tx.open_table(TOKENS)?;
     tx.open_table(WALLET_SETUP)?;
+    tx.open_table(NWC_CONNECTIONS)?;
+    tx.open_table(NWC_REQUESTS)?;
+    tx.open_table(NWC_REQUESTS_BY_TIME)?;
     Ok(())
 }

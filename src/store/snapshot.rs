@@ -130,7 +130,10 @@ macro_rules! every_table {
             DEVICES,
             TOKENS,
             WALLET_SETUP,
-            VTXO_TOTALS
+            VTXO_TOTALS,
+            NWC_CONNECTIONS,
+            NWC_REQUESTS,
+            NWC_REQUESTS_BY_TIME
         )
     };
 }

@@ -810,3 +810,85 @@ fn console_sessions_are_host_only_single_counted_and_expire() {
     );
     assert_devices_gone(&datadir, &daemon);
 }
+
+/// The apps page: connect an app over Nostr Wallet Connect (its link and QR code shown
+/// once), see its budget, revoke it; the API sees the same connections.
+#[test]
+fn an_app_is_connected_with_a_budget_and_revoked_from_the_console() {
+    let (_tmp, datadir) =
+        harness::datadir_with_berth_toml("[nwc]\nrelays = [\"wss://relay.example\"]\n");
+    let daemon = Daemon::start(&datadir, &["-q"]);
+    let admin = admin_session(&daemon, &datadir);
+    let own = origin(&daemon);
+    let bearer = format!("Bearer {}", harness::token(&datadir));
+    let (status, html) = page(&daemon, "/console/apps", &admin);
+    assert_eq!(status, 200, "{html}");
+    assert!(html.contains("Connect an app"), "{html}");
+
+    let (status, html) = post_form(
+        daemon.port,
+        "/console/apps",
+        &[("Origin", &own), ("Cookie", &admin)],
+        "name=Alby+Go&pay=on&max_payment_sat=500&budget_sat=2000&budget_renewal=weekly",
+    );
+    assert_eq!(status, 200, "{html}");
+    assert!(
+        html.contains("nostr+walletconnect://"),
+        "the link, once: {html}"
+    );
+    assert!(html.contains("<svg"), "its QR code: {html}");
+    assert!(html.contains("2000 of 2000 sat left (weekly)"), "{html}");
+    let listed = json_of(
+        &daemon
+            .get("/api/v1/nwc/connections", &[("Authorization", &bearer)])
+            .1,
+    );
+    assert_eq!(listed[0]["name"], "Alby Go", "{listed}");
+    assert_eq!(listed[0]["max_payment_sat"], 500, "{listed}");
+    assert_eq!(listed[0]["budget"]["renewal"], "weekly", "{listed}");
+    // Shown once: the page again has no link.
+    let (_, html) = page(&daemon, "/console/apps", &admin);
+    assert!(!html.contains("nostr+walletconnect://"), "{html}");
+
+    // Receive-only, and a mistake in a number is said on the page.
+    let (status, _) = post_form(
+        daemon.port,
+        "/console/apps",
+        &[("Origin", &own), ("Cookie", &admin)],
+        "name=Tip+jar&max_payment_sat=&budget_sat=&budget_renewal=monthly",
+    );
+    assert_eq!(status, 200);
+    let listed = json_of(
+        &daemon
+            .get("/api/v1/nwc/connections", &[("Authorization", &bearer)])
+            .1,
+    );
+    assert_eq!(listed[1]["name"], "Tip jar");
+    assert!(
+        !listed[1]["methods"].to_string().contains("pay_invoice"),
+        "{listed}"
+    );
+    let (status, html) = post_form(
+        daemon.port,
+        "/console/apps",
+        &[("Origin", &own), ("Cookie", &admin)],
+        "name=Bad&max_payment_sat=ten&budget_sat=&budget_renewal=monthly",
+    );
+    assert_eq!(status, 400);
+    assert!(html.contains("a whole number of sats"), "{html}");
+
+    let id = listed[0]["id"].as_str().expect("id");
+    let (status, _) = post_form(
+        daemon.port,
+        &format!("/console/apps/{id}/revoke"),
+        &[("Origin", &own), ("Cookie", &admin)],
+        "",
+    );
+    assert_eq!(status, 303);
+    let listed = json_of(
+        &daemon
+            .get("/api/v1/nwc/connections", &[("Authorization", &bearer)])
+            .1,
+    );
+    assert_eq!(listed.as_array().map(Vec::len), Some(1), "{listed}");
+}

@@ -25,6 +25,7 @@ mod files;
 mod headless;
 mod lan;
 mod notifications;
+mod nwc;
 mod openapi;
 mod pagination;
 mod provision;

@@ -188,6 +188,46 @@ async fn version_4_fixture_migrates_and_counts_its_vtxos_into_the_totals() {
     assert_eq!(db.chain_view().await.expect("view"), Default::default());
 }
 
+/// Version 6 added Nostr Wallet Connect's tables, empty at migration; a version-5
+/// wallet keeps its state, its devices and its balance, and takes a connection after.
+#[tokio::test]
+async fn version_5_fixture_migrates_with_empty_wallet_connections() {
+    let (_dir, db) = open_migrated(5).await;
+    assert_wallet_state(&db).await;
+    assert_eq!(db.devices().await.expect("devices"), vec![fixture_device()]);
+    let balance = db.ark_balance(None, None).await.expect("balance");
+    assert_eq!(balance.spendable, VTXO_VECTORS.board_vtxo.amount());
+    assert!(db.nwc_connections().await.expect("connections").is_empty());
+    assert!(db.nwc_unanswered().await.expect("requests").is_empty());
+    let connection = berth::store::nwc::NwcConnectionRecord {
+        id: "00112233445566aa".into(),
+        name: "app".into(),
+        service_secret: [7; 32],
+        client_pubkey: [8; 32],
+        methods: vec!["get_info".into()],
+        max_payment_msat: None,
+        budget_msat: None,
+        budget_renewal: "never".into(),
+        budget_used_msat: 0,
+        budget_period_start_us: 0,
+        spent_total_msat: 0,
+        relays: vec!["wss://relay.example/".into()],
+        created_at_us: FIXTURE_AT_US,
+        expires_at_us: None,
+        revoked_at_us: None,
+        last_used_at_us: None,
+        payments: 0,
+    };
+    db.nwc_add_connection(connection.clone(), 8)
+        .await
+        .expect("add");
+    assert_eq!(
+        db.nwc_connections().await.expect("connections"),
+        vec![connection]
+    );
+    db.verify_invariants().await.expect("invariants");
+}
+
 #[tokio::test]
 async fn newer_version_fixture_is_refused_and_left_alone() {
     let (_dir, path) = copy_of("store-v999.redb");

@@ -130,6 +130,8 @@ pub struct WalletMetrics {
     pub refresh_failures: u64,
     /// The scheduled backups; their families are written only when configured.
     pub backup: BackupMetrics,
+    /// Each Nostr Wallet Connect relay and whether berthd is connected to it.
+    pub nwc_relays: Vec<(String, bool)>,
 }
 
 /// The backup service's counts (`engine::backup::service`), whether or not a wallet is loaded.
@@ -210,6 +212,24 @@ impl BackupMetrics {
         }
         Ok(())
     }
+}
+
+/// `berth_nwc_relay_connected{relay}`, one series per relay some connection names.
+fn encode_nwc_relays(relays: &[(String, bool)], encoder: &mut DescriptorEncoder) -> fmt::Result {
+    if relays.is_empty() {
+        return Ok(());
+    }
+    let mut family = encoder.encode_descriptor(
+        "berth_nwc_relay_connected",
+        "Whether berthd is connected to a Nostr Wallet Connect relay (1) or trying again (0).",
+        None,
+        MetricType::Gauge,
+    )?;
+    for (relay, connected) in relays {
+        ConstGauge::new(i64::from(*connected))
+            .encode(family.encode_family(&[("relay", relay.as_str())])?)?;
+    }
+    Ok(())
 }
 
 /// Request counts and latencies by method and route, since start: a cheap handle
@@ -450,7 +470,8 @@ impl Collector for WalletMetrics {
             None,
             MetricType::Gauge,
         )?)?;
-        self.backup.encode(&mut encoder)
+        self.backup.encode(&mut encoder)?;
+        encode_nwc_relays(&self.nwc_relays, &mut encoder)
     }
 }
 
@@ -591,9 +612,20 @@ pub async fn metrics(
 /// not loaded, as `/health` says), the rest from the autopilot's last check.
 fn wallet_metrics(now: &crate::api::status::Snapshot) -> WalletMetrics {
     let backup = now.backup.clone().into();
+    let nwc_relays = now
+        .nwc_relays
+        .iter()
+        .map(|(url, state)| {
+            (
+                url.clone(),
+                matches!(state, crate::nwc::RelayState::Connected { .. }),
+            )
+        })
+        .collect();
     let (true, Some(balances)) = (now.wallet.loaded, &now.balances) else {
         return WalletMetrics {
             backup,
+            nwc_relays,
             ..WalletMetrics::default()
         };
     };
@@ -641,6 +673,7 @@ fn wallet_metrics(now: &crate::api::status::Snapshot) -> WalletMetrics {
         refresh_successes: seen.refresh_successes,
         refresh_failures: seen.refresh_failures,
         backup,
+        nwc_relays,
     }
 }
 

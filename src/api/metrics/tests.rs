@@ -24,7 +24,32 @@ fn wallet() -> WalletMetrics {
             last_duration_seconds: Some(1.5),
             last_size_bytes: Some(6_700_000),
         },
+        nwc_relays: Vec::new(),
     }
+}
+
+#[test]
+fn each_nwc_relay_is_one_series_of_whether_it_is_connected() {
+    let mut relays = wallet();
+    relays.nwc_relays = vec![
+        ("wss://relay.example/".into(), true),
+        ("ws://192.168.1.9:7777/".into(), false),
+    ];
+    let text = render(&relays, &RequestMetrics::new(), None);
+    assert!(
+        text.contains("berth_nwc_relay_connected{relay=\"wss://relay.example/\"} 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("berth_nwc_relay_connected{relay=\"ws://192.168.1.9:7777/\"} 0"),
+        "{text}"
+    );
+    let none = WalletMetrics::default();
+    let text = render(&none, &RequestMetrics::new(), None);
+    assert!(
+        !text.contains("berth_nwc_relay_connected"),
+        "no relay, no family: {text}"
+    );
 }
 
 #[test]

@@ -16,6 +16,7 @@ pub mod history;
 pub mod lightning;
 pub mod message;
 pub mod notifications;
+pub mod nwc;
 pub mod onchain;
 pub mod page_cache;
 pub mod wallet;
@@ -24,7 +25,7 @@ use crate::api::routes::Routes;
 
 /// Every `/api/v1` route, declared by its group (`api::routes`).
 pub fn routes() -> Routes {
-    let groups: [fn(Routes) -> Routes; 12] = [
+    let groups: [fn(Routes) -> Routes; 13] = [
         wallet::routes,
         onchain::routes,
         bitcoin::routes,
@@ -37,6 +38,7 @@ pub fn routes() -> Routes {
         notifications::routes,
         devices::routes,
         backups::routes,
+        nwc::routes,
     ];
     groups
         .into_iter()

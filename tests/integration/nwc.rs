@@ -1,0 +1,502 @@
+//! Nostr Wallet Connect through real parts: berthd, a real relay (`nostr-relay`, the
+//! PyPI package, a process of its own on loopback, stopped by pid) and the client
+//! library apps use (Alby's `@getalby/sdk`, driven by node: `tests/nwc/client.mjs`).
+//! `scripts/ensure-deps` installs both; without them the tests are skipped, and say so.
+//!
+//! No regtest stack: the wallet is created with dead chain and Ark URLs, so it holds
+//! nothing. That is enough for everything but paying (`tests/e2e` pays): an
+//! over-limit payment is `QUOTA_EXCEEDED` even from an empty wallet, and one within
+//! the limits `INSUFFICIENT_BALANCE`, its budget given back.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::harness::{self, *};
+
+/// Where `scripts/ensure-deps` puts the relay and the client.
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+struct Tools {
+    relay: PathBuf,
+    client: PathBuf,
+}
+
+impl Tools {
+    fn find(test: &str) -> Option<Tools> {
+        let relay = std::env::var_os("BERTH_NOSTR_RELAY")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| root().join("target/nwc-tools/venv/bin/nostr-relay"));
+        let client = root().join("tests/nwc/client.mjs");
+        let node_modules = root().join("tests/nwc/node_modules/@getalby/sdk");
+        let node = Command::new("node").arg("--version").output().is_ok();
+        let missing = if !relay.exists() {
+            Some(format!("no nostr-relay at {}", relay.display()))
+        } else if !node {
+            Some("no node".to_string())
+        } else if !node_modules.exists() {
+            Some("tests/nwc has no node_modules (npm ci)".to_string())
+        } else {
+            None
+        };
+        match missing {
+            Some(why) => {
+                harness::skip(
+                    test,
+                    &format!("needs the NWC test tools: {why}; run scripts/ensure-deps"),
+                );
+                None
+            }
+            None => Some(Tools { relay, client }),
+        }
+    }
+
+    /// Run the client; its one line of JSON.
+    fn client(&self, args: &[&str]) -> Value {
+        let out = Command::new("node")
+            .arg(&self.client)
+            .args(args)
+            .current_dir(root().join("tests/nwc"))
+            .stderr(Stdio::piped())
+            .output()
+            .expect("run node");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let line = stdout.lines().last().unwrap_or_default();
+        serde_json::from_str(line).unwrap_or_else(|e| {
+            panic!(
+                "the client printed no JSON ({e}): {stdout}\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        })
+    }
+
+    fn call(&self, uri: &str, method: &str, params: Value) -> Value {
+        self.client(&["call", uri, method, &params.to_string()])
+    }
+
+    fn raw(&self, uri: &str, method: &str, params: Value, options: Value) -> Value {
+        self.client(&[
+            "raw",
+            uri,
+            method,
+            &params.to_string(),
+            &options.to_string(),
+        ])
+    }
+}
+
+/// A relay process on loopback, its own database in a temporary directory.
+struct Relay {
+    child: Child,
+    port: u16,
+    dir: tempfile::TempDir,
+    binary: PathBuf,
+}
+
+impl Relay {
+    fn start(tools: &Tools) -> Relay {
+        let dir = tempfile::tempdir().expect("tempdir");
+        Relay::start_in(tools.relay.clone(), dir, free_port())
+    }
+
+    fn start_in(binary: PathBuf, dir: tempfile::TempDir, port: u16) -> Relay {
+        let child = Relay::spawn(&binary, dir.path(), port);
+        Relay {
+            child,
+            port,
+            dir,
+            binary,
+        }
+    }
+
+    fn spawn(binary: &Path, dir: &Path, port: u16) -> Child {
+        let config = dir.join("config.yaml");
+        std::fs::write(
+            &config,
+            format!(
+                "DEBUG: false\n\
+                 storage:\n  sqlalchemy.url: sqlite+aiosqlite:///{db}\n  validators:\n    \
+                 - nostr_relay.validators.is_not_too_large\n    - nostr_relay.validators.is_signed\n\
+                 verification:\n  nip05_verification: disabled\n\
+                 gunicorn:\n  bind: 127.0.0.1:{port}\n  workers: 1\n  loglevel: warning\n\
+                 authentication:\n  enabled: false\n",
+                db = dir.join("nostr.sqlite3").display()
+            ),
+        )
+        .expect("relay config");
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join("relay.log"))
+            .expect("log");
+        let child = Command::new(binary)
+            .args(["-c"])
+            .arg(&config)
+            .args(["serve", "--use-uvicorn"])
+            .current_dir(dir)
+            .stdout(log.try_clone().expect("log"))
+            .stderr(log)
+            .spawn()
+            .expect("start nostr-relay");
+        wait_until("the relay to listen", 60, || {
+            std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+        });
+        child
+    }
+
+    fn url(&self) -> String {
+        format!("ws://127.0.0.1:{}", self.port)
+    }
+
+    /// Stop it (by pid) and start it again on the same port, with the same database.
+    fn restart(&mut self) {
+        self.stop();
+        self.child = Relay::spawn(&self.binary, self.dir.path(), self.port);
+    }
+
+    fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// berthd with a wallet (dead URLs: it holds nothing), allowed to reach the loopback
+/// relay, and its admin bearer.
+fn berthd_with_wallet(relay: &Relay) -> (tempfile::TempDir, PathBuf, Daemon, String) {
+    let (tmp, datadir) = datadir_with_berth_toml(&format!(
+        "[egress]\nallow = [\"127.0.0.1\"]\n\n[nwc]\nrelays = [\"{}\"]\n",
+        relay.url()
+    ));
+    let daemon = Daemon::start(&datadir, &["-q"]);
+    let bearer = format!("Bearer {}", token(&datadir));
+    let dead = || format!("http://127.0.0.1:{}", free_port());
+    let create = json!({
+        "network": "regtest",
+        "ark_server": dead(),
+        "chain_source": { "esplora": { "url": dead() } },
+        "force": true,
+    });
+    let (status, raw) = daemon.post(
+        "/api/v1/wallet/create",
+        &[("Authorization", &bearer)],
+        &create.to_string(),
+    );
+    assert_eq!(status, 200, "{raw}");
+    (tmp, datadir, daemon, bearer)
+}
+
+fn connect(daemon: &Daemon, bearer: &str, body: Value) -> (String, Value) {
+    let (status, raw) = daemon.post(
+        "/api/v1/nwc/connections",
+        &[("Authorization", bearer)],
+        &body.to_string(),
+    );
+    assert_eq!(status, 200, "{raw}");
+    let created = json_of(&raw);
+    (
+        created["uri"].as_str().expect("uri").to_string(),
+        created["connection"].clone(),
+    )
+}
+
+fn connections(daemon: &Daemon, bearer: &str) -> Value {
+    let (status, raw) = daemon.get("/api/v1/nwc/connections", &[("Authorization", bearer)]);
+    assert_eq!(status, 200, "{raw}");
+    json_of(&raw)
+}
+
+/// The client's info call, once berthd has published the connection's info event.
+fn wait_for_info(tools: &Tools, uri: &str) -> Value {
+    let started = Instant::now();
+    loop {
+        let info = tools.client(&["info", uri]);
+        if info.get("error").is_none() {
+            return info;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no info event: {info}"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
+fn code(answer: &Value) -> &str {
+    answer["error"]["code"].as_str().unwrap_or("(no error)")
+}
+
+fn now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs()
+}
+
+#[test]
+fn an_app_reaches_the_wallet_through_a_relay_within_its_limits() {
+    let Some(tools) =
+        Tools::find("nwc::an_app_reaches_the_wallet_through_a_relay_within_its_limits")
+    else {
+        return;
+    };
+    let relay = Relay::start(&tools);
+    let (_tmp, _datadir, daemon, bearer) = berthd_with_wallet(&relay);
+    let (uri, connection) = connect(
+        &daemon,
+        &bearer,
+        json!({ "name": "Alby Go", "max_payment_sat": 1000, "budget_sat": 5000, "budget_renewal": "daily" }),
+    );
+    assert!(uri.starts_with("nostr+walletconnect://"), "{uri}");
+    assert!(
+        !connection.to_string().contains(uri_param(&uri, "secret")),
+        "the secret is not listed"
+    );
+
+    // The info event, as the client reads it before its first request.
+    let info = wait_for_info(&tools, &uri);
+    assert_eq!(info["encryptions"], json!(["nip44_v2", "nip04"]), "{info}");
+    let served = json!([
+        "pay_invoice",
+        "make_invoice",
+        "lookup_invoice",
+        "get_balance",
+        "get_info",
+        "get_budget"
+    ]);
+    assert_eq!(info["capabilities"], served, "{info}");
+
+    // /health and /metrics show the relay connected.
+    let (_, raw) = daemon.get("/health", &[("Authorization", &bearer)]);
+    let health = json_of(&raw);
+    let relays = &health["nwc_relays"];
+    assert_eq!(relays[0]["url"], format!("{}/", relay.url()), "{health}");
+    assert_eq!(relays[0]["connected"], true, "{health}");
+    let (_, metrics) = daemon.get("/metrics", &[("Authorization", &bearer)]);
+    assert!(
+        metrics.contains(&format!(
+            "berth_nwc_relay_connected{{relay=\"{}/\"}} 1",
+            relay.url()
+        )),
+        "{metrics}"
+    );
+
+    let got = tools.call(&uri, "get_info", json!({}));
+    assert_eq!(got["result"]["methods"], served, "{got}");
+    assert_eq!(got["result"]["network"], "regtest", "{got}");
+    assert!(
+        got["result"].get("pubkey").is_none(),
+        "an Ark wallet has no node key: {got}"
+    );
+
+    let balance = tools.call(&uri, "get_balance", json!({}));
+    assert_eq!(balance["result"]["balance"], 0, "{balance}");
+
+    let budget = tools.call(&uri, "get_budget", json!({}));
+    assert_eq!(budget["result"]["total_budget"], 5_000_000, "{budget}");
+    assert_eq!(budget["result"]["used_budget"], 0, "{budget}");
+    assert_eq!(budget["result"]["renewal_period"], "daily", "{budget}");
+    assert!(
+        budget["result"]["renews_at"].as_u64().unwrap_or(0) > now(),
+        "{budget}"
+    );
+
+    // Over the per-payment limit: refused before the (empty) balance is looked at.
+    let regtest = || lightning_invoice::Currency::Regtest;
+    let over = invoice(regtest(), Some(2_000_000), 1);
+    let paid = tools.call(&uri, "pay_invoice", json!({ "invoice": over }));
+    assert_eq!(code(&paid), "QUOTA_EXCEEDED", "{paid}");
+    // Within the limits, but the wallet is empty: the budget it took is given back.
+    let within = invoice(regtest(), Some(500_000), 2);
+    let paid = tools.call(&uri, "pay_invoice", json!({ "invoice": within }));
+    assert_eq!(code(&paid), "INSUFFICIENT_BALANCE", "{paid}");
+    let budget = tools.call(&uri, "get_budget", json!({}));
+    assert_eq!(budget["result"]["used_budget"], 0, "{budget}");
+
+    // A client that speaks only NIP-04 (no encryption tag).
+    let balance = tools.client(&["call", &uri, "get_balance", "{}", "nip04"]);
+    assert_eq!(balance["result"]["balance"], 0, "NIP-04: {balance}");
+    // An encryption berthd does not speak.
+    let odd = tools.raw(
+        &uri,
+        "get_balance",
+        json!({}),
+        json!({ "encryption": "nip99" }),
+    );
+    assert_eq!(
+        code(&odd["responses"][0]),
+        "UNSUPPORTED_ENCRYPTION",
+        "{odd}"
+    );
+
+    // Requests outside the window are refused, not executed: one from the future is
+    // answered so; one from an hour ago the subscription does not even receive (the
+    // relay applies its `since`), so it is neither answered nor begun.
+    let future = tools.raw(
+        &uri,
+        "get_balance",
+        json!({}),
+        json!({ "created_at": now() + 3600 }),
+    );
+    assert_eq!(code(&future["responses"][0]), "OTHER", "{future}");
+    let paid_before = connections(&daemon, &bearer)[0]["payments"].clone();
+    let stale = tools.raw(
+        &uri,
+        "pay_invoice",
+        json!({ "invoice": invoice(regtest(), Some(1_000), 9) }),
+        json!({ "created_at": now() - 3600 }),
+    );
+    assert_eq!(stale["responses"], json!([]), "{stale}");
+    assert_eq!(connections(&daemon, &bearer)[0]["payments"], paid_before);
+    let expired = tools.raw(
+        &uri,
+        "get_balance",
+        json!({}),
+        json!({ "expiration": now() - 5 }),
+    );
+    assert_eq!(code(&expired["responses"][0]), "OTHER", "{expired}");
+    assert!(
+        expired["responses"][0]["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("expired"),
+        "{expired}"
+    );
+
+    // A connection on two relays: the app sends its payment to both, berthd hears it
+    // twice and begins it once; the app gets one answer.
+    let second = Relay::start(&tools);
+    let (both, _) = connect(
+        &daemon,
+        &bearer,
+        json!({ "name": "Two relays", "relays": [relay.url(), second.url()] }),
+    );
+    wait_for_info(&tools, &both);
+    let twice = tools.raw(
+        &both,
+        "pay_invoice",
+        json!({ "invoice": invoice(regtest(), Some(300_000), 3) }),
+        json!({}),
+    );
+    let responses = twice["responses"].as_array().expect("responses");
+    assert_eq!(responses.len(), 1, "{twice}");
+    assert_eq!(code(&responses[0]), "INSUFFICIENT_BALANCE", "{twice}");
+    let listed = connections(&daemon, &bearer);
+    assert_eq!(listed[1]["name"], "Two relays", "{listed}");
+    assert_eq!(listed[1]["payments"], 1, "begun once: {listed}");
+    drop(second);
+
+    // A connection granted less is told so.
+    let (narrow, _) = connect(
+        &daemon,
+        &bearer,
+        json!({ "name": "Zeus", "methods": ["get_info"] }),
+    );
+    wait_for_info(&tools, &narrow);
+    let refused = tools.call(&narrow, "get_balance", json!({}));
+    assert_eq!(code(&refused), "RESTRICTED", "{refused}");
+
+    // Revoked: unauthorized at once, and no longer listed.
+    let id = connection["id"].as_str().expect("id");
+    let (status, raw) = request(
+        daemon.port,
+        "DELETE",
+        &format!("/api/v1/nwc/connections/{id}"),
+        &[("Authorization", &bearer)],
+        None,
+    );
+    assert_eq!(status, 200, "{raw}");
+    let revoked = tools.raw(&uri, "get_balance", json!({}), json!({}));
+    assert_eq!(code(&revoked["responses"][0]), "UNAUTHORIZED", "{revoked}");
+    let listed = connections(&daemon, &bearer);
+    let names: Vec<&str> = listed
+        .as_array()
+        .expect("list")
+        .iter()
+        .filter_map(|c| c["name"].as_str())
+        .collect();
+    assert_eq!(names, ["Two relays", "Zeus"], "{listed}");
+
+    // The relay restarts: berthd is back and answering within seconds.
+    let mut relay = relay;
+    relay.restart();
+    let restarted = Instant::now();
+    loop {
+        let got = tools.call(&narrow, "get_info", json!({}));
+        if got.get("result").is_some() {
+            break;
+        }
+        assert!(
+            restarted.elapsed() < Duration::from_secs(30),
+            "not answering after the relay restarted: {got}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    eprintln!(
+        "nwc: answering again {:.1} s after the relay restarted",
+        restarted.elapsed().as_secs_f64()
+    );
+    drop(relay);
+}
+
+#[test]
+fn connections_are_checked_when_they_are_made() {
+    let (_tmp, datadir) = datadir_with_berth_toml("[nwc]\nrelays = [\"wss://relay.example\"]\n");
+    let daemon = Daemon::start(&datadir, &["-q"]);
+    let bearer = format!("Bearer {}", token(&datadir));
+    let refused = |body: Value| {
+        let (status, raw) = daemon.post(
+            "/api/v1/nwc/connections",
+            &[("Authorization", &bearer)],
+            &body.to_string(),
+        );
+        (
+            status,
+            json_of(&raw)["message"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+        )
+    };
+    // The egress policy: a relay in the home network, or plain ws, only if allowed.
+    let (status, why) = refused(json!({ "name": "a", "relays": ["ws://192.168.1.5:7777"] }));
+    assert_eq!(status, 400, "{why}");
+    assert!(why.contains("[egress] allow"), "{why}");
+    let (status, why) = refused(json!({ "name": "a", "relays": ["https://relay.example"] }));
+    assert_eq!(status, 400, "{why}");
+    let (status, why) = refused(json!({ "name": "a", "methods": ["pay_keysend"] }));
+    assert_eq!(status, 400, "{why}");
+    assert!(why.contains("pay_keysend"), "{why}");
+    let (status, why) = refused(json!({ "name": "a", "budget_renewal": "daily" }));
+    assert_eq!(status, 400, "{why}");
+    let (status, why) = refused(json!({ "name": "", }));
+    assert_eq!(status, 400, "{why}");
+    let (status, why) = refused(json!({ "name": "a", "expires_at": "2020-01-01T00:00:00Z" }));
+    assert_eq!(status, 400, "{why}");
+    // Made with the defaults of berth.toml; the URI carries the relay and a secret,
+    // the list neither the secret nor anything it could be derived from.
+    let (status, raw) = daemon.post(
+        "/api/v1/nwc/connections",
+        &[("Authorization", &bearer)],
+        &json!({ "name": "Damus" }).to_string(),
+    );
+    assert_eq!(status, 200, "{raw}");
+    let uri = json_of(&raw)["uri"].as_str().expect("uri").to_string();
+    assert_eq!(uri_param(&uri, "relay"), "wss%3A%2F%2Frelay.example%2F");
+    assert_eq!(uri_param(&uri, "secret").len(), 64);
+    let listed = connections(&daemon, &bearer);
+    assert!(!listed.to_string().contains(uri_param(&uri, "secret")));
+    // Not admin: refused.
+    let (reader, _) = pair_device(&daemon, &datadir, "read");
+    let (status, _) = daemon.get("/api/v1/nwc/connections", &[("Authorization", &reader)]);
+    assert_eq!(status, 403);
+}
