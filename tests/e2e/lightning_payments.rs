@@ -67,7 +67,7 @@ fn movement_reached(seen: &[Value], subsystem: &str, status: &str) -> Option<Val
         .cloned()
 }
 
-fn preimage_matches(preimage: &str, hash: &str) -> bool {
+pub(crate) fn preimage_matches(preimage: &str, hash: &str) -> bool {
     let bytes: Vec<u8> = bitcoin::hex::FromHex::from_hex(preimage).expect("hex preimage");
     sha256::Hash::hash(&bytes).to_string() == hash
 }

@@ -20,6 +20,7 @@ mod lightning;
 mod lightning_payments;
 mod maintenance_rejected;
 mod manual_sync;
+mod nwc_payments;
 mod offboard_pending;
 mod payment_pending;
 mod refresh_window;

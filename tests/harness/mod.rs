@@ -3,6 +3,7 @@
 //! sent exactly).
 #![allow(dead_code)]
 
+pub mod nwc;
 pub mod tls;
 
 use std::io::{BufRead, BufReader, Read, Write};

@@ -8,167 +8,13 @@
 //! over-limit payment is `QUOTA_EXCEEDED` even from an empty wallet, and one within
 //! the limits `INSUFFICIENT_BALANCE`, its budget given back.
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::harness::{self, *};
-
-/// Where `scripts/ensure-deps` puts the relay and the client.
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-struct Tools {
-    relay: PathBuf,
-    client: PathBuf,
-}
-
-impl Tools {
-    fn find(test: &str) -> Option<Tools> {
-        let relay = std::env::var_os("BERTH_NOSTR_RELAY")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| root().join("target/nwc-tools/venv/bin/nostr-relay"));
-        let client = root().join("tests/nwc/client.mjs");
-        let node_modules = root().join("tests/nwc/node_modules/@getalby/sdk");
-        let node = Command::new("node").arg("--version").output().is_ok();
-        let missing = if !relay.exists() {
-            Some(format!("no nostr-relay at {}", relay.display()))
-        } else if !node {
-            Some("no node".to_string())
-        } else if !node_modules.exists() {
-            Some("tests/nwc has no node_modules (npm ci)".to_string())
-        } else {
-            None
-        };
-        match missing {
-            Some(why) => {
-                harness::skip(
-                    test,
-                    &format!("needs the NWC test tools: {why}; run scripts/ensure-deps"),
-                );
-                None
-            }
-            None => Some(Tools { relay, client }),
-        }
-    }
-
-    /// Run the client; its one line of JSON.
-    fn client(&self, args: &[&str]) -> Value {
-        let out = Command::new("node")
-            .arg(&self.client)
-            .args(args)
-            .current_dir(root().join("tests/nwc"))
-            .stderr(Stdio::piped())
-            .output()
-            .expect("run node");
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        let line = stdout.lines().last().unwrap_or_default();
-        serde_json::from_str(line).unwrap_or_else(|e| {
-            panic!(
-                "the client printed no JSON ({e}): {stdout}\n{}",
-                String::from_utf8_lossy(&out.stderr)
-            )
-        })
-    }
-
-    fn call(&self, uri: &str, method: &str, params: Value) -> Value {
-        self.client(&["call", uri, method, &params.to_string()])
-    }
-
-    fn raw(&self, uri: &str, method: &str, params: Value, options: Value) -> Value {
-        self.client(&[
-            "raw",
-            uri,
-            method,
-            &params.to_string(),
-            &options.to_string(),
-        ])
-    }
-}
-
-/// A relay process on loopback, its own database in a temporary directory.
-struct Relay {
-    child: Child,
-    port: u16,
-    dir: tempfile::TempDir,
-    binary: PathBuf,
-}
-
-impl Relay {
-    fn start(tools: &Tools) -> Relay {
-        let dir = tempfile::tempdir().expect("tempdir");
-        Relay::start_in(tools.relay.clone(), dir, free_port())
-    }
-
-    fn start_in(binary: PathBuf, dir: tempfile::TempDir, port: u16) -> Relay {
-        let child = Relay::spawn(&binary, dir.path(), port);
-        Relay {
-            child,
-            port,
-            dir,
-            binary,
-        }
-    }
-
-    fn spawn(binary: &Path, dir: &Path, port: u16) -> Child {
-        let config = dir.join("config.yaml");
-        std::fs::write(
-            &config,
-            format!(
-                "DEBUG: false\n\
-                 storage:\n  sqlalchemy.url: sqlite+aiosqlite:///{db}\n  validators:\n    \
-                 - nostr_relay.validators.is_not_too_large\n    - nostr_relay.validators.is_signed\n\
-                 verification:\n  nip05_verification: disabled\n\
-                 gunicorn:\n  bind: 127.0.0.1:{port}\n  workers: 1\n  loglevel: warning\n\
-                 authentication:\n  enabled: false\n",
-                db = dir.join("nostr.sqlite3").display()
-            ),
-        )
-        .expect("relay config");
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(dir.join("relay.log"))
-            .expect("log");
-        let child = Command::new(binary)
-            .args(["-c"])
-            .arg(&config)
-            .args(["serve", "--use-uvicorn"])
-            .current_dir(dir)
-            .stdout(log.try_clone().expect("log"))
-            .stderr(log)
-            .spawn()
-            .expect("start nostr-relay");
-        wait_until("the relay to listen", 60, || {
-            std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
-        });
-        child
-    }
-
-    fn url(&self) -> String {
-        format!("ws://127.0.0.1:{}", self.port)
-    }
-
-    /// Stop it (by pid) and start it again on the same port, with the same database.
-    fn restart(&mut self) {
-        self.stop();
-        self.child = Relay::spawn(&self.binary, self.dir.path(), self.port);
-    }
-
-    fn stop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Relay {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
+use crate::harness::nwc::{Relay, Tools, code, now, wait_for_info};
+use crate::harness::*;
 
 /// berthd with a wallet (dead URLs: it holds nothing), allowed to reach the loopback
 /// relay, and its admin bearer.
@@ -213,33 +59,6 @@ fn connections(daemon: &Daemon, bearer: &str) -> Value {
     let (status, raw) = daemon.get("/api/v1/nwc/connections", &[("Authorization", bearer)]);
     assert_eq!(status, 200, "{raw}");
     json_of(&raw)
-}
-
-/// The client's info call, once berthd has published the connection's info event.
-fn wait_for_info(tools: &Tools, uri: &str) -> Value {
-    let started = Instant::now();
-    loop {
-        let info = tools.client(&["info", uri]);
-        if info.get("error").is_none() {
-            return info;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "no info event: {info}"
-        );
-        std::thread::sleep(Duration::from_millis(300));
-    }
-}
-
-fn code(answer: &Value) -> &str {
-    answer["error"]["code"].as_str().unwrap_or("(no error)")
-}
-
-fn now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("clock")
-        .as_secs()
 }
 
 #[test]

@@ -6,8 +6,10 @@
 //   node client.mjs info <uri>
 //   node client.mjs call <uri> <method> <params-json> [nip04]
 //   node client.mjs raw <uri> <method> <params-json> <options-json>
+//   node client.mjs bench <uri> <method> <count>
 //
-// `call` answers {"result": ...} or {"error": {"code", "message"}}; `raw` sends a request
+// `call` answers {"result": ..., "ms"} or {"error": {"code", "message"}}; `bench` the
+// times of <count> requests on one connected client, {"ms": [...]}; `raw` sends a request
 // made by hand ({"encryption": "nip44_v2" | "nip04" | "none" | other, "created_at",
 // "expiration", "wait_ms"}) to every relay of the connection and answers {"responses":
 // [decrypted contents]} (the same response event from two relays counts once).
@@ -42,8 +44,29 @@ async function call() {
       // What a client that speaks only NIP-04 does: no encryption tag, NIP-04 content.
       client._encryptionType = "nip04";
     }
+    const started = performance.now();
     const result = await methods[method](client, JSON.parse(paramsJson || "{}"));
-    print({ result });
+    // The request's own time: sent, executed, answered (no process start).
+    print({ result, ms: performance.now() - started });
+  } catch (e) {
+    print({ error: { code: e.code ?? "CLIENT", message: String(e.message ?? e) } });
+  } finally {
+    client.close();
+  }
+}
+
+// `bench <uri> <method> <n>`: one connected client, n requests one after another;
+// each one's time in ms.
+async function bench() {
+  const client = new NWCClient({ nostrWalletConnectUrl: uri });
+  try {
+    const ms = [];
+    for (let i = 0; i < Number(paramsJson); i++) {
+      const started = performance.now();
+      await methods[method](client, {});
+      ms.push(performance.now() - started);
+    }
+    print({ ms });
   } catch (e) {
     print({ error: { code: e.code ?? "CLIENT", message: String(e.message ?? e) } });
   } finally {
@@ -113,7 +136,7 @@ async function raw() {
   print({ id: event.id, client: getPublicKey(key), responses });
 }
 
-const run = { call, info, raw }[command];
+const run = { bench, call, info, raw }[command];
 if (!run) {
   print({ error: { code: "USAGE", message: `unknown command ${command}` } });
   process.exit(2);

@@ -1,0 +1,145 @@
+//! Scenario: an app pays and is paid over Nostr Wallet Connect, with real Lightning
+//! nodes. berthd reaches a real relay (`nostr-relay`, on loopback, allowed by the
+//! egress policy); the app is Alby's SDK (`tests/nwc/client.mjs`). `make_invoice` is
+//! paid by the outside node and `lookup_invoice` sees it settled; `pay_invoice` of the
+//! outside node's invoices returns their preimages and takes from the budget; the
+//! history and `GET /api/v1/nwc/connections` agree. Prints the latency of
+//! `get_balance` and `pay_invoice` through the relay.
+
+use std::time::Instant;
+
+use serde_json::{Value, json};
+
+use crate::harness::nwc::{Relay, Tools, wait_for_info};
+use crate::lightning_payments::preimage_matches;
+use crate::stack::{Stack, wait_for};
+
+const TEST: &str = "nwc_payments::an_app_pays_and_is_paid_over_nostr_wallet_connect";
+
+/// The p-th percentile (0 to 100) of `ms`, nearest rank.
+fn percentile(ms: &[f64], p: usize) -> f64 {
+    let mut sorted = ms.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let rank = (p * sorted.len()).div_ceil(100).max(1);
+    sorted[rank - 1]
+}
+
+fn result(answer: &Value) -> &Value {
+    assert!(answer.get("error").is_none(), "{answer}");
+    &answer["result"]
+}
+
+#[test]
+#[ignore = "needs the regtest stack with Core Lightning: run scripts/e2e"]
+fn an_app_pays_and_is_paid_over_nostr_wallet_connect() {
+    let Some(tools) = Tools::find(TEST) else {
+        return;
+    };
+    let Some(stack) = Stack::start_with_lightning(TEST) else {
+        return;
+    };
+    let started = Instant::now();
+    let ln = stack.ln();
+    let relay = Relay::start(&tools);
+    let alice = stack.berthd_with(
+        "alice",
+        &format!(
+            "[egress]\nallow = [\"127.0.0.1\"]\n\n[nwc]\nrelays = [\"{}\"]\n",
+            relay.url()
+        ),
+    );
+    crate::board_and_confirm(&stack, &alice, 1_000_000);
+    let height = stack.bitcoind.height();
+    ln.internal.wait_for_block(height);
+    ln.external.wait_for_block(height);
+    let created = alice.post_ok(
+        "/api/v1/nwc/connections",
+        json!({ "name": "Alby Go", "budget_sat": 200_000, "budget_renewal": "daily" }),
+    );
+    let uri = created["uri"].as_str().expect("uri").to_string();
+    wait_for_info(&tools, &uri);
+
+    // Receive: the app makes an invoice, the outside node pays it, and the app sees it
+    // settled with its preimage.
+    let made = tools.call(
+        &uri,
+        "make_invoice",
+        json!({ "amount": 30_000_000, "description": "nwc e2e" }),
+    );
+    let made = result(&made);
+    let bolt11 = made["invoice"].as_str().expect("invoice").to_string();
+    let hash = made["payment_hash"].as_str().expect("hash").to_string();
+    assert_eq!(made["amount"], 30_000_000, "{made}");
+    std::thread::scope(|scope| {
+        let payer = scope.spawn(|| ln.external.pay(&bolt11));
+        let settled = wait_for("the invoice to settle", 120, || {
+            let looked = tools.call(&uri, "lookup_invoice", json!({ "payment_hash": hash }));
+            (looked["result"]["state"] == "settled").then_some(looked)
+        });
+        let preimage = settled["result"]["preimage"].as_str().expect("preimage");
+        assert!(preimage_matches(preimage, &hash), "{settled}");
+        assert_eq!(settled["result"]["type"], "incoming", "{settled}");
+        payer
+            .join()
+            .expect("payer thread")
+            .expect("the outside node paid");
+    });
+
+    // Pay: five invoices of the outside node, each answered with its preimage once
+    // it settled, each taken from the budget.
+    let mut pay_ms = Vec::new();
+    for i in 0..5 {
+        let label = format!("nwc-{i}");
+        let (invoice, hash) = ln.external.invoice(Some(10_000_000), &label);
+        let paid = tools.call(&uri, "pay_invoice", json!({ "invoice": invoice }));
+        let preimage = result(&paid)["preimage"].as_str().expect("preimage");
+        assert!(preimage_matches(preimage, &hash), "{paid}");
+        assert_eq!(ln.external.invoice_status(&label), "paid");
+        pay_ms.push(paid["ms"].as_f64().expect("ms"));
+        // Paid: it is in the history, as any payment.
+        let lookup = tools.call(&uri, "lookup_invoice", json!({ "payment_hash": hash }));
+        assert_eq!(result(&lookup)["type"], "outgoing", "{lookup}");
+        assert_eq!(result(&lookup)["state"], "settled", "{lookup}");
+    }
+    let budget = tools.call(&uri, "get_budget", json!({}));
+    assert_eq!(result(&budget)["used_budget"], 50_000_000, "{budget}");
+    let listed = alice.get_ok("/api/v1/nwc/connections");
+    assert_eq!(listed[0]["spent_total_sat"], 50_000, "{listed}");
+    assert_eq!(listed[0]["payments"], 5, "{listed}");
+    assert_eq!(listed[0]["budget"]["used_sat"], 50_000, "{listed}");
+    let sends = alice
+        .get_ok("/api/v1/history")
+        .as_array()
+        .expect("history")
+        .iter()
+        .filter(|m| m["subsystem"]["name"] == "bark.lightning_send" && m["status"] == "successful")
+        .count();
+    assert_eq!(sends, 5, "the five payments are in the history");
+
+    // What an app waits for, through the relay on loopback.
+    let balance = tools.client(&["bench", &uri, "get_balance", "50"]);
+    let balance_ms: Vec<f64> = balance["ms"]
+        .as_array()
+        .expect("ms")
+        .iter()
+        .filter_map(Value::as_f64)
+        .collect();
+    assert_eq!(balance_ms.len(), 50, "{balance}");
+    let spendable = result(&tools.call(&uri, "get_balance", json!({})))["balance"].clone();
+    let api = alice.get_ok("/api/v1/wallet/balance");
+    assert_eq!(
+        spendable.as_u64(),
+        api["spendable_sat"].as_u64().map(|s| s * 1000),
+        "NWC's balance is the API's spendable, in msat: {api}"
+    );
+    println!(
+        "nwc: get_balance p50 {:.1} ms p95 {:.1} ms (50 requests); pay_invoice p50 {:.0} ms \
+         p95 {:.0} ms (5 payments of 10,000 sat); scenario {:.0} s",
+        percentile(&balance_ms, 50),
+        percentile(&balance_ms, 95),
+        percentile(&pay_ms, 50),
+        percentile(&pay_ms, 95),
+        started.elapsed().as_secs_f64()
+    );
+    drop(relay);
+}
