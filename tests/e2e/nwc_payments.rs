@@ -3,7 +3,8 @@
 //! egress policy); the app is Alby's SDK (`tests/nwc/client.mjs`). `make_invoice` is
 //! paid by the outside node and `lookup_invoice` sees it settled; `pay_invoice` of the
 //! outside node's invoices returns their preimages and takes from the budget; the
-//! history and `GET /api/v1/nwc/connections` agree. Prints the latency of
+//! history and `GET /api/v1/nwc/connections` agree; berthd killed while a payment is
+//! under way answers it once after the restart, paid once. Prints the latency of
 //! `get_balance` and `pay_invoice` through the relay.
 
 use std::time::Instant;
@@ -115,6 +116,78 @@ fn an_app_pays_and_is_paid_over_nostr_wallet_connect() {
         .filter(|m| m["subsystem"]["name"] == "bark.lightning_send" && m["status"] == "successful")
         .count();
     assert_eq!(sends, 5, "the five payments are in the history");
+
+    // berthd killed while a payment is under way (the outside node holds its HTLC):
+    // after the restart the app's request is answered once, with the preimage, and
+    // the payee was paid once.
+    let preimage = [0x5a_u8; 32];
+    let held_hash = {
+        use bitcoin::hashes::{Hash, sha256};
+        sha256::Hash::hash(&preimage).to_string()
+    };
+    let held = ln.external.rpc(
+        "holdinvoice",
+        json!({ "payment_hash": held_hash, "amount": 20_000_000 }),
+    )["bolt11"]
+        .as_str()
+        .expect("bolt11")
+        .to_string();
+    let hold_state = || {
+        ln.external.rpc("listholdinvoices", json!({ "payment_hash": held_hash }))["holdinvoices"]
+            [0]["state"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    let mut alice = alice;
+    let killed_at = std::thread::scope(|scope| {
+        let app = scope.spawn(|| {
+            tools.raw(
+                &uri,
+                "pay_invoice",
+                json!({ "invoice": held }),
+                json!({ "wait_ms": 180_000, "until": 1 }),
+            )
+        });
+        wait_for("the outside node to hold the payment", 120, || {
+            (hold_state() == "accepted").then_some(())
+        });
+        alice.kill();
+        let killed_at = Instant::now();
+        alice.restart();
+        ln.external.rpc(
+            "settleholdinvoice",
+            json!({ "preimage": bitcoin::hex::DisplayHex::to_lower_hex_string(&preimage[..]) }),
+        );
+        let answered = app.join().expect("app thread");
+        let responses = answered["responses"].as_array().expect("responses");
+        assert_eq!(responses.len(), 1, "answered once: {answered}");
+        let paid = result(&responses[0]);
+        assert!(
+            preimage_matches(paid["preimage"].as_str().expect("preimage"), &held_hash),
+            "{answered}"
+        );
+        killed_at
+    });
+    assert_eq!(hold_state(), "paid");
+    let listed = alice.get_ok("/api/v1/nwc/connections");
+    assert_eq!(listed[0]["payments"], 6, "begun once: {listed}");
+    assert_eq!(listed[0]["spent_total_sat"], 70_000, "{listed}");
+    let held_sends = alice
+        .get_ok("/api/v1/history")
+        .as_array()
+        .expect("history")
+        .iter()
+        .filter(|m| {
+            m["subsystem"]["name"] == "bark.lightning_send"
+                && m["metadata"]["payment_hash"] == held_hash.as_str()
+        })
+        .count();
+    assert_eq!(held_sends, 1, "paid once");
+    println!(
+        "nwc: a payment under way when berthd was killed: answered within {:.1} s of the kill",
+        killed_at.elapsed().as_secs_f64()
+    );
 
     // What an app waits for, through the relay on loopback.
     let balance = tools.client(&["bench", &uri, "get_balance", "50"]);

@@ -11,7 +11,7 @@
 // `call` answers {"result": ..., "ms"} or {"error": {"code", "message"}}; `bench` the
 // times of <count> requests on one connected client, {"ms": [...]}; `raw` sends a request
 // made by hand ({"encryption": "nip44_v2" | "nip04" | "none" | other, "created_at",
-// "expiration", "wait_ms"}) to every relay of the connection and answers {"responses":
+// "expiration", "wait_ms", "until"}) to every relay of the connection and answers {"responses":
 // [decrypted contents]} (the same response event from two relays counts once).
 import WebSocket from "ws";
 globalThis.WebSocket ??= WebSocket;
@@ -130,7 +130,13 @@ async function raw() {
   // Every relay of the connection gets the request, as a client publishes it; a
   // relay that already has it says "duplicate", which is not an error here.
   await Promise.allSettled(pool.publish(relayUrls, event));
-  await new Promise((r) => setTimeout(r, options.wait_ms ?? 3000));
+  // Until `wait_ms` has passed, or `until` responses came (then a moment more, for
+  // any that should not come).
+  const deadline = Date.now() + (options.wait_ms ?? 3000);
+  while (Date.now() < deadline && responses.length < (options.until ?? Infinity)) {
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  if (options.until) await new Promise((r) => setTimeout(r, 2000));
   sub.close();
   pool.close(relayUrls);
   print({ id: event.id, client: getPublicKey(key), responses });
