@@ -385,20 +385,7 @@ impl Lightning<'_> {
             .await
             .map_err(EngineError::internal("reading a Lightning payment"))?;
         let failed_movement = match state {
-            LightningSendState::Unknown => {
-                let hex = payment_hash.to_string();
-                let sends = bark::subsystem::Subsystem::LIGHTNING_SEND.as_name();
-                loaded
-                    .wallet
-                    .history()
-                    .await
-                    .map_err(EngineError::internal("reading the history"))?
-                    .into_iter()
-                    .find(|m| {
-                        m.subsystem.name == sends
-                            && m.metadata.get("payment_hash").and_then(|v| v.as_str()) == Some(&hex)
-                    })
-            }
+            LightningSendState::Unknown => self.send_movement(payment_hash).await?,
             _ => None,
         };
         Ok(SendLookup {
@@ -406,6 +393,28 @@ impl Lightning<'_> {
             state,
             failed_movement,
         })
+    }
+
+    /// The movement bark recorded for the send of `payment_hash` (where it went, the
+    /// amount and the fee), if there is one. Reads the whole history: for lookups, not
+    /// for paths that run often.
+    pub async fn send_movement(
+        &self,
+        payment_hash: PaymentHash,
+    ) -> Result<Option<bark::movement::Movement>, EngineError> {
+        let loaded = self.engine.loaded().await?;
+        let hex = payment_hash.to_string();
+        let sends = bark::subsystem::Subsystem::LIGHTNING_SEND.as_name();
+        Ok(loaded
+            .wallet
+            .history()
+            .await
+            .map_err(EngineError::internal("reading the history"))?
+            .into_iter()
+            .find(|m| {
+                m.subsystem.name == sends
+                    && m.metadata.get("payment_hash").and_then(|v| v.as_str()) == Some(&hex)
+            }))
     }
 
     /// Pending receives (invoices not yet settled), oldest first.

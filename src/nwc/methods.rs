@@ -128,7 +128,19 @@ impl Nwc {
                 .await
                 .map(|b| json!({ "balance": b.spendable.to_sat() * 1000 }))
                 .map_err(failure),
-            "get_budget" => Ok(budget::report(&connection.record, Utc::now())),
+            // The stored record: the snapshot's is as of the last reload, and payments
+            // change the budget in the store.
+            "get_budget" => match self.store.nwc_connections().await {
+                Ok(all) => Ok(all
+                    .iter()
+                    .find(|c| c.id == connection.record.id)
+                    .map(|c| budget::report(c, Utc::now()))
+                    .unwrap_or_else(|| json!({}))),
+                Err(e) => Err(Failure::new(
+                    Code::Internal,
+                    format!("reading the budget: {e}"),
+                )),
+            },
             "make_invoice" => self.make_invoice(request.params).await,
             "lookup_invoice" => self.lookup_invoice(request.params).await,
             "pay_invoice" => return self.pay_invoice(connection, event, request.params).await,
@@ -205,8 +217,19 @@ impl Nwc {
                 out["preimage"] = json!(paid.preimage.to_string());
                 out["settled_at"] = json!(paid.paid_at.timestamp());
                 out["state"] = json!("settled");
+                // What was paid, from the payment's movement (bark keeps no invoice
+                // with a paid send).
+                if let Some(m) = lightning.send_movement(hash).await.map_err(failure)? {
+                    if let Some(to) = m.sent_to.first() {
+                        out["invoice"] = json!(to.destination.value_string());
+                        out["amount"] = json!(to.amount.to_sat() * 1000);
+                    }
+                    out["fees_paid"] = json!(m.offchain_fee.to_sat() * 1000);
+                    out["created_at"] = json!(m.time.created_at.timestamp());
+                }
             }
             LightningSendState::InProgress(send) => {
+                out["invoice"] = json!(send.invoice.to_string());
                 out["amount"] = json!(send.payment_amount.to_sat() * 1000);
                 out["fees_paid"] = json!(send.fee.to_sat() * 1000);
                 out["state"] = json!("pending");

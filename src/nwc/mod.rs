@@ -62,8 +62,8 @@ pub const MAX_RELAYS_PER_CONNECTION: usize = 4;
 /// Longest connection name, in bytes.
 pub const MAX_NAME: usize = 64;
 /// Requests one connection may have in a burst, and per minute.
-pub const BURST: f64 = 20.0;
-pub const PER_MINUTE: f64 = 60.0;
+pub const BURST: f64 = 30.0;
+pub const PER_MINUTE: f64 = 120.0;
 /// Requests handled at once, over every connection.
 const HANDLED_AT_ONCE: usize = 8;
 /// Requests waiting to be handled.
