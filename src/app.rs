@@ -273,7 +273,7 @@ impl Daemon {
             store.clone(),
             Arc::clone(&engine),
             Arc::clone(&egress),
-            settings.file.nwc.settings(),
+            crate::nwc::Settings::from(&settings.file.nwc),
         )
         .map_err(anyhow::Error::msg)?;
         nwc.start().await?;

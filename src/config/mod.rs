@@ -99,15 +99,6 @@ impl Default for NwcSection {
     }
 }
 
-impl NwcSection {
-    pub fn settings(&self) -> crate::nwc::Settings {
-        crate::nwc::Settings {
-            relays: self.relays.clone(),
-            request_window: std::time::Duration::from_secs(self.request_window_secs.get()),
-        }
-    }
-}
-
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields, default)]
 pub struct ClaimSection {

@@ -99,6 +99,25 @@ impl Policy {
         self.nets.iter().any(|net| net.contains(&ip)) || is_public_unicast(ip)
     }
 
+    /// Of the addresses `host` resolved to, those the policy allows; refused, with
+    /// why, when none is. Every connection berthd makes on a client's behalf gets its
+    /// addresses from here (the HTTP client's resolver, a relay's websocket).
+    fn allowed_of(&self, host: &str, found: Vec<SocketAddr>) -> Result<Vec<SocketAddr>, String> {
+        let named = self.allows_host(host);
+        let (allowed, refused): (Vec<SocketAddr>, Vec<SocketAddr>) = found
+            .into_iter()
+            .partition(|a| named || self.allows_ip(a.ip()));
+        if allowed.is_empty() {
+            let seen: Vec<String> = refused.iter().map(|a| a.ip().to_string()).collect();
+            return Err(format!(
+                "{host} resolves only to addresses that are not public ({}); the owner can \
+                 allow it in berth.toml ([egress] allow)",
+                seen.join(", ")
+            ));
+        }
+        Ok(allowed)
+    }
+
     /// Allowed by the owner (not merely public): such a host may be reached over
     /// plain `http`.
     fn owner_allows(&self, host: &url::Host<&str>) -> bool {
@@ -209,22 +228,10 @@ impl reqwest::dns::Resolve for PolicyResolver {
             let host = name.as_str().to_string();
             let found: Vec<SocketAddr> =
                 tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
-            let named = policy.allows_host(&host);
-            let allowed: Vec<SocketAddr> = found
-                .iter()
-                .copied()
-                .filter(|a| named || policy.allows_ip(a.ip()))
-                .collect();
-            if allowed.is_empty() {
-                let seen: Vec<String> = found.iter().map(|a| a.ip().to_string()).collect();
-                return Err(Box::new(Refusal(format!(
-                    "{host} resolves only to addresses that are not public ({}); the owner \
-                     can allow it in berth.toml ([egress] allow)",
-                    seen.join(", ")
-                )))
-                    as Box<dyn std::error::Error + Send + Sync>);
+            match policy.allowed_of(&host, found) {
+                Ok(allowed) => Ok(Box::new(allowed.into_iter()) as reqwest::dns::Addrs),
+                Err(why) => Err(Box::new(Refusal(why)) as Box<dyn std::error::Error + Send + Sync>),
             }
-            Ok(Box::new(allowed.into_iter()) as reqwest::dns::Addrs)
         })
     }
 }
@@ -335,13 +342,9 @@ impl Egress {
             .trim_start_matches('[')
             .trim_end_matches(']')
             .to_string();
+        // The url crate knows ws's and wss's default ports.
         let port = url
             .port_or_known_default()
-            .or(match url.scheme() {
-                "wss" => Some(443),
-                "ws" => Some(80),
-                _ => None,
-            })
             .ok_or_else(|| EgressError::Refused(format!("{url} names no port")))?;
         let found: Vec<SocketAddr> = tokio::time::timeout(
             self.limits.connect,
@@ -351,21 +354,9 @@ impl Egress {
         .map_err(|_| EgressError::Failed(format!("no answer for {host} in time")))?
         .map_err(|e| EgressError::Failed(format!("cannot resolve {host}: {e}")))?
         .collect();
-        let named = self.policy.allows_host(&host);
-        let allowed: Vec<SocketAddr> = found
-            .iter()
-            .copied()
-            .filter(|a| named || self.policy.allows_ip(a.ip()))
-            .collect();
-        if allowed.is_empty() {
-            let seen: Vec<String> = found.iter().map(|a| a.ip().to_string()).collect();
-            return Err(EgressError::Refused(format!(
-                "{host} resolves only to addresses that are not public ({}); the owner can \
-                 allow it in berth.toml ([egress] allow)",
-                seen.join(", ")
-            )));
-        }
-        Ok(allowed)
+        self.policy
+            .allowed_of(&host, found)
+            .map_err(EgressError::Refused)
     }
 
     /// GET `url` on behalf of `caller` (a name for its credential): the answer's
@@ -601,6 +592,38 @@ mod tests {
         assert!(home.check(&url("http://lnbits.lan/lnurlp")).is_ok());
         assert!(home.check(&url("https://127.0.0.1/")).is_ok());
         assert!(home.check(&url("http://example.com/")).is_err());
+    }
+
+    /// A relay's websocket: wss, or ws to an allowed host; its name resolved through
+    /// the same rule as a fetch's (localhost is loopback, refused unless allowed).
+    #[tokio::test]
+    async fn websockets_follow_the_same_rules_and_resolve_through_the_policy() {
+        let none = egress(&[]);
+        assert!(none.check_websocket(&url("wss://relay.example/")).is_ok());
+        for refused in [
+            "ws://relay.example/",
+            "https://relay.example/",
+            "wss://10.0.0.2/",
+        ] {
+            assert!(
+                matches!(
+                    none.check_websocket(&url(refused)),
+                    Err(EgressError::Refused(_))
+                ),
+                "{refused}"
+            );
+        }
+        match none.resolve(&url("wss://localhost:7777/")).await {
+            Err(EgressError::Refused(why)) => assert!(why.contains("not public"), "{why}"),
+            other => panic!("localhost resolved: {other:?}"),
+        }
+        let home = egress(&["127.0.0.1"]);
+        assert!(home.check_websocket(&url("ws://127.0.0.1:7777/")).is_ok());
+        let addresses = home
+            .resolve(&url("ws://127.0.0.1/"))
+            .await
+            .expect("allowed");
+        assert_eq!(addresses, vec!["127.0.0.1:80".parse().expect("address")]);
     }
 
     #[test]

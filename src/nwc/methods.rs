@@ -117,6 +117,7 @@ impl Nwc {
         self: &Arc<Self>,
         connection: &Arc<Connection>,
         event: &Event,
+        encryption: protocol::Encryption,
         request: protocol::Request,
     ) -> Outcome {
         let answer = match request.method.as_str() {
@@ -143,7 +144,11 @@ impl Nwc {
             },
             "make_invoice" => self.make_invoice(request.params).await,
             "lookup_invoice" => self.lookup_invoice(request.params).await,
-            "pay_invoice" => return self.pay_invoice(connection, event, request.params).await,
+            "pay_invoice" => {
+                return self
+                    .pay_invoice(connection, event, encryption, request.params)
+                    .await;
+            }
             other => Err(Failure::new(
                 Code::NotImplemented,
                 format!("{other} is not served by this wallet"),
@@ -253,6 +258,7 @@ impl Nwc {
         self: &Arc<Self>,
         connection: &Arc<Connection>,
         event: &Event,
+        encryption: protocol::Encryption,
         params: Value,
     ) -> Outcome {
         let prepared = (|| {
@@ -279,7 +285,7 @@ impl Nwc {
             Err(failure) => return Outcome::Answer(Err(failure)),
         };
         let hash = PaymentHash::from(&invoice);
-        let nip04 = protocol::Encryption::of(event) == Ok(protocol::Encryption::Nip04);
+        let nip04 = encryption == protocol::Encryption::Nip04;
         let now = Utc::now();
         let pending = NwcRequestRecord {
             connection_id: connection.record.id.clone(),

@@ -84,6 +84,15 @@ pub struct Settings {
     pub request_window: Duration,
 }
 
+impl From<&crate::config::NwcSection> for Settings {
+    fn from(section: &crate::config::NwcSection) -> Settings {
+        Settings {
+            relays: section.relays.clone(),
+            request_window: Duration::from_secs(section.request_window_secs.get()),
+        }
+    }
+}
+
 /// One connection as the relays and the handlers see it.
 pub struct Connection {
     pub record: NwcConnectionRecord,
@@ -312,10 +321,12 @@ impl Nwc {
             let before = now.saturating_sub(KEEP_ANSWERS.as_micros() as u64);
             let revoked = now.saturating_sub(KEEP_REVOKED.as_micros() as u64);
             match self.store.nwc_purge(before, revoked, 10_000).await {
-                Ok(n) => {
-                    tracing::debug!(target: "berth::nwc", forgotten = n, "old payment records forgotten");
+                Ok((requests, connections)) => {
+                    tracing::debug!(target: "berth::nwc", requests, connections, "old records forgotten");
                     // A connection revoked long ago is gone: stop listening for it.
-                    if let Err(e) = self.reload().await {
+                    if connections > 0
+                        && let Err(e) = self.reload().await
+                    {
                         tracing::warn!(target: "berth::nwc", error = %e, "cannot reload the connections");
                     }
                 }

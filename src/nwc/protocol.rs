@@ -13,10 +13,6 @@ use serde::{Deserialize, Serialize};
 pub const KIND_INFO: u16 = 13194;
 pub const KIND_REQUEST: u16 = 23194;
 pub const KIND_RESPONSE: u16 = 23195;
-/// Notifications to a connection that speaks NIP-04 only.
-pub const KIND_NOTIFICATION_NIP04: u16 = 23196;
-/// Notifications under NIP-44.
-pub const KIND_NOTIFICATION: u16 = 23197;
 
 /// The largest request content Berth decrypts (an invoice is at most a few KiB).
 pub const MAX_CONTENT: usize = 64 * 1024;

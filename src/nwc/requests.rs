@@ -152,7 +152,7 @@ impl Nwc {
             Err(failure) => Err(failure),
             Ok(()) => {
                 lock(&self.last_used).insert(connection.record.id.clone(), now_us());
-                match self.execute(&connection, &event, request).await {
+                match self.execute(&connection, &event, encryption, request).await {
                     methods::Outcome::Answer(outcome) => outcome,
                     // Answered from its record, or left for the resolver.
                     methods::Outcome::Recorded => return,

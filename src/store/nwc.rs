@@ -263,13 +263,13 @@ impl Store {
 
     /// Forget answered requests received before `before_us` (at most `max` of them in
     /// one transaction) and connections revoked before `revoked_before_us`. Returns
-    /// how many requests were forgotten.
+    /// how many requests and how many connections were forgotten.
     pub async fn nwc_purge(
         &self,
         before_us: u64,
         revoked_before_us: u64,
         max: usize,
-    ) -> Result<usize, StoreError> {
+    ) -> Result<(usize, usize), StoreError> {
         const CTX: &str = "forgetting old wallet connection requests";
         self.write(CTX, move |tx| {
             let mut by_time = tx.open_table(NWC_REQUESTS_BY_TIME).ctx(CTX)?;
@@ -308,10 +308,10 @@ impl Store {
                     gone.push(id.value().to_string());
                 }
             }
-            for id in gone {
+            for id in &gone {
                 connections.remove(id.as_str()).ctx(CTX)?;
             }
-            Ok(forgotten)
+            Ok((forgotten, gone.len()))
         })
         .await
     }
@@ -543,11 +543,14 @@ mod tests {
         assert!(matches!(after, Begun::Refused("revoked")));
         // Both requests are older than the cut; only the answered one goes. The
         // connection was revoked at 100, not before 50: it stays.
-        assert_eq!(store.nwc_purge(1_000, 50, 100).await.expect("ok"), 1);
+        assert_eq!(store.nwc_purge(1_000, 50, 100).await.expect("ok"), (1, 0));
         assert!(store.nwc_request([1; 32]).await.expect("ok").is_none());
         assert!(store.nwc_request([2; 32]).await.expect("ok").is_some());
         assert_eq!(store.nwc_connections().await.expect("ok").len(), 1);
-        store.nwc_purge(1_000, 1_000, 100).await.expect("ok");
+        assert_eq!(
+            store.nwc_purge(1_000, 1_000, 100).await.expect("ok"),
+            (0, 1)
+        );
         assert!(store.nwc_connections().await.expect("ok").is_empty());
         store.verify_invariants().await.expect("ok");
     }
