@@ -6,7 +6,6 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -166,20 +165,12 @@ impl Drop for Relay {
     }
 }
 
-/// The client's info call, once berthd has published the connection's info event.
+/// The client's first step, as an app takes it the moment it has the URI: the info
+/// event (the SDK waits up to 10 s for it to reach the relay, and no longer).
 pub fn wait_for_info(tools: &Tools, uri: &str) -> Value {
-    let started = Instant::now();
-    loop {
-        let info = tools.client(&["info", uri]);
-        if info.get("error").is_none() {
-            return info;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "no info event: {info}"
-        );
-        std::thread::sleep(Duration::from_millis(300));
-    }
+    let info = tools.client(&["info", uri]);
+    assert!(info.get("error").is_none(), "no info event: {info}");
+    info
 }
 
 pub fn code(answer: &Value) -> &str {

@@ -149,7 +149,7 @@ fn an_app_reaches_the_wallet_through_a_relay_within_its_limits() {
         &uri,
         "get_balance",
         json!({}),
-        json!({ "encryption": "nip99" }),
+        json!({ "encryption": "nip99", "until": 1 }),
     );
     assert_eq!(
         code(&odd["responses"][0]),
@@ -164,7 +164,7 @@ fn an_app_reaches_the_wallet_through_a_relay_within_its_limits() {
         &uri,
         "get_balance",
         json!({}),
-        json!({ "created_at": now() + 3600 }),
+        json!({ "created_at": now() + 3600, "until": 1 }),
     );
     assert_eq!(code(&future["responses"][0]), "OTHER", "{future}");
     let paid_before = connections(&daemon, &bearer)[0]["payments"].clone();
@@ -180,7 +180,7 @@ fn an_app_reaches_the_wallet_through_a_relay_within_its_limits() {
         &uri,
         "get_balance",
         json!({}),
-        json!({ "expiration": now() - 5 }),
+        json!({ "expiration": now() - 5, "until": 1 }),
     );
     assert_eq!(code(&expired["responses"][0]), "OTHER", "{expired}");
     assert!(
@@ -204,7 +204,7 @@ fn an_app_reaches_the_wallet_through_a_relay_within_its_limits() {
         &both,
         "pay_invoice",
         json!({ "invoice": invoice(regtest(), Some(300_000), 3) }),
-        json!({}),
+        json!({ "until": 1 }),
     );
     let responses = twice["responses"].as_array().expect("responses");
     assert_eq!(responses.len(), 1, "{twice}");
@@ -234,7 +234,7 @@ fn an_app_reaches_the_wallet_through_a_relay_within_its_limits() {
         None,
     );
     assert_eq!(status, 200, "{raw}");
-    let revoked = tools.raw(&uri, "get_balance", json!({}), json!({}));
+    let revoked = tools.raw(&uri, "get_balance", json!({}), json!({ "until": 1 }));
     assert_eq!(code(&revoked["responses"][0]), "UNAUTHORIZED", "{revoked}");
     let listed = connections(&daemon, &bearer);
     let names: Vec<&str> = listed
@@ -264,6 +264,10 @@ fn an_app_reaches_the_wallet_through_a_relay_within_its_limits() {
         "nwc: answering again {:.1} s after the relay restarted",
         restarted.elapsed().as_secs_f64()
     );
+
+    // An app asking as fast as it can: served up to its burst, then RATE_LIMITED.
+    let flood = tools.client(&["bench", &narrow, "get_info", "80"]);
+    assert_eq!(code(&flood), "RATE_LIMITED", "{flood}");
     drop(relay);
 }
 
@@ -301,6 +305,10 @@ fn connections_are_checked_when_they_are_made() {
     assert_eq!(status, 400, "{why}");
     let (status, why) = refused(json!({ "name": "a", "expires_at": "2020-01-01T00:00:00Z" }));
     assert_eq!(status, 400, "{why}");
+    let (status, why) = refused(json!({ "name": "a", "relays": [
+        "wss://a.example", "wss://b.example", "wss://c.example", "wss://d.example", "wss://e.example"
+    ] }));
+    assert_eq!(status, 400, "at most 4 relays a connection: {why}");
     // Made with the defaults of berth.toml; the URI carries the relay and a secret,
     // the list neither the secret nor anything it could be derived from.
     let (status, raw) = daemon.post(
@@ -314,6 +322,19 @@ fn connections_are_checked_when_they_are_made() {
     assert_eq!(uri_param(&uri, "secret").len(), 64);
     let listed = connections(&daemon, &bearer);
     assert!(!listed.to_string().contains(uri_param(&uri, "secret")));
+    // At most 8 relays over all connections (relay.example is one).
+    for batch in [["r1", "r2", "r3", "r4"], ["r5", "r6", "r7", "r1"]] {
+        let relays: Vec<String> = batch.iter().map(|r| format!("wss://{r}.example")).collect();
+        let (status, raw) = daemon.post(
+            "/api/v1/nwc/connections",
+            &[("Authorization", &bearer)],
+            &json!({ "name": "many", "relays": relays }).to_string(),
+        );
+        assert_eq!(status, 200, "{raw}");
+    }
+    let (status, why) = refused(json!({ "name": "a", "relays": ["wss://r8.example"] }));
+    assert_eq!(status, 422, "a ninth relay: {why}");
+    assert!(why.contains("at most 8 relays"), "{why}");
     // Not admin: refused.
     let (reader, _) = pair_device(&daemon, &datadir, "read");
     let (status, _) = daemon.get("/api/v1/nwc/connections", &[("Authorization", &reader)]);
