@@ -262,7 +262,14 @@ impl RelayTask {
         let message = match RelayMessage::from_json(text) {
             Ok(message) => message,
             Err(e) => {
-                tracing::debug!(target: "berth::nwc", relay = %self.url, error = %e, "an unreadable message from the relay");
+                // Some relays refuse an event with an `OK` that names no event (an
+                // empty id); the reason is still worth the owner's log.
+                if let Some(reason) = refusal_without_id(text) {
+                    tracing::warn!(target: "berth::nwc", relay = %self.url, message = %truncate(&reason),
+                        "the relay refused an event");
+                } else {
+                    tracing::debug!(target: "berth::nwc", relay = %self.url, error = %e, "an unreadable message from the relay");
+                }
                 return Vec::new();
             }
         };
@@ -339,6 +346,19 @@ impl RelayTask {
     }
 }
 
+/// The reason of an `["OK", <id>, false, <reason>]` whose id is not one.
+fn refusal_without_id(text: &str) -> Option<String> {
+    let value: serde_json::Value = serde_json::from_str(text).ok()?;
+    let parts = value.as_array()?;
+    (parts.first()?.as_str()? == "OK" && !parts.get(2)?.as_bool()?).then(|| {
+        parts
+            .get(3)
+            .and_then(|r| r.as_str())
+            .unwrap_or_default()
+            .to_owned()
+    })
+}
+
 /// At most 200 characters of what a relay said, for the log.
 fn truncate(s: &str) -> String {
     s.chars().take(200).collect()
@@ -374,6 +394,16 @@ pub fn tls_config() -> Result<rustls::ClientConfig, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_refusal_naming_no_event_is_still_read() {
+        assert_eq!(
+            refusal_without_id(r#"["OK","",false,"invalid: too large"]"#).as_deref(),
+            Some("invalid: too large")
+        );
+        assert_eq!(refusal_without_id(r#"["OK","",true,""]"#), None);
+        assert_eq!(refusal_without_id(r#"["NOTICE","x"]"#), None);
+    }
 
     #[test]
     fn backoff_doubles_to_a_minute_with_jitter() {
