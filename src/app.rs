@@ -272,6 +272,7 @@ impl Daemon {
         let nwc = crate::nwc::Nwc::new(
             store.clone(),
             Arc::clone(&engine),
+            Arc::clone(&events),
             Arc::clone(&egress),
             crate::nwc::Settings::from(&settings.file.nwc),
         )

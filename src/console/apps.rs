@@ -145,9 +145,9 @@ pub(super) async fn connect(
             ),
         };
         let methods = form.pay.is_none().then(|| {
-            crate::nwc::protocol::METHODS
+            crate::nwc::protocol::GRANTS
                 .iter()
-                .filter(|m| **m != "pay_invoice")
+                .filter(|m| !matches!(**m, "pay_invoice" | "multi_pay_invoice"))
                 .map(|m| m.to_string())
                 .collect()
         });

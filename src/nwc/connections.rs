@@ -69,21 +69,21 @@ impl Nwc {
             return Err(NwcError::Invalid(format!("name: 1 to {MAX_NAME} bytes")));
         }
         let methods = match new.methods {
-            None => protocol::METHODS.iter().map(|m| m.to_string()).collect(),
+            None => protocol::GRANTS.iter().map(|m| m.to_string()).collect(),
             Some(asked) => {
                 if asked.is_empty() {
                     return Err(NwcError::Invalid("methods: at least one".into()));
                 }
                 // In the served order, each once.
                 for m in &asked {
-                    if !protocol::METHODS.contains(&m.as_str()) {
+                    if !protocol::GRANTS.contains(&m.as_str()) {
                         return Err(NwcError::Invalid(format!(
                             "methods: {m:?} is not served; these are: {}",
-                            protocol::METHODS.join(", ")
+                            protocol::GRANTS.join(", ")
                         )));
                     }
                 }
-                protocol::METHODS
+                protocol::GRANTS
                     .iter()
                     .filter(|m| asked.iter().any(|a| a == *m))
                     .map(|m| m.to_string())
@@ -210,6 +210,21 @@ impl Nwc {
 
     /// Revoke a connection: from the moment this returns, none of its requests is
     /// executed (a payment checks the record in the transaction that begins it).
+    /// Each stored connection's payments, for `/metrics`: (id, name, payments asked
+    /// for, sats paid). Empty when the store cannot be read (the metrics go on).
+    pub async fn usage(&self) -> Vec<(String, String, u64, u64)> {
+        match self.store.nwc_connections().await {
+            Ok(all) => all
+                .into_iter()
+                .map(|c| (c.id, c.name, c.payments, c.spent_total_msat / 1000))
+                .collect(),
+            Err(e) => {
+                tracing::warn!(target: "berth::nwc", error = %e, "cannot read the connections");
+                Vec::new()
+            }
+        }
+    }
+
     pub async fn revoke(&self, id: &str) -> Result<(), NwcError> {
         match self.store.nwc_revoke_connection(id, now_us()).await? {
             None => Err(NwcError::NoSuchConnection(id.to_string())),

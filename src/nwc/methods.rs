@@ -15,22 +15,19 @@
 
 use std::str::FromStr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use ark::lightning::{Bolt11Invoice, PaymentHash};
 use bark::actions::lightning::pay::LightningSendState;
 use bark::actions::lightning::receive::LightningReceiveState;
 use bitcoin::Amount;
 use chrono::Utc;
-use nostr::{Event, EventId};
+use nostr::Event;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::engine::EngineError;
-use crate::engine::lightning::LightningDestination;
-use crate::nwc::protocol::{self, Code, Failure, Response};
-use crate::nwc::{Connection, Nwc, budget};
-use crate::store::nwc::{Begun, NwcRequestRecord};
+use crate::nwc::protocol::{self, Code, Failure};
+use crate::nwc::{Connection, Nwc, budget, transactions};
 
 /// What executing a request came to.
 pub(super) enum Outcome {
@@ -41,15 +38,12 @@ pub(super) enum Outcome {
     Recorded,
 }
 
-/// How often a payment under way is looked at.
-const SETTLE_POLL: Duration = Duration::from_secs(2);
-
-fn invalid(message: impl Into<String>) -> Failure {
+pub(super) fn invalid(message: impl Into<String>) -> Failure {
     Failure::new(Code::Other, message)
 }
 
 /// Berth's error as the spec's code, for a method that does not spend.
-fn failure(e: EngineError) -> Failure {
+pub(super) fn failure(e: EngineError) -> Failure {
     let message = e.to_string();
     let code = match e {
         EngineError::InvalidRequest(_) => Code::Other,
@@ -61,7 +55,7 @@ fn failure(e: EngineError) -> Failure {
 }
 
 /// Berth's error as the spec's code, for a payment once it may have begun.
-fn payment_failure(e: EngineError) -> Failure {
+pub(super) fn payment_failure(e: EngineError) -> Failure {
     match e {
         EngineError::InvalidRequest(m) => Failure::new(Code::Other, m),
         EngineError::InsufficientFunds(m) => Failure::new(Code::InsufficientBalance, m),
@@ -79,13 +73,6 @@ fn network_name(network: bitcoin::Network) -> &'static str {
 }
 
 #[derive(Deserialize)]
-struct PayInvoice {
-    invoice: String,
-    /// msat, for an invoice without an amount.
-    amount: Option<u64>,
-}
-
-#[derive(Deserialize)]
 struct MakeInvoice {
     amount: u64,
     description: Option<String>,
@@ -98,12 +85,12 @@ struct LookupInvoice {
     invoice: Option<String>,
 }
 
-fn params<T: serde::de::DeserializeOwned>(value: Value) -> Result<T, Failure> {
+pub(super) fn params<T: serde::de::DeserializeOwned>(value: Value) -> Result<T, Failure> {
     let value = if value.is_null() { json!({}) } else { value };
     serde_json::from_value(value).map_err(|e| invalid(format!("params: {e}")))
 }
 
-fn whole_sats(msat: u64) -> Result<Amount, Failure> {
+pub(super) fn whole_sats(msat: u64) -> Result<Amount, Failure> {
     if !msat.is_multiple_of(1000) {
         return Err(invalid(format!(
             "{msat} msat is not a whole number of satoshis; this wallet moves whole satoshis"
@@ -144,9 +131,15 @@ impl Nwc {
             },
             "make_invoice" => self.make_invoice(request.params).await,
             "lookup_invoice" => self.lookup_invoice(request.params).await,
+            "list_transactions" => self.list_transactions(request.params).await,
             "pay_invoice" => {
                 return self
                     .pay_invoice(connection, event, encryption, request.params)
+                    .await;
+            }
+            "multi_pay_invoice" => {
+                return self
+                    .multi_pay_invoice(connection, event, encryption, request.params)
                     .await;
             }
             other => Err(Failure::new(
@@ -161,11 +154,13 @@ impl Nwc {
     /// (`docs/nwc.md`).
     async fn get_info(&self, connection: &Connection) -> Result<Value, Failure> {
         let network = self.engine.network().await.map_err(failure)?;
+        let granted = &connection.record.methods;
+        let notified = granted.iter().any(|g| g == protocol::NOTIFICATIONS_GRANT);
         let mut info = json!({
             "alias": "Berth",
             "network": network_name(network),
-            "methods": connection.record.methods,
-            "notifications": [],
+            "methods": granted.iter().filter(|g| *g != protocol::NOTIFICATIONS_GRANT).collect::<Vec<_>>(),
+            "notifications": if notified { &protocol::NOTIFICATIONS[..] } else { &[][..] },
         });
         if let Ok(height) = self.engine.onchain().tip().await {
             info["block_height"] = json!(height);
@@ -188,7 +183,7 @@ impl Nwc {
             .create_invoice(amount, p.description.clone(), None)
             .await
             .map_err(failure)?;
-        Ok(incoming(&invoice, None, None))
+        Ok(transactions::incoming(&invoice, None, None))
     }
 
     async fn lookup_invoice(&self, params: Value) -> Result<Value, Failure> {
@@ -204,14 +199,14 @@ impl Nwc {
         let lightning = self.engine.lightning();
         match lightning.receive(hash.into()).await.map_err(failure)? {
             Some(LightningReceiveState::Settled(settled)) => {
-                return Ok(incoming(
+                return Ok(transactions::incoming(
                     &settled.invoice,
                     Some(settled.preimage.to_string()),
                     Some(settled.settled_at.timestamp()),
                 ));
             }
             Some(LightningReceiveState::InProgress(receive)) => {
-                return Ok(incoming(&receive.invoice, None, None));
+                return Ok(transactions::incoming(&receive.invoice, None, None));
             }
             None => {}
         }
@@ -251,202 +246,4 @@ impl Nwc {
         }
         Ok(out)
     }
-
-    /// Pay an invoice: the limits and the budget first (one transaction that also
-    /// records the request), then the balance, then bark.
-    async fn pay_invoice(
-        self: &Arc<Self>,
-        connection: &Arc<Connection>,
-        event: &Event,
-        encryption: protocol::Encryption,
-        params: Value,
-    ) -> Outcome {
-        let prepared = (|| {
-            let p: PayInvoice = self::params(params)?;
-            let invoice = Bolt11Invoice::from_str(p.invoice.trim()).map_err(|e| {
-                invalid(format!(
-                    "invoice: not a BOLT11 invoice ({e}); offers are not served"
-                ))
-            })?;
-            let (amount_msat, explicit) = match (invoice.amount_milli_satoshis(), p.amount) {
-                (Some(msat), _) => (msat, None),
-                (None, Some(msat)) => (msat, Some(whole_sats(msat)?)),
-                (None, None) => {
-                    return Err(invalid("the invoice has no amount: give amount (msat)"));
-                }
-            };
-            if amount_msat == 0 {
-                return Err(invalid("the amount is zero"));
-            }
-            Ok((invoice, amount_msat, explicit))
-        })();
-        let (invoice, amount_msat, explicit) = match prepared {
-            Ok(prepared) => prepared,
-            Err(failure) => return Outcome::Answer(Err(failure)),
-        };
-        let hash = PaymentHash::from(&invoice);
-        let nip04 = encryption == protocol::Encryption::Nip04;
-        let now = Utc::now();
-        let pending = NwcRequestRecord {
-            connection_id: connection.record.id.clone(),
-            received_at_us: u64::try_from(now.timestamp_micros()).unwrap_or(0),
-            method: "pay_invoice".into(),
-            reserved_msat: amount_msat,
-            budget_period_start_us: 0,
-            payment_hash: Some(hash.into()),
-            nip04,
-            answer: None,
-        };
-        let recorded = pending.clone();
-        let begun = self
-            .store
-            .nwc_begin_payment(event.id.to_bytes(), &connection.record.id, move |c| {
-                budget::take(c, amount_msat, now)?;
-                Ok(NwcRequestRecord {
-                    // What it took is given back only within the same period.
-                    budget_period_start_us: c.budget_period_start_us,
-                    ..recorded
-                })
-            })
-            .await;
-        let record = match begun {
-            Ok(Begun::New(_)) => pending,
-            Ok(Begun::Seen(record)) => {
-                self.answer_recorded(connection, event.id, record);
-                return Outcome::Recorded;
-            }
-            Ok(Begun::Refused(failure)) => return Outcome::Answer(Err(failure)),
-            // Revoked and purged between the relay and here: nobody to answer.
-            Ok(Begun::NoConnection) => return Outcome::Recorded,
-            Err(e) => {
-                tracing::error!(target: "berth::nwc", error = %e, "cannot record a payment");
-                return Outcome::Answer(Err(Failure::new(
-                    Code::Internal,
-                    "the wallet cannot record the payment; it was not made",
-                )));
-            }
-        };
-        // The balance, after the limits: a payment the wallet cannot make is not begun.
-        match self.engine.reads().balance().await {
-            Ok(balance) if balance.spendable.to_sat() * 1000 < amount_msat => {
-                let failure = Failure::new(
-                    Code::InsufficientBalance,
-                    format!(
-                        "the wallet can spend {} sat; the payment is {} sat",
-                        balance.spendable.to_sat(),
-                        amount_msat.div_ceil(1000)
-                    ),
-                );
-                return self.finish(event.id, Err(failure), false).await;
-            }
-            Ok(_) => {}
-            Err(e) => return self.finish(event.id, Err(failure(e)), false).await,
-        }
-        let outbound = crate::engine::lnurl::Outbound {
-            egress: &self.egress,
-            caller: &connection.record.id,
-        };
-        let paid = self
-            .engine
-            .lightning()
-            .pay(
-                &LightningDestination::Bolt11(invoice),
-                explicit,
-                None,
-                outbound,
-            )
-            .await;
-        match paid {
-            Ok(started) if started.preimage.is_some() => {
-                let preimage = started.preimage.map(|p| p.to_string());
-                self.finish(event.id, Ok(json!({ "preimage": preimage })), true)
-                    .await
-            }
-            // Under way, or failed in a way that may have left it under way: bark's
-            // state decides, in the background.
-            _ => {
-                self.answer_recorded(connection, event.id, record);
-                Outcome::Recorded
-            }
-        }
-    }
-
-    /// Record a payment's answer (the budget given back unless `paid`) and hand it on.
-    async fn finish(&self, id: EventId, outcome: Result<Value, Failure>, paid: bool) -> Outcome {
-        let content = Response::of("pay_invoice", outcome.clone()).to_json();
-        if let Err(e) = self
-            .store
-            .nwc_finish_payment(id.to_bytes(), content, paid)
-            .await
-        {
-            tracing::error!(target: "berth::nwc", error = %e, "cannot record a payment's answer");
-        }
-        Outcome::Answer(outcome)
-    }
-
-    /// Wait for bark to settle the payment `record` began, record the answer and
-    /// return it (`None` when berthd stops first). Paid: the preimage; unknown to
-    /// bark (refused, or never begun): `PAYMENT_FAILED`, the budget given back.
-    pub(super) async fn settle(&self, id: EventId, record: &NwcRequestRecord) -> Option<String> {
-        let hash = PaymentHash::from(record.payment_hash?);
-        loop {
-            let outcome = match self.engine.lightning().send(hash).await {
-                Ok(lookup) => match lookup.state {
-                    LightningSendState::Paid(paid) => {
-                        Some((Ok(json!({ "preimage": paid.preimage.to_string() })), true))
-                    }
-                    LightningSendState::InProgress(_) => None,
-                    LightningSendState::Unknown => Some((
-                        Err(payment_failure(EngineError::WrongState(format!(
-                            "the Lightning payment {hash} failed; the funds were returned"
-                        )))),
-                        false,
-                    )),
-                },
-                // The wallet is not open (yet): wait for it.
-                Err(EngineError::NotLoaded | EngineError::Locked | EngineError::NoWallet) => None,
-                Err(e) => {
-                    tracing::debug!(target: "berth::nwc", error = %e, "cannot read a payment's state yet");
-                    None
-                }
-            };
-            if let Some((outcome, paid)) = outcome {
-                let content = Response::of(&record.method, outcome).to_json();
-                if let Err(e) = self
-                    .store
-                    .nwc_finish_payment(id.to_bytes(), content.clone(), paid)
-                    .await
-                {
-                    tracing::error!(target: "berth::nwc", error = %e, "cannot record a payment's answer");
-                }
-                return Some(content);
-            }
-            tokio::time::sleep(SETTLE_POLL).await;
-        }
-    }
-}
-
-/// An invoice of this wallet as NIP-47 describes a transaction.
-fn incoming(invoice: &Bolt11Invoice, preimage: Option<String>, settled_at: Option<i64>) -> Value {
-    let created = invoice.duration_since_epoch().as_secs();
-    let mut out = json!({
-        "type": "incoming",
-        "invoice": invoice.to_string(),
-        "payment_hash": PaymentHash::from(invoice).to_string(),
-        "amount": invoice.amount_milli_satoshis().unwrap_or(0),
-        "fees_paid": 0,
-        "created_at": created,
-        "expires_at": created + invoice.expiry_time().as_secs(),
-        "state": if settled_at.is_some() { "settled" } else { "pending" },
-    });
-    if let lightning_invoice::Bolt11InvoiceDescriptionRef::Direct(d) = invoice.description() {
-        out["description"] = json!(d.to_string());
-    }
-    if let Some(preimage) = preimage {
-        out["preimage"] = json!(preimage);
-    }
-    if let Some(at) = settled_at {
-        out["settled_at"] = json!(at);
-    }
-    out
 }

@@ -29,9 +29,12 @@
 mod budget;
 mod connections;
 mod methods;
+mod notifications;
+mod payments;
 pub mod protocol;
 mod relay;
 mod requests;
+pub mod transactions;
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
@@ -49,6 +52,7 @@ pub use relay::RelayState;
 use requests::{Bucket, Recent};
 
 use crate::engine::Engine;
+use crate::events::EventHub;
 use crate::net::egress::Egress;
 use crate::store::nwc::NwcConnectionRecord;
 use crate::store::{Store, StoreError};
@@ -152,6 +156,7 @@ struct RelayHandle {
 pub struct Nwc {
     store: Store,
     engine: Arc<Engine>,
+    events: Arc<EventHub>,
     egress: Arc<Egress>,
     settings: Settings,
     tls: Arc<rustls::ClientConfig>,
@@ -186,6 +191,7 @@ impl Nwc {
     pub fn new(
         store: Store,
         engine: Arc<Engine>,
+        events: Arc<EventHub>,
         egress: Arc<Egress>,
         settings: Settings,
     ) -> Result<Arc<Nwc>, String> {
@@ -193,6 +199,7 @@ impl Nwc {
         Ok(Arc::new(Nwc {
             store,
             engine,
+            events,
             egress,
             settings,
             tls: Arc::new(relay::tls_config()?),
@@ -217,6 +224,7 @@ impl Nwc {
             tasks.push(tokio::spawn(Arc::clone(self).dispatch(queue)));
         }
         tasks.push(tokio::spawn(Arc::clone(self).finish_unanswered()));
+        tasks.push(tokio::spawn(Arc::clone(self).notify()));
         tasks.push(tokio::spawn(Arc::clone(self).purge_now_and_then()));
         Ok(())
     }
@@ -258,7 +266,7 @@ impl Nwc {
             let keys = Keys::new(secret);
             let info = budget::usable(&record, now)
                 .ok()
-                .and_then(|()| protocol::info_event(&keys, &record.methods, &[]).ok());
+                .and_then(|()| protocol::info_event(&keys, &record.methods).ok());
             let relays = record
                 .relays
                 .iter()

@@ -13,20 +13,45 @@ use serde::{Deserialize, Serialize};
 pub const KIND_INFO: u16 = 13194;
 pub const KIND_REQUEST: u16 = 23194;
 pub const KIND_RESPONSE: u16 = 23195;
+/// Notifications: under NIP-44, and the same under NIP-04 for older clients (the spec
+/// asks a service that speaks both to send both).
+pub const KIND_NOTIFICATION: u16 = 23197;
+pub const KIND_NOTIFICATION_NIP04: u16 = 23196;
 
 /// The largest request content Berth decrypts (an invoice is at most a few KiB).
 pub const MAX_CONTENT: usize = 64 * 1024;
 
 /// The methods Berth serves, in the order the info event lists them. Keysend and hold
 /// invoices are left out: bark 0.8.0 can do neither (`NOT_IMPLEMENTED`).
-pub const METHODS: [&str; 6] = [
+/// `multi_pay_invoice` left the spec in February 2026; clients still send it.
+pub const METHODS: [&str; 8] = [
     "pay_invoice",
+    "multi_pay_invoice",
     "make_invoice",
     "lookup_invoice",
+    "list_transactions",
     "get_balance",
     "get_info",
     "get_budget",
 ];
+
+/// What a connection may be granted: the methods, and `notifications` (the info
+/// event's word for "this connection is sent [`NOTIFICATIONS`]").
+pub const GRANTS: [&str; 9] = [
+    "pay_invoice",
+    "multi_pay_invoice",
+    "make_invoice",
+    "lookup_invoice",
+    "list_transactions",
+    "get_balance",
+    "get_info",
+    "get_budget",
+    NOTIFICATIONS_GRANT,
+];
+pub const NOTIFICATIONS_GRANT: &str = "notifications";
+
+/// The notifications Berth sends to a connection granted them.
+pub const NOTIFICATIONS: [&str; 2] = ["payment_received", "payment_sent"];
 
 /// How a request's content is encrypted, from its `encryption` tag (none: NIP-04).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -152,20 +177,16 @@ impl Response {
     }
 }
 
-/// The info event of a service key: the methods it grants (and `notifications` when it
-/// sends them), the encryptions Berth speaks.
-pub fn info_event(
-    keys: &Keys,
-    methods: &[String],
-    notifications: &[&str],
-) -> Result<Event, String> {
-    let mut content: Vec<&str> = methods.iter().map(String::as_str).collect();
+/// The info event of a service key: what it grants (the methods, and `notifications`
+/// with a `notifications` tag naming them when it is sent them), the encryptions Berth
+/// speaks.
+pub fn info_event(keys: &Keys, grants: &[String]) -> Result<Event, String> {
+    let content: Vec<&str> = grants.iter().map(String::as_str).collect();
     let mut tags = vec![Tag::custom(TagKind::custom("encryption"), [ENCRYPTIONS])];
-    if !notifications.is_empty() {
-        content.push("notifications");
+    if grants.iter().any(|g| g == NOTIFICATIONS_GRANT) {
         tags.push(Tag::custom(
             TagKind::custom("notifications"),
-            [notifications.join(" ")],
+            [NOTIFICATIONS.join(" ")],
         ));
     }
     EventBuilder::new(Kind::from(KIND_INFO), content.join(" "))
@@ -194,6 +215,26 @@ pub fn response_event(
     builder
         .sign_with_keys(keys)
         .map_err(|e| format!("signing a response: {e}"))
+}
+
+/// A notification for `client` (its `p` tag), in both kinds: 23197 under NIP-44 and
+/// 23196 under NIP-04.
+pub fn notification_events(
+    keys: &Keys,
+    client: &PublicKey,
+    content: &str,
+) -> Result<[Event; 2], String> {
+    let one = |kind: u16, encryption: Encryption| {
+        let encrypted = encryption.encrypt(keys, client, content)?;
+        EventBuilder::new(Kind::from(kind), encrypted)
+            .tag(Tag::public_key(*client))
+            .sign_with_keys(keys)
+            .map_err(|e| format!("signing a notification: {e}"))
+    };
+    Ok([
+        one(KIND_NOTIFICATION, Encryption::Nip44)?,
+        one(KIND_NOTIFICATION_NIP04, Encryption::Nip04)?,
+    ])
 }
 
 /// When a request stops being valid: its `expiration` tag, if it has one.
@@ -257,14 +298,22 @@ mod tests {
     fn the_info_event_lists_the_methods_and_encryptions() {
         let keys = Keys::generate();
         let methods = vec!["get_info".to_string(), "get_balance".to_string()];
-        let event = info_event(&keys, &methods, &[]).expect("ok");
+        let event = info_event(&keys, &methods).expect("ok");
         assert_eq!(event.kind, Kind::from(KIND_INFO));
         assert_eq!(event.content, "get_info get_balance");
         assert!(event.verify().is_ok());
         let tags: Vec<Vec<String>> = event.tags.iter().map(|t| t.clone().to_vec()).collect();
         assert!(tags.contains(&vec!["encryption".into(), ENCRYPTIONS.into()]));
-        let with = info_event(&keys, &methods, &["payment_received"]).expect("ok");
+        assert!(!tags.iter().any(|t| t[0] == "notifications"));
+        let mut granted = methods.clone();
+        granted.push(NOTIFICATIONS_GRANT.into());
+        let with = info_event(&keys, &granted).expect("ok");
         assert_eq!(with.content, "get_info get_balance notifications");
+        let tags: Vec<Vec<String>> = with.tags.iter().map(|t| t.clone().to_vec()).collect();
+        assert!(tags.contains(&vec![
+            "notifications".into(),
+            "payment_received payment_sent".into()
+        ]));
     }
 
     #[test]

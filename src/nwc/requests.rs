@@ -3,7 +3,7 @@
 //! the rate limit checked before anything is executed, and payments left unanswered
 //! by a stop finished from their records.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -12,6 +12,7 @@ use nostr::{ClientMessage, Event, EventId, JsonUtil, Timestamp};
 use tokio::sync::mpsc;
 use url::Url;
 
+use crate::nwc::payments::{Answering, MAX_INVOICES};
 use crate::nwc::protocol::{self, Code, Encryption, Failure, Response};
 use crate::nwc::{
     BURST, Connection, HANDLED_AT_ONCE, Incoming, Nwc, PER_MINUTE, REMEMBERED, budget, lock,
@@ -19,16 +20,17 @@ use crate::nwc::{
 };
 use crate::store::nwc::NwcRequestRecord;
 
-/// Request ids seen lately, and the answer each got (`None`: under way).
+/// Request ids seen lately, and the answers each got (none yet: under way; several:
+/// a `multi_pay_invoice`).
 #[derive(Default)]
 pub(super) struct Recent {
-    answers: HashMap<EventId, Option<Arc<str>>>,
+    answers: HashMap<EventId, Vec<Arc<str>>>,
     order: VecDeque<EventId>,
 }
 
 impl Recent {
-    /// Mark `id` under way; `Err` with what is known if it was seen already.
-    pub(super) fn claim(&mut self, id: EventId) -> Result<(), Option<Arc<str>>> {
+    /// Mark `id` under way; `Err` with its answers so far if it was seen already.
+    pub(super) fn claim(&mut self, id: EventId) -> Result<(), Vec<Arc<str>>> {
         if let Some(known) = self.answers.get(&id) {
             return Err(known.clone());
         }
@@ -37,14 +39,16 @@ impl Recent {
         {
             self.answers.remove(&old);
         }
-        self.answers.insert(id, None);
+        self.answers.insert(id, Vec::new());
         self.order.push_back(id);
         Ok(())
     }
 
     pub(super) fn answered(&mut self, id: EventId, reply: Arc<str>) {
-        if let Some(slot) = self.answers.get_mut(&id) {
-            *slot = Some(reply);
+        if let Some(replies) = self.answers.get_mut(&id)
+            && replies.len() < MAX_INVOICES
+        {
+            replies.push(reply);
         }
     }
 }
@@ -93,8 +97,8 @@ impl Nwc {
             return;
         };
         if let Err(known) = lock(&self.recent).claim(event.id) {
-            // A copy (another relay, or the same again): the same answer, or none yet.
-            if let Some(reply) = known {
+            // A copy (another relay, or the same again): the same answers, or none yet.
+            for reply in known {
                 self.send_to(&relay, reply);
             }
             return;
@@ -102,7 +106,9 @@ impl Nwc {
         // A payment seen before this start: its record answers.
         match self.store.nwc_request(event.id.to_bytes()).await {
             Ok(Some(record)) => {
-                self.answer_recorded(&connection, event.id, record);
+                if let Some(to) = Answering::of_record(event.id.to_bytes(), &record) {
+                    self.answer_recorded(&connection, to, record);
+                }
                 return;
             }
             Ok(None) => {}
@@ -119,7 +125,12 @@ impl Nwc {
                     format!("the encryption {named:?} is not supported; use nip44_v2 or nip04"),
                 );
                 let content = Response::of("", Err(failure)).to_json();
-                self.reply(&connection, event.id, Encryption::Nip04, &content);
+                self.reply(
+                    &connection,
+                    &Answering::to(event.id),
+                    Encryption::Nip04,
+                    &content,
+                );
                 return;
             }
         };
@@ -140,7 +151,7 @@ impl Nwc {
                 let failure = Failure::new(Code::Other, format!("not a NIP-47 request: {e}"));
                 self.reply(
                     &connection,
-                    event.id,
+                    &Answering::to(event.id),
                     encryption,
                     &Response::of("", Err(failure)).to_json(),
                 );
@@ -161,7 +172,7 @@ impl Nwc {
         };
         self.reply(
             &connection,
-            event.id,
+            &Answering::to(event.id),
             encryption,
             &Response::of(&method, outcome).to_json(),
         );
@@ -233,17 +244,18 @@ impl Nwc {
     pub(super) fn reply(
         &self,
         connection: &Connection,
-        request: EventId,
+        to: &Answering,
         encryption: Encryption,
         content: &str,
     ) {
+        let request = to.request;
         let event = match protocol::response_event(
             &connection.keys,
             request,
             &connection.client,
             encryption,
             content,
-            None,
+            to.d.as_deref(),
         ) {
             Ok(event) => event,
             Err(e) => {
@@ -271,7 +283,7 @@ impl Nwc {
     pub(super) fn answer_recorded(
         self: &Arc<Self>,
         connection: &Arc<Connection>,
-        id: EventId,
+        to: Answering,
         record: NwcRequestRecord,
     ) {
         let encryption = if record.nip04 {
@@ -280,15 +292,15 @@ impl Nwc {
             Encryption::Nip44
         };
         match record.answer {
-            Some(ref answer) => self.reply(connection, id, encryption, answer),
+            Some(ref answer) => self.reply(connection, &to, encryption, answer),
             None => {
                 let this = Arc::clone(self);
                 let connection = Arc::clone(connection);
                 let mut settling = lock(&self.settling);
                 while settling.try_join_next().is_some() {}
                 settling.spawn(async move {
-                    if let Some(answer) = this.settle(id, &record).await {
-                        this.reply(&connection, id, encryption, &answer);
+                    if let Some(answer) = this.settle(&to, &record).await {
+                        this.reply(&connection, &to, encryption, &answer);
                     }
                 });
             }
@@ -305,12 +317,18 @@ impl Nwc {
                 return;
             }
         };
-        for (id, record) in unanswered {
-            let Ok(id) = EventId::from_slice(&id) else {
+        // The requests this pass took over (a `multi_pay_invoice` may have several
+        // unanswered payments); a request a relay delivered first is its handler's.
+        let mut taken = HashSet::new();
+        for (key, record) in unanswered {
+            let Some(to) = Answering::of_record(key, &record) else {
                 continue;
             };
-            if lock(&self.recent).claim(id).is_err() {
-                continue;
+            if !taken.contains(&to.request) {
+                if lock(&self.recent).claim(to.request).is_err() {
+                    continue;
+                }
+                taken.insert(to.request);
             }
             let snapshot = self.snapshot.borrow().clone();
             let Some(connection) = snapshot
@@ -321,8 +339,8 @@ impl Nwc {
             else {
                 continue;
             };
-            tracing::info!(target: "berth::nwc", id = %id, "finishing a payment left unanswered by a stop");
-            self.answer_recorded(&connection, id, record);
+            tracing::info!(target: "berth::nwc", id = %to.request, "finishing a payment left unanswered by a stop");
+            self.answer_recorded(&connection, to, record);
         }
     }
 }

@@ -391,6 +391,8 @@ mod tests {
             payment_hash: Some([9; 32]),
             nip04: false,
             answer: None,
+            request: None,
+            d: None,
         }
     }
 

@@ -254,4 +254,11 @@ pub struct NwcRequestRecord {
     /// The response's content (its JSON, before encryption), once there is one; `None`
     /// while the payment is under way, or was when berthd stopped.
     pub answer: Option<String>,
+    /// One invoice of a `multi_pay_invoice`: the request's id (the row's key is made
+    /// from it and `d`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request: Option<[u8; 32]>,
+    /// One invoice of a `multi_pay_invoice`: its answer's `d` tag.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub d: Option<String>,
 }

@@ -3,9 +3,12 @@
 //! egress policy); the app is Alby's SDK (`tests/nwc/client.mjs`). `make_invoice` is
 //! paid by the outside node and `lookup_invoice` sees it settled; `pay_invoice` of the
 //! outside node's invoices returns their preimages and takes from the budget; the
-//! history and `GET /api/v1/nwc/connections` agree; berthd killed while a payment is
-//! under way answers it once after the restart, paid once. Prints the latency of
-//! `get_balance` and `pay_invoice` through the relay.
+//! history and `GET /api/v1/nwc/connections` agree; apps hear `payment_received` and
+//! `payment_sent` (under NIP-44 and NIP-04); `list_transactions` is the history's
+//! Lightning part; the history and the events name the connection; berthd killed
+//! while a payment is under way answers it once after the restart, paid once;
+//! `multi_pay_invoice` pays each invoice and answers each with its `d` tag. Prints
+//! the latency of `get_balance` and `pay_invoice` through the relay.
 
 use std::time::Instant;
 
@@ -62,6 +65,11 @@ fn an_app_pays_and_is_paid_over_nostr_wallet_connect() {
     let uri = created["uri"].as_str().expect("uri").to_string();
     wait_for_info(&tools, &uri);
 
+    // Two apps listening for the wallet's notifications, one under NIP-44 (kind
+    // 23197) and one that speaks only NIP-04 (23196).
+    let heard = tools.listen(&uri, 6, 300_000, false);
+    let heard_nip04 = tools.listen(&uri, 1, 300_000, true);
+
     // Receive: the app makes an invoice, the outside node pays it, and the app sees it
     // settled with its preimage.
     let made = tools.call(
@@ -91,10 +99,16 @@ fn an_app_pays_and_is_paid_over_nostr_wallet_connect() {
     // Pay: five invoices of the outside node, each answered with its preimage once
     // it settled, each taken from the budget.
     let mut pay_ms = Vec::new();
+    let mut sent = Vec::new();
     for i in 0..5 {
         let label = format!("nwc-{i}");
         let (invoice, hash) = ln.external.invoice(Some(10_000_000), &label);
-        let paid = tools.call(&uri, "pay_invoice", json!({ "invoice": invoice }));
+        // The app's metadata (a LUD-12 comment), kept with the payment.
+        let paid = tools.call(
+            &uri,
+            "pay_invoice",
+            json!({ "invoice": invoice, "metadata": { "comment": format!("coffee {i}") } }),
+        );
         let preimage = result(&paid)["preimage"].as_str().expect("preimage");
         assert!(preimage_matches(preimage, &hash), "{paid}");
         assert_eq!(ln.external.invoice_status(&label), "paid");
@@ -103,6 +117,7 @@ fn an_app_pays_and_is_paid_over_nostr_wallet_connect() {
         let lookup = tools.call(&uri, "lookup_invoice", json!({ "payment_hash": hash }));
         assert_eq!(result(&lookup)["type"], "outgoing", "{lookup}");
         assert_eq!(result(&lookup)["state"], "settled", "{lookup}");
+        sent.push(hash);
     }
     let budget = tools.call(&uri, "get_budget", json!({}));
     assert_eq!(result(&budget)["used_budget"], 50_000_000, "{budget}");
@@ -118,6 +133,153 @@ fn an_app_pays_and_is_paid_over_nostr_wallet_connect() {
         .filter(|m| m["subsystem"]["name"] == "bark.lightning_send" && m["status"] == "successful")
         .count();
     assert_eq!(sends, 5, "the five payments are in the history");
+
+    // Every app granted notifications heard each payment once: the one received, then
+    // the five sent, in order, with what they were.
+    let notes = heard.collected();
+    let kinds: Vec<&str> = notes
+        .iter()
+        .filter_map(|n| n["notification_type"].as_str())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "payment_received",
+            "payment_sent",
+            "payment_sent",
+            "payment_sent",
+            "payment_sent",
+            "payment_sent"
+        ],
+        "{notes:?}"
+    );
+    let received = &notes[0]["notification"];
+    assert_eq!(received["payment_hash"], hash.as_str(), "{received}");
+    assert_eq!(received["amount"], 30_000_000, "{received}");
+    assert_eq!(received["state"], "settled", "{received}");
+    assert!(
+        preimage_matches(received["preimage"].as_str().unwrap_or_default(), &hash),
+        "{received}"
+    );
+    for (note, hash) in notes[1..].iter().zip(&sent) {
+        let paid = &note["notification"];
+        assert_eq!(paid["payment_hash"], hash.as_str(), "{paid}");
+        assert_eq!(paid["type"], "outgoing", "{paid}");
+        assert_eq!(paid["amount"], 10_000_000, "{paid}");
+        assert!(paid["settled_at"].as_i64().is_some(), "{paid}");
+    }
+    let notes_nip04 = heard_nip04.collected();
+    assert_eq!(notes_nip04.len(), 1, "{notes_nip04:?}");
+    assert_eq!(notes_nip04[0]["notification_type"], "payment_received");
+    assert_eq!(
+        notes_nip04[0]["notification"]["payment_hash"],
+        hash.as_str()
+    );
+
+    // list_transactions is the history's Lightning part, newest first.
+    let history = alice.get_ok("/api/v1/history");
+    let mut lightning: Vec<(i64, String)> = history
+        .as_array()
+        .expect("history")
+        .iter()
+        .filter(|m| {
+            m["status"] == "successful"
+                && (m["subsystem"]["name"] == "bark.lightning_send"
+                    || m["subsystem"]["name"] == "bark.lightning_receive")
+        })
+        .map(|m| {
+            let at = chrono::DateTime::parse_from_rfc3339(
+                m["time"]["created_at"].as_str().expect("created_at"),
+            )
+            .expect("time")
+            .timestamp();
+            (
+                at,
+                m["metadata"]["payment_hash"]
+                    .as_str()
+                    .expect("hash")
+                    .to_string(),
+            )
+        })
+        .collect();
+    lightning.sort_by_key(|(at, _)| std::cmp::Reverse(*at));
+    let listed = tools.call(&uri, "list_transactions", json!({}));
+    let transactions = result(&listed)["transactions"]
+        .as_array()
+        .expect("transactions")
+        .clone();
+    let hashes: Vec<&str> = transactions
+        .iter()
+        .filter_map(|t| t["payment_hash"].as_str())
+        .collect();
+    assert_eq!(hashes.len(), 6, "{listed}");
+    let mut expected: Vec<&str> = lightning.iter().map(|(_, h)| h.as_str()).collect();
+    let mut got = hashes.clone();
+    expected.sort_unstable();
+    got.sort_unstable();
+    assert_eq!(got, expected, "the same payments as the history");
+    let times: Vec<i64> = transactions
+        .iter()
+        .filter_map(|t| t["created_at"].as_i64())
+        .collect();
+    assert!(
+        times.windows(2).all(|w| w[0] >= w[1]),
+        "newest first: {listed}"
+    );
+    let first = transactions
+        .iter()
+        .find(|t| t["payment_hash"] == sent[0].as_str())
+        .expect("the first payment");
+    assert_eq!(first["metadata"]["comment"], "coffee 0", "{first}");
+    assert_eq!(
+        first["fees_paid"].as_u64().map(|f| f % 1000),
+        Some(0),
+        "{first}"
+    );
+    let outgoing = tools.call(&uri, "list_transactions", json!({ "type": "outgoing" }));
+    assert_eq!(
+        result(&outgoing)["transactions"].as_array().map(Vec::len),
+        Some(5)
+    );
+    let page = tools.call(
+        &uri,
+        "list_transactions",
+        json!({ "limit": 2, "offset": 1 }),
+    );
+    let page_hashes: Vec<&str> = result(&page)["transactions"]
+        .as_array()
+        .expect("page")
+        .iter()
+        .filter_map(|t| t["payment_hash"].as_str())
+        .collect();
+    assert_eq!(page_hashes, hashes[1..3], "{page}");
+
+    // The history and the event log say which connection paid.
+    let movement = history
+        .as_array()
+        .expect("history")
+        .iter()
+        .find(|m| m["metadata"]["payment_hash"] == sent[0].as_str())
+        .expect("the movement");
+    assert_eq!(
+        movement["metadata"]["nwc"]["connection"], "Alby Go",
+        "{movement}"
+    );
+    assert_eq!(
+        movement["metadata"]["nwc"]["metadata"]["comment"], "coffee 0",
+        "{movement}"
+    );
+    let (_, events) =
+        alice.get("/api/v1/notifications/wait?after=0&timeout=0&types=movement-updated");
+    assert!(
+        events["notifications"]
+            .as_array()
+            .is_some_and(|n| n.iter().any(|e| {
+                e["movement"]["metadata"]["payment_hash"] == sent[0].as_str()
+                    && e["movement"]["metadata"]["nwc"]["connection"] == "Alby Go"
+            })),
+        "an event names the connection: {events}"
+    );
 
     // berthd killed while a payment is under way (the outside node holds its HTLC):
     // after the restart the app's request is answered once, with the preimage, and
@@ -190,6 +352,51 @@ fn an_app_pays_and_is_paid_over_nostr_wallet_connect() {
         "nwc: a payment under way when berthd was killed: answered within {:.1} s of the kill",
         killed_at.elapsed().as_secs_f64()
     );
+
+    // Several invoices at once, as older clients send them: each paid and answered
+    // with its own `d` tag; /metrics counts them with the connection's name.
+    let (one, one_hash) = ln.external.invoice(Some(5_000_000), "nwc-multi-1");
+    let (two, two_hash) = ln.external.invoice(Some(5_000_000), "nwc-multi-2");
+    let multi = tools.call(
+        &uri,
+        "multi_pay_invoice",
+        json!({ "invoices": [{ "id": "one", "invoice": one }, { "invoice": two }] }),
+    );
+    let paid = result(&multi)["invoices"]
+        .as_array()
+        .expect("invoices")
+        .clone();
+    assert_eq!(paid.len(), 2, "{multi}");
+    for (d, hash) in [("one", &one_hash), (two_hash.as_str(), &two_hash)] {
+        let answer = paid
+            .iter()
+            .find(|p| p["dTag"] == d)
+            .unwrap_or_else(|| panic!("no answer for {d}: {multi}"));
+        assert!(
+            preimage_matches(answer["preimage"].as_str().unwrap_or_default(), hash),
+            "{multi}"
+        );
+    }
+    assert_eq!(ln.external.invoice_status("nwc-multi-1"), "paid");
+    assert_eq!(ln.external.invoice_status("nwc-multi-2"), "paid");
+    let listed = alice.get_ok("/api/v1/nwc/connections");
+    assert_eq!(listed[0]["payments"], 8, "{listed}");
+    assert_eq!(listed[0]["spent_total_sat"], 80_000, "{listed}");
+    let authorization = alice.authorization();
+    let (_, metrics) = crate::harness::request(
+        alice.port(),
+        "GET",
+        "/metrics",
+        &[("Authorization", &authorization)],
+        None,
+    );
+    let id = listed[0]["id"].as_str().expect("id");
+    for line in [
+        format!("berth_nwc_payments_total{{id=\"{id}\",connection=\"Alby Go\"}} 8"),
+        format!("berth_nwc_paid_sats_total{{id=\"{id}\",connection=\"Alby Go\"}} 80000"),
+    ] {
+        assert!(metrics.contains(&line), "{line} in {metrics}");
+    }
 
     // What an app waits for, through the relay on loopback.
     let balance = tools.client(&["bench", &uri, "get_balance", "25"]);

@@ -4,6 +4,7 @@
 //! node through `tests/nwc/client.mjs`). `scripts/ensure-deps` installs both; a test
 //! without them is skipped ([`Tools::find`]) and says so.
 
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
@@ -73,6 +74,35 @@ impl Tools {
         self.client(&["call", uri, method, &params.to_string()])
     }
 
+    /// An app listening for the wallet's notifications (under NIP-04 with `nip04`),
+    /// subscribed when this returns; [`Listener::collected`] gives what came.
+    pub fn listen(&self, uri: &str, count: usize, timeout_ms: u64, nip04: bool) -> Listener {
+        let mut args = vec![
+            "listen".to_string(),
+            uri.to_string(),
+            count.to_string(),
+            timeout_ms.to_string(),
+        ];
+        if nip04 {
+            args.push("nip04".into());
+        }
+        let mut child = Command::new("node")
+            .arg(&self.client)
+            .args(&args)
+            .current_dir(root().join("tests/nwc"))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("run node");
+        let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+        let ready = lines.next().and_then(Result::ok).unwrap_or_default();
+        assert!(
+            ready.contains("\"ready\":true"),
+            "the listener did not subscribe: {ready}"
+        );
+        Listener { child, lines }
+    }
+
     pub fn raw(&self, uri: &str, method: &str, params: Value, options: Value) -> Value {
         self.client(&[
             "raw",
@@ -81,6 +111,33 @@ impl Tools {
             &params.to_string(),
             &options.to_string(),
         ])
+    }
+}
+
+/// A running `listen` of the client.
+pub struct Listener {
+    child: Child,
+    lines: std::io::Lines<BufReader<std::process::ChildStdout>>,
+}
+
+impl Listener {
+    /// The notifications that came (waits for the count or the timeout).
+    pub fn collected(mut self) -> Vec<Value> {
+        let line = self.lines.next().and_then(Result::ok).unwrap_or_default();
+        let _ = self.child.wait();
+        let out: Value = serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("the listener printed no JSON ({e}): {line}"));
+        out["notifications"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no notifications: {out}"))
+            .clone()
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 
@@ -114,6 +171,7 @@ impl Relay {
             &config,
             format!(
                 "DEBUG: false\n\
+                 max_event_size: 65536\n\
                  storage:\n  sqlalchemy.url: sqlite+aiosqlite:///{db}\n  validators:\n    \
                  - nostr_relay.validators.is_not_too_large\n    - nostr_relay.validators.is_signed\n\
                  verification:\n  nip05_verification: disabled\n\

@@ -7,12 +7,17 @@
 //   node client.mjs call <uri> <method> <params-json> [nip04]
 //   node client.mjs raw <uri> <method> <params-json> <options-json>
 //   node client.mjs bench <uri> <method> <count>
+//   node client.mjs listen <uri> <count> <timeout-ms> [nip04]
 //
 // `call` answers {"result": ..., "ms"} or {"error": {"code", "message"}}; `bench` the
 // times of <count> requests on one connected client, {"ms": [...]}; `raw` sends a request
 // made by hand ({"encryption": "nip44_v2" | "nip04" | "none" | other, "created_at",
 // "expiration", "wait_ms", "until"}) to every relay of the connection and answers {"responses":
-// [decrypted contents]} (the same response event from two relays counts once).
+// [decrypted contents]} (the same response event from two relays counts once; a response
+// with a `d` tag, one payment of a multi_pay_invoice, has it as "d" beside its content).
+// `listen` subscribes to the wallet's notifications as an app does (under NIP-04 with
+// `nip04`: kind 23196), prints {"ready": true}, then {"notifications": [...]} once <count>
+// came or <timeout-ms> passed.
 import WebSocket from "ws";
 globalThis.WebSocket ??= WebSocket;
 
@@ -123,7 +128,8 @@ async function raw() {
         } catch {
           text = await nip04.decrypt(secret, walletPubkey, reply.content);
         }
-        responses.push(JSON.parse(text));
+        const d = reply.tags.find((t) => t[0] === "d")?.[1];
+        responses.push({ ...JSON.parse(text), ...(d === undefined ? {} : { d }) });
       },
     },
   );
@@ -142,7 +148,28 @@ async function raw() {
   print({ id: event.id, client: getPublicKey(key), responses });
 }
 
-const run = { bench, call, info, raw }[command];
+async function listen() {
+  const [count, timeoutMs, encryption] = [Number(method), Number(paramsJson), extra];
+  const client = new NWCClient({ nostrWalletConnectUrl: uri });
+  try {
+    if (encryption === "nip04") client._encryptionType = "nip04";
+    const notifications = [];
+    const unsubscribe = await client.subscribeNotifications((n) => notifications.push(n));
+    print({ ready: true });
+    const deadline = Date.now() + timeoutMs;
+    while (Date.now() < deadline && notifications.length < count) {
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    unsubscribe();
+    print({ notifications });
+  } catch (e) {
+    print({ error: { code: e.code ?? "CLIENT", message: String(e.message ?? e) } });
+  } finally {
+    client.close();
+  }
+}
+
+const run = { bench, call, info, listen, raw }[command];
 if (!run) {
   print({ error: { code: "USAGE", message: `unknown command ${command}` } });
   process.exit(2);

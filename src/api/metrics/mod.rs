@@ -132,6 +132,8 @@ pub struct WalletMetrics {
     pub backup: BackupMetrics,
     /// Each Nostr Wallet Connect relay and whether berthd is connected to it.
     pub nwc_relays: Vec<(String, bool)>,
+    /// Each Nostr Wallet Connect connection's payments: (id, name, payments, sats paid).
+    pub nwc_connections: Vec<(String, String, u64, u64)>,
 }
 
 /// The backup service's counts (`engine::backup::service`), whether or not a wallet is loaded.
@@ -228,6 +230,38 @@ fn encode_nwc_relays(relays: &[(String, bool)], encoder: &mut DescriptorEncoder)
     for (relay, connected) in relays {
         ConstGauge::new(i64::from(*connected))
             .encode(family.encode_family(&[("relay", relay.as_str())])?)?;
+    }
+    Ok(())
+}
+
+/// `berth_nwc_payments_total{id,connection}` and `berth_nwc_paid_sats_total{..}`: what
+/// each Nostr Wallet Connect connection asked to pay, and paid, since it was made.
+fn encode_nwc_connections(
+    connections: &[(String, String, u64, u64)],
+    encoder: &mut DescriptorEncoder,
+) -> fmt::Result {
+    if connections.is_empty() {
+        return Ok(());
+    }
+    let mut family = encoder.encode_descriptor(
+        "berth_nwc_payments",
+        "Payments a Nostr Wallet Connect connection asked for (each counted as it begins).",
+        None,
+        MetricType::Counter,
+    )?;
+    for (id, name, payments, _) in connections {
+        ConstCounter::new(*payments)
+            .encode(family.encode_family(&[("id", id.as_str()), ("connection", name.as_str())])?)?;
+    }
+    let mut family = encoder.encode_descriptor(
+        "berth_nwc_paid_sats",
+        "Sats paid through a Nostr Wallet Connect connection (settled payments).",
+        None,
+        MetricType::Counter,
+    )?;
+    for (id, name, _, sats) in connections {
+        ConstCounter::new(*sats)
+            .encode(family.encode_family(&[("id", id.as_str()), ("connection", name.as_str())])?)?;
     }
     Ok(())
 }
@@ -471,7 +505,8 @@ impl Collector for WalletMetrics {
             MetricType::Gauge,
         )?)?;
         self.backup.encode(&mut encoder)?;
-        encode_nwc_relays(&self.nwc_relays, &mut encoder)
+        encode_nwc_relays(&self.nwc_relays, &mut encoder)?;
+        encode_nwc_connections(&self.nwc_connections, &mut encoder)
     }
 }
 
@@ -595,7 +630,8 @@ fn parse_vm_rss(status: &str) -> Option<u64> {
     description = "Metrics in the Prometheus text format (scope `read`), names prefixed \
         `berth_`: balances by state, VTXO value by blocks to expiry, exits by phase, \
         refresh rounds joined or failed, scheduled backups (newest verified, written, \
-        failed), requests and latency by route, resident memory.",
+        failed), Nostr Wallet Connect relays and each connection's payments, requests and \
+        latency by route, resident memory.",
     responses(
         (status = 200, description = "Prometheus text format 0.0.4", body = String, content_type = "text/plain"),
     )
@@ -604,7 +640,9 @@ pub async fn metrics(
     State(state): State<crate::api::AppState>,
 ) -> ([(axum::http::HeaderName, &'static str); 1], String) {
     let now = crate::api::status::snapshot(&state, crate::api::status::Reading::WithBalances).await;
-    let text = render(&wallet_metrics(&now), &state.requests, rss_bytes());
+    let mut wallet = wallet_metrics(&now);
+    wallet.nwc_connections = state.nwc.usage().await;
+    let text = render(&wallet, &state.requests, rss_bytes());
     ([(axum::http::header::CONTENT_TYPE, CONTENT_TYPE)], text)
 }
 
@@ -674,6 +712,7 @@ fn wallet_metrics(now: &crate::api::status::Snapshot) -> WalletMetrics {
         refresh_failures: seen.refresh_failures,
         backup,
         nwc_relays,
+        nwc_connections: Vec::new(),
     }
 }
 

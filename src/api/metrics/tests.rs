@@ -25,7 +25,27 @@ fn wallet() -> WalletMetrics {
             last_size_bytes: Some(6_700_000),
         },
         nwc_relays: Vec::new(),
+        nwc_connections: Vec::new(),
     }
+}
+
+#[test]
+fn each_nwc_connection_has_its_payments_by_id_and_name() {
+    let mut usage = wallet();
+    usage.nwc_connections = vec![
+        ("00aa".into(), "Alby Go".into(), 3, 1500),
+        ("00bb".into(), "Zeus \"home\"".into(), 0, 0),
+    ];
+    let text = render(&usage, &RequestMetrics::new(), None);
+    for line in [
+        "berth_nwc_payments_total{id=\"00aa\",connection=\"Alby Go\"} 3",
+        "berth_nwc_paid_sats_total{id=\"00aa\",connection=\"Alby Go\"} 1500",
+        // A name is a label value: its quotes are escaped.
+        "berth_nwc_payments_total{id=\"00bb\",connection=\"Zeus \\\"home\\\"\"} 0",
+    ] {
+        assert!(text.lines().any(|l| l == line), "{line} in {text}");
+    }
+    assert!(text.contains("# TYPE berth_nwc_payments_total counter"), "{text}");
 }
 
 #[test]

@@ -25,8 +25,10 @@ pub(super) fn routes(routes: Routes) -> Routes {
 pub struct NwcConnectionRequest {
     /// A name for the app, shown in the list (1 to 64 bytes).
     pub name: String,
-    /// The methods the app may call. Default: every method served (`pay_invoice`,
-    /// `make_invoice`, `lookup_invoice`, `get_balance`, `get_info`, `get_budget`).
+    /// The methods the app may call, and `notifications` for the wallet's
+    /// `payment_received` and `payment_sent`. Default: all of them (`pay_invoice`,
+    /// `multi_pay_invoice`, `make_invoice`, `lookup_invoice`, `list_transactions`,
+    /// `get_balance`, `get_info`, `get_budget`, `notifications`).
     pub methods: Option<Vec<String>>,
     /// The most one payment may be, in sats.
     pub max_payment_sat: Option<u64>,
