@@ -14,7 +14,8 @@
 //! - **Bounded**: a message of at most [`MAX_MESSAGE`] bytes (larger ones end the
 //!   connection), at most [`OUTBOX`] events waiting to be sent (more are dropped: a
 //!   client asks again), requests handed on without waiting (a full queue drops them).
-//!   A relay that says nothing for [`SILENT_FOR`], pings included, is reconnected.
+//!   A relay that says nothing for [`SILENT_FOR`], pings included, or takes no message
+//!   for [`SEND_WITHIN`], is reconnected.
 //! - **Reconnected** with exponential backoff (1 s doubling to 60 s) and jitter.
 
 use std::sync::Arc;
@@ -43,6 +44,9 @@ pub const MAX_MESSAGE: usize = 256 * 1024;
 pub const OUTBOX: usize = 256;
 /// A relay silent this long (no message, no pong) is reconnected.
 pub const SILENT_FOR: Duration = Duration::from_secs(90);
+/// A relay that takes no message for this long (its end of the connection stopped
+/// reading) is reconnected: a send never waits longer.
+pub const SEND_WITHIN: Duration = Duration::from_secs(30);
 /// How often berthd pings a relay.
 const PING_EVERY: Duration = Duration::from_secs(30);
 /// Backoff between attempts: from the first, doubling, to the most.
@@ -165,8 +169,8 @@ impl RelayTask {
         let (mut sink, mut stream) = socket.split();
         let mut snapshot = self.snapshot.borrow_and_update().clone();
         for text in self.greeting(&snapshot, *newest) {
-            if let Err(e) = sink.send(Message::text(text)).await {
-                return format!("sending: {e}");
+            if let Err(why) = send(&mut sink, Message::text(text)).await {
+                return why;
             }
         }
         let mut ping = tokio::time::interval(PING_EVERY);
@@ -185,15 +189,15 @@ impl RelayTask {
                     };
                     let replies = self.on_message(text.as_str(), &snapshot, newest);
                     for reply in replies {
-                        if let Err(e) = sink.send(Message::text(reply)).await {
-                            return format!("sending: {e}");
+                        if let Err(why) = send(&mut sink, Message::text(reply)).await {
+                            return why;
                         }
                     }
                 }
                 outgoing = self.outbox.recv() => {
                     let Some(text) = outgoing else { return "berthd is stopping".into() };
-                    if let Err(e) = sink.send(Message::text(text.to_string())).await {
-                        return format!("sending: {e}");
+                    if let Err(why) = send(&mut sink, Message::text(text.to_string())).await {
+                        return why;
                     }
                 }
                 changed = self.snapshot.changed() => {
@@ -202,8 +206,8 @@ impl RelayTask {
                     }
                     snapshot = self.snapshot.borrow_and_update().clone();
                     for text in self.greeting(&snapshot, *newest) {
-                        if let Err(e) = sink.send(Message::text(text)).await {
-                            return format!("sending: {e}");
+                        if let Err(why) = send(&mut sink, Message::text(text)).await {
+                            return why;
                         }
                     }
                 }
@@ -211,8 +215,8 @@ impl RelayTask {
                     if heard.elapsed() > SILENT_FOR {
                         return format!("the relay was silent for {} s", SILENT_FOR.as_secs());
                     }
-                    if let Err(e) = sink.send(Message::Ping(Vec::new().into())).await {
-                        return format!("sending: {e}");
+                    if let Err(why) = send(&mut sink, Message::Ping(Vec::new().into())).await {
+                        return why;
                     }
                 }
             }
@@ -343,6 +347,22 @@ impl RelayTask {
             }
             _ => Vec::new(),
         }
+    }
+}
+
+/// Send one message, within [`SEND_WITHIN`]; `Err` with why the connection is over.
+async fn send<S>(sink: &mut S, message: Message) -> Result<(), String>
+where
+    S: futures_util::Sink<Message> + Unpin,
+    S::Error: std::fmt::Display,
+{
+    match tokio::time::timeout(SEND_WITHIN, sink.send(message)).await {
+        Err(_) => Err(format!(
+            "the relay took no message for {} s",
+            SEND_WITHIN.as_secs()
+        )),
+        Ok(Err(e)) => Err(format!("sending: {e}")),
+        Ok(Ok(())) => Ok(()),
     }
 }
 

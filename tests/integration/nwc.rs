@@ -16,12 +16,13 @@ use serde_json::{Value, json};
 use crate::harness::nwc::{Relay, Tools, code, now, wait_for_info};
 use crate::harness::*;
 
+mod relays;
+
 /// berthd with a wallet (dead URLs: it holds nothing), allowed to reach the loopback
-/// relay, and its admin bearer.
-fn berthd_with_wallet(relay: &Relay) -> (tempfile::TempDir, PathBuf, Daemon, String) {
+/// relay at `relay`, and its admin bearer.
+fn berthd_with_wallet(relay: &str) -> (tempfile::TempDir, PathBuf, Daemon, String) {
     let (tmp, datadir) = datadir_with_berth_toml(&format!(
-        "[egress]\nallow = [\"127.0.0.1\"]\n\n[nwc]\nrelays = [\"{}\"]\n",
-        relay.url()
+        "[egress]\nallow = [\"127.0.0.1\"]\n\n[nwc]\nrelays = [\"{relay}\"]\n"
     ));
     let daemon = Daemon::start(&datadir, &["-q"]);
     let bearer = format!("Bearer {}", token(&datadir));
@@ -69,7 +70,7 @@ fn an_app_reaches_the_wallet_through_a_relay_within_its_limits() {
         return;
     };
     let relay = Relay::start(&tools);
-    let (_tmp, _datadir, daemon, bearer) = berthd_with_wallet(&relay);
+    let (_tmp, _datadir, daemon, bearer) = berthd_with_wallet(&relay.url());
     let (uri, connection) = connect(
         &daemon,
         &bearer,

@@ -45,7 +45,10 @@ fn each_nwc_connection_has_its_payments_by_id_and_name() {
     ] {
         assert!(text.lines().any(|l| l == line), "{line} in {text}");
     }
-    assert!(text.contains("# TYPE berth_nwc_payments_total counter"), "{text}");
+    assert!(
+        text.contains("# TYPE berth_nwc_payments_total counter"),
+        "{text}"
+    );
 }
 
 #[test]
