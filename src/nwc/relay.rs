@@ -10,7 +10,8 @@
 //!   (so nothing sent while it was away is missed), replaced whenever the connections
 //!   change; each connection's info event published on connecting and on every change.
 //! - **NIP-42**: when the relay sends a challenge, berthd authenticates as each service
-//!   key and subscribes again.
+//!   key (the `relay` tag is the relay's URL as configured, normalised) and subscribes
+//!   and publishes again; on connecting it waits [`AUTH_GRACE`] for a challenge first.
 //! - **Bounded**: a message of at most [`MAX_MESSAGE`] bytes (larger ones end the
 //!   connection), at most [`OUTBOX`] events waiting to be sent (more are dropped: a
 //!   client asks again), requests handed on without waiting (a full queue drops them).
@@ -47,6 +48,9 @@ pub const SILENT_FOR: Duration = Duration::from_secs(90);
 /// A relay that takes no message for this long (its end of the connection stopped
 /// reading) is reconnected: a send never waits longer.
 pub const SEND_WITHIN: Duration = Duration::from_secs(30);
+/// How long berthd waits, on connecting, for a relay's NIP-42 challenge before it
+/// subscribes and publishes.
+const AUTH_GRACE: Duration = Duration::from_millis(500);
 /// How often berthd pings a relay.
 const PING_EVERY: Duration = Duration::from_secs(30);
 /// Backoff between attempts: from the first, doubling, to the most.
@@ -168,7 +172,32 @@ impl RelayTask {
     ) -> String {
         let (mut sink, mut stream) = socket.split();
         let mut snapshot = self.snapshot.borrow_and_update().clone();
-        for text in self.greeting(&snapshot, *newest) {
+        // A relay that requires NIP-42 sends its challenge as the connection opens:
+        // answered before anything is published, nothing is refused (and some relays
+        // slow a connection down for every event they refuse). Any other first message
+        // is read as usual once the greeting is out.
+        let first = match tokio::time::timeout(AUTH_GRACE, stream.next()).await {
+            Err(_) => None,
+            Ok(None) => return "the relay closed the connection".into(),
+            Ok(Some(Err(e))) => return format!("reading: {e}"),
+            Ok(Some(Ok(Message::Text(text)))) => Some(text),
+            Ok(Some(Ok(_))) => None,
+        };
+        let challenged = first.as_ref().is_some_and(|text| {
+            matches!(
+                RelayMessage::from_json(text.as_str()),
+                Ok(RelayMessage::Auth { .. })
+            )
+        });
+        let mut opening = Vec::new();
+        if !challenged {
+            opening = self.greeting(&snapshot, *newest);
+        }
+        if let Some(text) = first {
+            // A challenge's answer carries the greeting.
+            opening.extend(self.on_message(text.as_str(), &snapshot, newest));
+        }
+        for text in opening {
             if let Err(why) = send(&mut sink, Message::text(text)).await {
                 return why;
             }

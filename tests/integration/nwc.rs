@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::harness::nwc::{Relay, Tools, code, now, wait_for_info};
+use crate::harness::nwc::{Relay, Strict, TestCa, Tools, code, now, wait_for_info};
 use crate::harness::*;
 
 mod relays;
@@ -21,10 +21,19 @@ mod relays;
 /// berthd with a wallet (dead URLs: it holds nothing), allowed to reach the loopback
 /// relay at `relay`, and its admin bearer.
 fn berthd_with_wallet(relay: &str) -> (tempfile::TempDir, PathBuf, Daemon, String) {
+    berthd_with_wallet_env(relay, &[])
+}
+
+/// The same, with extra environment for berthd (its stderr in `berthd.log` beside the
+/// datadir).
+fn berthd_with_wallet_env(
+    relay: &str,
+    env: &[(&str, &str)],
+) -> (tempfile::TempDir, PathBuf, Daemon, String) {
     let (tmp, datadir) = datadir_with_berth_toml(&format!(
         "[egress]\nallow = [\"127.0.0.1\"]\n\n[nwc]\nrelays = [\"{relay}\"]\n"
     ));
-    let daemon = Daemon::start(&datadir, &["-q"]);
+    let daemon = Daemon::start_logged(&datadir, &["-q"], env, &tmp.path().join("berthd.log"));
     let bearer = format!("Bearer {}", token(&datadir));
     let dead = || format!("http://127.0.0.1:{}", free_port());
     let create = json!({
@@ -342,6 +351,61 @@ fn an_app_reaches_the_wallet_through_a_relay_within_its_limits() {
     let flood = tools.client(&["bench", &narrow, "get_info", "80"]);
     assert_eq!(code(&flood), "RATE_LIMITED", "{flood}");
     drop(relay);
+}
+
+#[test]
+fn a_relay_over_tls_that_requires_authentication_is_served() {
+    let Some(tools) = Tools::find("nwc::a_relay_over_tls_that_requires_authentication_is_served")
+    else {
+        return;
+    };
+    let certs = tempfile::tempdir().expect("tempdir");
+    let ca = TestCa::make(certs.path());
+    let relay = Relay::start_strict(
+        &tools,
+        Strict {
+            tls: Some((ca.chain.clone(), ca.key.clone())),
+            auth: true,
+        },
+    );
+    assert!(relay.url().starts_with("wss://"), "{}", relay.url());
+    // The app trusts the test CA as node's extra CA; berthd as the OS's store
+    // (`SSL_CERT_FILE`), beside the web's roots it carries.
+    let tools = tools.trusting(&ca.ca);
+    let ca_file = ca.ca.display().to_string();
+    let (_tmp, _datadir, daemon, bearer) =
+        berthd_with_wallet_env(&relay.url(), &[("SSL_CERT_FILE", &ca_file)]);
+    let (uri, _) = connect(&daemon, &bearer, json!({ "name": "Strict relay" }));
+
+    // The relay takes the connection's info event only from a connection that
+    // authenticated as its key (NIP-42): the app finds it, so berthd did.
+    let info = wait_for_info(&tools, &uri);
+    assert_eq!(info["encryptions"], json!(["nip44_v2", "nip04"]), "{info}");
+    let balance = tools.call(&uri, "get_balance", json!({}));
+    assert_eq!(balance["result"]["balance"], 0, "{balance}");
+    // berthd answered the challenge before publishing: nothing of its was refused.
+    assert!(
+        !relay.log().contains("permission denied"),
+        "{}",
+        relay.log()
+    );
+    // The rule is in force: the app, which never authenticates, may send requests
+    // but not publish anything else (nostr-relay's refusal names no event, so the
+    // client sees no acceptance; the relay logs why).
+    let forged = tools.raw(
+        &uri,
+        "get_balance",
+        json!({}),
+        json!({ "kind": 23195, "wait_ms": 500 }),
+    );
+    assert_ne!(forged["published"], json!(["ok"]), "{forged}");
+    assert!(relay.log().contains("permission denied"), "{}", relay.log());
+    let asked = tools.raw(&uri, "get_balance", json!({}), json!({ "until": 1 }));
+    assert_eq!(asked["published"], json!(["ok"]), "{asked}");
+    assert_eq!(asked["responses"][0]["result"]["balance"], 0, "{asked}");
+    let (_, raw) = daemon.get("/health", &[("Authorization", &bearer)]);
+    let health = json_of(&raw);
+    assert_eq!(health["nwc_relays"][0]["connected"], true, "{health}");
 }
 
 #[test]

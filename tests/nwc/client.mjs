@@ -12,7 +12,8 @@
 // `call` answers {"result": ..., "ms"} or {"error": {"code", "message"}}; `bench` the
 // times of <count> requests on one connected client, {"ms": [...]}; `raw` sends a request
 // made by hand ({"encryption": "nip44_v2" | "nip04" | "none" | other, "created_at",
-// "expiration", "wait_ms", "until"}) to every relay of the connection and answers {"responses":
+// "expiration", "wait_ms", "until", "kind"}) to every relay of the connection and answers
+// {"published": [each relay's "ok" or refusal], "responses":
 // [decrypted contents]} (the same response event from two relays counts once; a response
 // with a `d` tag, one payment of a multi_pay_invoice, has it as "d" beside its content).
 // `listen` subscribes to the wallet's notifications as an app does (under NIP-04 with
@@ -107,7 +108,7 @@ async function raw() {
   if (options.expiration) tags.push(["expiration", String(options.expiration)]);
   const event = finalizeEvent(
     {
-      kind: 23194,
+      kind: options.kind ?? 23194,
       created_at: options.created_at ?? Math.floor(Date.now() / 1000),
       tags,
       content: sealed,
@@ -135,7 +136,9 @@ async function raw() {
   );
   // Every relay of the connection gets the request, as a client publishes it; a
   // relay that already has it says "duplicate", which is not an error here.
-  await Promise.allSettled(pool.publish(relayUrls, event));
+  const published = (await Promise.allSettled(pool.publish(relayUrls, event))).map((o) =>
+    o.status === "fulfilled" ? "ok" : String(o.reason?.message ?? o.reason),
+  );
   // Until `wait_ms` has passed, or `until` responses came (then a moment more, for
   // any that should not come).
   const deadline = Date.now() + (options.wait_ms ?? 3000);
@@ -145,7 +148,7 @@ async function raw() {
   if (options.until) await new Promise((r) => setTimeout(r, 2000));
   sub.close();
   pool.close(relayUrls);
-  print({ id: event.id, client: getPublicKey(key), responses });
+  print({ id: event.id, client: getPublicKey(key), published, responses });
 }
 
 async function listen() {
