@@ -25,17 +25,18 @@ const REMEMBERED: usize = 1024;
 /// How long one wait on the log lasts before it is renewed.
 const WAIT: Duration = Duration::from_secs(60);
 
-/// The movements told lately.
+/// The payments told lately, by movement id and payment hash (a wallet deleted and
+/// made again numbers its movements from 1 again).
 #[derive(Default)]
 struct Told {
-    ids: HashSet<u32>,
-    order: VecDeque<u32>,
+    ids: HashSet<(u32, String)>,
+    order: VecDeque<(u32, String)>,
 }
 
 impl Told {
     /// `true` the first time `id` is seen.
-    fn first(&mut self, id: u32) -> bool {
-        if !self.ids.insert(id) {
+    fn first(&mut self, id: (u32, String)) -> bool {
+        if !self.ids.insert(id.clone()) {
             return false;
         }
         self.order.push_back(id);
@@ -80,7 +81,8 @@ impl Nwc {
                 let Some(transaction) = transactions::of_movement(movement) else {
                     continue;
                 };
-                if !told.first(movement.id.0) {
+                let hash = transaction["payment_hash"].as_str().unwrap_or_default();
+                if !told.first((movement.id.0, hash.to_owned())) {
                     continue;
                 }
                 let kind = if transaction["type"] == "incoming" {
@@ -125,5 +127,27 @@ impl Nwc {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_payment_is_told_once_and_the_memory_is_bounded() {
+        let mut told = Told::default();
+        assert!(told.first((1, "aa".into())));
+        assert!(
+            !told.first((1, "aa".into())),
+            "updated again: not told again"
+        );
+        assert!(told.first((1, "bb".into())), "another wallet's movement 1");
+        for n in 0..2000 {
+            told.first((n + 10, "cc".into()));
+        }
+        assert_eq!(told.ids.len(), REMEMBERED);
+        assert_eq!(told.order.len(), REMEMBERED);
+        assert!(told.first((1, "aa".into())), "long forgotten");
     }
 }
