@@ -793,7 +793,8 @@ pub struct Berthd {
 
 impl Berthd {
     pub fn start(name: &str, datadir: &Path) -> Berthd {
-        let daemon = Daemon::start(datadir, &["-v"]);
+        // Its stderr (a panic's message among it) beside the datadir.
+        let daemon = Daemon::start_logged(datadir, &["-v"], &[], &datadir.with_extension("stderr"));
         Berthd {
             name: name.to_string(),
             datadir: datadir.to_path_buf(),
