@@ -27,7 +27,7 @@ use bitcoin::Weight;
 use crate::store::error::StoreError;
 use crate::store::records::{
     ActionCheckpointRow, DeviceRecord, IdempotencyEntry, NwcConnectionRecord, NwcRequestRecord,
-    StoredEvent, VtxoRow, WalletSetup,
+    SpendReservationRecord, SpendingRulesRecord, StoredEvent, VtxoRow, WalletSetup,
 };
 
 /// One kind of stored record: its Rust type, its redb type name and its encoding.
@@ -286,6 +286,16 @@ json_record!(
 json_record!(
     /// [`NwcRequestRecord`] as JSON.
     NwcRequestRecordKind, NwcRequestRecord, "berth.nwc_request"
+);
+
+json_record!(
+    /// [`SpendingRulesRecord`] as JSON.
+    SpendingRulesRecordKind, SpendingRulesRecord, "berth.spending_rules"
+);
+
+json_record!(
+    /// [`SpendReservationRecord`] as JSON.
+    SpendReservationRecordKind, SpendReservationRecord, "berth.spend_reservation"
 );
 
 /// A round state. bark's `RoundState` has no serde of its own; its persistence model

@@ -18,6 +18,7 @@ const MIGRATIONS: [Migration; SCHEMA_VERSION as usize] = [
     add_wallet_setup,
     add_vtxo_totals,
     add_nwc_tables,
+    add_spending_tables,
 ];
 
 fn create_v1(tx: &redb::WriteTransaction) -> Result<(), StoreError> {
@@ -83,6 +84,16 @@ fn add_nwc_tables(tx: &redb::WriteTransaction) -> Result<(), StoreError> {
     tx.open_table(schema::NWC_CONNECTIONS).map_err(e)?;
     tx.open_table(schema::NWC_REQUESTS).map_err(e)?;
     tx.open_table(schema::NWC_REQUESTS_BY_TIME).map_err(e)?;
+    Ok(())
+}
+
+/// Version 7: devices' spending rules and the payments reserved against them.
+/// Additive: they start empty.
+fn add_spending_tables(tx: &redb::WriteTransaction) -> Result<(), StoreError> {
+    const CTX: &str = "adding the spending rules tables";
+    let e = |e| from_redb(CTX, e);
+    tx.open_table(schema::SPENDING_RULES).map_err(e)?;
+    tx.open_table(schema::SPENDING_RESERVATIONS).map_err(e)?;
     Ok(())
 }
 

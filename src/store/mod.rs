@@ -32,6 +32,7 @@ pub mod records;
 pub mod schema;
 pub mod setup;
 pub mod snapshot;
+pub mod spending;
 pub mod tokens;
 pub mod vocabulary;
 

@@ -183,6 +183,50 @@ pub struct DeviceRecord {
     pub console_session: bool,
 }
 
+/// A paired device's spending rules (`engine::spending`) and where its budgets stand.
+/// Stored as JSON (record kind `berth.spending_rules`, version 1); a field added later
+/// gets a serde default.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SpendingRulesRecord {
+    /// The most one payment may be.
+    pub max_payment_sat: Option<u64>,
+    pub budgets: Vec<BudgetRecord>,
+    /// The kinds of payment allowed (`ark`, `lightning`, `onchain`, `offboard`,
+    /// `exit`); `None`: every kind.
+    pub kinds: Option<Vec<String>>,
+    /// What happens to a payment over a limit: `refuse`.
+    pub over_limit: String,
+}
+
+/// One budget of a device: at most `amount_sat` per `period`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct BudgetRecord {
+    pub amount_sat: u64,
+    /// `day`, `week`, `month` or `year`: calendar periods in the box's time zone.
+    pub period: String,
+    /// Spent or reserved in the period that began at `period_start_us`.
+    pub used_sat: u64,
+    pub period_start_us: u64,
+}
+
+/// A payment reserved against a device's budgets, its outcome not known yet. Stored as
+/// JSON (record kind `berth.spend_reservation`, version 1).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SpendReservationRecord {
+    pub device_id: String,
+    /// The payment's kind (`ark`, `lightning`, ...).
+    pub kind: String,
+    pub amount_sat: u64,
+    pub at_us: u64,
+    /// Each budget it was taken from: (period, the period's start), so it is given
+    /// back only within the same period.
+    pub taken: Vec<(String, u64)>,
+    /// What the payment became in the wallet, once known: its movement, its payment
+    /// hash (Lightning).
+    pub movement_id: Option<u32>,
+    pub payment_hash: Option<[u8; 32]>,
+}
+
 /// A Nostr Wallet Connect connection (`nwc`): one app's access to the wallet. Stored as
 /// JSON (record kind `berth.nwc_connection`, version 1), keyed by `id`; a field added
 /// later gets a serde default. What the fields mean (methods, limits, the budget's

@@ -16,12 +16,13 @@ use crate::store::codec::{
     ActionCheckpointRecord, BdkChangeSetRecord, DeviceRecordKind, EventRecord, ExitChildTxRecord,
     ExitRecord, FullVtxoRecord, IdempotencyRecord, MovementRecord, NwcConnectionRecordKind,
     NwcRequestRecordKind, PaidInvoiceRecord, PropertiesRecord, RoundStateRecord,
-    SettledReceiveRecord, Stored, VtxoRowRecord, VtxoStateRecord, WalletSetupRecord,
+    SettledReceiveRecord, SpendReservationRecordKind, SpendingRulesRecordKind, Stored,
+    VtxoRowRecord, VtxoStateRecord, WalletSetupRecord,
 };
 
 /// The schema version this code writes. Bump it together with a migration in
 /// `migrations.rs`; a database with a higher version is refused.
-pub const SCHEMA_VERSION: u64 = 6;
+pub const SCHEMA_VERSION: u64 = 7;
 
 /// A VTXO id as `VtxoId::to_bytes`: txid (32 bytes) + output index (u32 little-endian,
 /// ark's encoding). Not ordered by output index; nothing relies on that.
@@ -219,6 +220,17 @@ pub const NWC_CONNECTIONS: TableDefinition<&str, Stored<NwcConnectionRecordKind>
 pub const NWC_REQUESTS: TableDefinition<[u8; 32], Stored<NwcRequestRecordKind>> =
     TableDefinition::new("nwc_requests");
 
+/// Paired devices' spending rules, by device id (since schema version 7).
+// <&str device id, Stored<SpendingRulesRecordKind>>
+pub const SPENDING_RULES: TableDefinition<&str, Stored<SpendingRulesRecordKind>> =
+    TableDefinition::new("spending_rules");
+
+/// Payments reserved against a device's budgets whose outcome is not known yet, by a
+/// random id (since schema version 7).
+// <[u8; 16] reservation id, Stored<SpendReservationRecordKind>>
+pub const SPENDING_RESERVATIONS: TableDefinition<[u8; 16], Stored<SpendReservationRecordKind>> =
+    TableDefinition::new("spending_reservations");
+
 /// Index: NWC requests by when they were received, for pruning. One row per
 /// [`NWC_REQUESTS`] row.
 // <(u64 received at µs, [u8; 32] event id), ()>
@@ -261,5 +273,7 @@ pub fn create_all(tx: &redb::WriteTransaction) -> Result<(), redb::TableError> {
     tx.open_table(NWC_CONNECTIONS)?;
     tx.open_table(NWC_REQUESTS)?;
     tx.open_table(NWC_REQUESTS_BY_TIME)?;
+    tx.open_table(SPENDING_RULES)?;
+    tx.open_table(SPENDING_RESERVATIONS)?;
     Ok(())
 }

@@ -133,7 +133,9 @@ macro_rules! every_table {
             VTXO_TOTALS,
             NWC_CONNECTIONS,
             NWC_REQUESTS,
-            NWC_REQUESTS_BY_TIME
+            NWC_REQUESTS_BY_TIME,
+            SPENDING_RULES,
+            SPENDING_RESERVATIONS
         )
     };
 }

@@ -89,6 +89,7 @@ fn remove_pair(
     else {
         return Ok(None);
     };
+    crate::store::spending::forget_device(tx, id, ctx)?;
     let mut tokens = tx.open_table(TOKENS).ctx(ctx)?;
     let owner = tokens
         .get(record.token_hash)

@@ -101,6 +101,29 @@ fn fixture_device() -> DeviceRecord {
 }
 
 /// The seed recovery `tool_write_fixtures` records (since version 4).
+/// The Nostr Wallet Connect connection of the fixtures (since version 6).
+fn fixture_connection() -> berth::store::nwc::NwcConnectionRecord {
+    berth::store::nwc::NwcConnectionRecord {
+        id: "00112233445566aa".into(),
+        name: "app".into(),
+        service_secret: [7; 32],
+        client_pubkey: [8; 32],
+        methods: vec!["get_info".into()],
+        max_payment_msat: None,
+        budget_msat: None,
+        budget_renewal: "never".into(),
+        budget_used_msat: 0,
+        budget_period_start_us: 0,
+        spent_total_msat: 0,
+        relays: vec!["wss://relay.example/".into()],
+        created_at_us: FIXTURE_AT_US,
+        expires_at_us: None,
+        revoked_at_us: None,
+        last_used_at_us: None,
+        payments: 0,
+    }
+}
+
 fn fixture_recovery() -> Recovery {
     Recovery::Finished {
         at_us: FIXTURE_AT_US,
@@ -199,31 +222,59 @@ async fn version_5_fixture_migrates_with_empty_wallet_connections() {
     assert_eq!(balance.spendable, VTXO_VECTORS.board_vtxo.amount());
     assert!(db.nwc_connections().await.expect("connections").is_empty());
     assert!(db.nwc_unanswered().await.expect("requests").is_empty());
-    let connection = berth::store::nwc::NwcConnectionRecord {
-        id: "00112233445566aa".into(),
-        name: "app".into(),
-        service_secret: [7; 32],
-        client_pubkey: [8; 32],
-        methods: vec!["get_info".into()],
-        max_payment_msat: None,
-        budget_msat: None,
-        budget_renewal: "never".into(),
-        budget_used_msat: 0,
-        budget_period_start_us: 0,
-        spent_total_msat: 0,
-        relays: vec!["wss://relay.example/".into()],
-        created_at_us: FIXTURE_AT_US,
-        expires_at_us: None,
-        revoked_at_us: None,
-        last_used_at_us: None,
-        payments: 0,
-    };
+    let connection = fixture_connection();
     db.nwc_add_connection(connection.clone(), 8)
         .await
         .expect("add");
     assert_eq!(
         db.nwc_connections().await.expect("connections"),
         vec![connection]
+    );
+    db.verify_invariants().await.expect("invariants");
+}
+
+/// The spending rules of the fixtures (since version 7).
+fn fixture_rules() -> berth::store::spending::SpendingRulesRecord {
+    berth::store::spending::SpendingRulesRecord {
+        max_payment_sat: Some(1_000),
+        budgets: vec![berth::store::spending::BudgetRecord {
+            amount_sat: 5_000,
+            period: "week".into(),
+            used_sat: 0,
+            period_start_us: FIXTURE_AT_US,
+        }],
+        kinds: Some(vec!["ark".into()]),
+        over_limit: "refuse".into(),
+    }
+}
+
+/// Version 7 added the devices' spending rules, empty at migration; a version-6 box
+/// keeps its wallet, devices and wallet connections, and takes rules after.
+#[tokio::test]
+async fn version_6_fixture_migrates_and_keeps_its_wallet_connections() {
+    let (_dir, db) = open_migrated(6).await;
+    assert_wallet_state(&db).await;
+    assert_eq!(db.devices().await.expect("devices"), vec![fixture_device()]);
+    assert_eq!(
+        db.nwc_connections().await.expect("connections"),
+        vec![fixture_connection()]
+    );
+    let device = fixture_device().id;
+    assert_eq!(db.spending_rules(&device).await.expect("rules"), None);
+    assert!(
+        db.spending_reservations()
+            .await
+            .expect("reservations")
+            .is_empty()
+    );
+    assert!(
+        db.set_spending_rules(&device, |_| Some(fixture_rules()))
+            .await
+            .expect("set")
+    );
+    assert_eq!(
+        db.spending_rules(&device).await.expect("rules"),
+        Some(fixture_rules())
     );
     db.verify_invariants().await.expect("invariants");
 }
@@ -331,6 +382,16 @@ async fn tool_write_fixtures() {
             .expect("finish");
         // Paired devices (since version 3).
         db.add_device(fixture_device(), 8).await.expect("device");
+        // A wallet connection (since version 6).
+        db.nwc_add_connection(fixture_connection(), 8)
+            .await
+            .expect("connection");
+        // The device's spending rules (since version 7).
+        assert!(
+            db.set_spending_rules(&fixture_device().id, |_| Some(fixture_rules()))
+                .await
+                .expect("rules")
+        );
     }
     let newer = fixture("store-v999.redb");
     std::fs::copy(&path, &newer).expect("copy");
