@@ -85,6 +85,8 @@ struct Parts {
     disk_watch: JoinHandle<()>,
     engine: Arc<Engine>,
     autopilot: JoinHandle<()>,
+    /// Ends reserved payments as their movements end (`engine::spending`).
+    spending: JoinHandle<()>,
     /// Nostr Wallet Connect's relays and requests.
     nwc: Arc<crate::nwc::Nwc>,
     backups: JoinHandle<()>,
@@ -126,6 +128,7 @@ impl Parts {
         // A payment under way is finished from its record at the next start.
         self.nwc.stop();
         self.autopilot.abort();
+        self.spending.abort();
         // A backup under way finishes on its own thread or is cut off with the process;
         // what it left is removed at the next start.
         self.backups.abort();
@@ -169,6 +172,13 @@ impl Daemon {
                 AuthPolicy::Disabled
             }
         };
+        if crate::engine::spending::clock_offset() != 0 {
+            tracing::warn!(
+                offset_secs = crate::engine::spending::clock_offset(),
+                "{} is set: spending rules read a clock that is not the box's (for tests)",
+                crate::engine::spending::CLOCK_OFFSET_ENV
+            );
+        }
         let systemd = Arc::new(crate::systemd::Notifier::from_env());
 
         systemd.status("opening the wallet database");
@@ -199,6 +209,7 @@ impl Daemon {
         systemd.status("unlocking the seed");
         engine.start().await?;
         let autopilot = engine.spawn_autopilot();
+        let spending = engine.spawn_spending_follower();
         let backups = crate::engine::backup::service::Backups::new(
             settings.file.backup_settings(),
             store.clone(),
@@ -346,6 +357,7 @@ impl Daemon {
                 disk_watch,
                 engine,
                 autopilot,
+                spending,
                 nwc,
                 backups: backup_schedule,
                 renewer,

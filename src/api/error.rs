@@ -19,6 +19,11 @@ pub enum ApiError {
     /// A valid credential without the scope the route needs. 403.
     #[error("{0}")]
     Forbidden(&'static str),
+    /// A spending rule of the caller's device refuses the payment; the message names
+    /// the rule and what is left. 403, `code` `spending_rule` (a scope error is
+    /// `forbidden`).
+    #[error("{0}")]
+    Refused(String),
     /// Too many failed authentications from this address; try again after the given
     /// number of seconds (also sent as `Retry-After`). 429.
     #[error("too many failed authentication attempts; retry in {0} s")]
@@ -89,6 +94,7 @@ impl ApiError {
             ApiError::BadRequest(_) => (StatusCode::BAD_REQUEST, "bad_request"),
             ApiError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
             ApiError::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
+            ApiError::Refused(_) => (StatusCode::FORBIDDEN, "spending_rule"),
             ApiError::PayloadTooLarge => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
             ApiError::TooManyRequests(_) => (StatusCode::TOO_MANY_REQUESTS, "too_many_requests"),
             ApiError::Busy(_) => (StatusCode::TOO_MANY_REQUESTS, "busy"),
@@ -231,6 +237,7 @@ impl From<crate::engine::EngineError> for ApiError {
                 ApiError::Unavailable(err.to_string())
             }
             EngineError::Busy(msg) => ApiError::Busy(msg),
+            EngineError::Refused(msg) => ApiError::Refused(msg),
             EngineError::Store(store) => ApiError::store("wallet database", store),
             // Names a missing or wrong key source, never a secret.
             EngineError::Seed(_) => ApiError::Unavailable(err.to_string()),

@@ -19,7 +19,8 @@ All endpoints but `/ping`, this document, `/api/v1/pair` and the notifications w
 `Authorization: Bearer <token>`: the datadir's `auth_token` (full access) or a device token from \
 pairing, limited to its scopes (`read`, `receive`, `send`, `admin`). All bodies are JSON and amounts \
 are in satoshis. Errors are `{\"message\", \"code\"}`; 400 means malformed input, 401 a missing or \
-wrong token, 403 a device token without the scope the endpoint needs, 404 an unknown path or id, \
+wrong token, 403 a device token without the scope the endpoint needs (`forbidden`) or a payment \
+its spending rules refuse (`spending_rule`), 404 an unknown path or id, \
 413 a body over the size limit, 422 a request the wallet's state forbids (for example, before a \
 wallet exists), 429 too many failed authentications from the caller's address (see \
 `Retry-After`), 503 an unreachable Ark server or chain source (or a wallet database that stopped \
@@ -184,8 +185,16 @@ impl Modify for BearerAuth<'_> {
                 "Too many failed authentications from this address; retry after `Retry-After` seconds",
             ),
         ];
+        // A route that moves funds also answers 403 when a spending rule of the device
+        // refuses the payment (`engine::spending`).
+        const REFUSED: (&str, &str) = (
+            "ForbiddenOrRefused",
+            "A device token without the scope this operation needs (`code` `forbidden`), or, \
+             for a payment, a spending rule of the device that refuses it (`code` \
+             `spending_rule`; the message names the rule and what is left)",
+        );
         let components = openapi.components.get_or_insert_with(Default::default);
-        for (_, name, description) in shared {
+        for (_, name, description) in shared.iter().chain([&("403", REFUSED.0, REFUSED.1)]) {
             components
                 .responses
                 .insert(name.to_string(), RefOr::T(error_response(description)));
@@ -194,10 +203,22 @@ impl Modify for BearerAuth<'_> {
             if route.access == Access::Public {
                 continue;
             }
+            let moves_funds = matches!(
+                route.access,
+                Access::Scoped {
+                    moves_funds: true,
+                    ..
+                }
+            );
             let Some(op) = operation_mut(openapi, route) else {
                 continue;
             };
             for (status, name, _) in shared {
+                let name = if status == "403" && moves_funds {
+                    REFUSED.0
+                } else {
+                    name
+                };
                 op.responses
                     .responses
                     .entry(status.to_string())

@@ -15,6 +15,7 @@ use bark::exit::{ExitError, ExitStateKind};
 use bark::onchain::OnchainWalletTrait;
 use bark::persist::BarkPersister;
 
+use super::spending::{Grant, Outcome, PaymentKind};
 use super::{Engine, EngineError, LoadedWallet};
 
 /// How often the driver looks at the chain tip while an exit is live. Without a new
@@ -200,7 +201,15 @@ impl Engine {
 
 impl Exits<'_> {
     /// Start exits for every unspent VTXO; how many were started.
-    pub async fn start_all(&self) -> Result<usize, EngineError> {
+    pub async fn start_all(&self, grant: Grant) -> Result<usize, EngineError> {
+        let payment = Box::pin(self.start_all_now());
+        self.engine
+            .spending()
+            .spend(grant, PaymentKind::Exit, None, payment, |_| Outcome::Done)
+            .await
+    }
+
+    async fn start_all_now(&self) -> Result<usize, EngineError> {
         let loaded = self.engine.loaded().await?;
         let exits = loaded.wallet.exit_mgr();
         let before = exits.get_exit_vtxo_ids().await.len();
@@ -213,7 +222,15 @@ impl Exits<'_> {
 
     /// Start exits for these VTXOs (each spendable or locked); how many were started
     /// (one already exiting is skipped).
-    pub async fn start_vtxos(&self, ids: &[VtxoId]) -> Result<usize, EngineError> {
+    pub async fn start_vtxos(&self, ids: &[VtxoId], grant: Grant) -> Result<usize, EngineError> {
+        let payment = Box::pin(self.start_vtxos_now(ids));
+        self.engine
+            .spending()
+            .spend(grant, PaymentKind::Exit, None, payment, |_| Outcome::Done)
+            .await
+    }
+
+    async fn start_vtxos_now(&self, ids: &[VtxoId]) -> Result<usize, EngineError> {
         let vtxos = self.engine.rounds().vtxos_by_id(ids).await?;
         if let Some(v) = vtxos.iter().find(|v| {
             !matches!(
@@ -316,6 +333,20 @@ impl Exits<'_> {
     /// Claim claimable exits (all, or these) to `destination`: one transaction,
     /// broadcast; its txid.
     pub async fn claim(
+        &self,
+        destination: &str,
+        ids: Option<&[VtxoId]>,
+        fee_rate: Option<bitcoin::FeeRate>,
+        grant: Grant,
+    ) -> Result<bitcoin::Txid, EngineError> {
+        let payment = Box::pin(self.claim_now(destination, ids, fee_rate));
+        self.engine
+            .spending()
+            .spend(grant, PaymentKind::Exit, None, payment, |_| Outcome::Done)
+            .await
+    }
+
+    async fn claim_now(
         &self,
         destination: &str,
         ids: Option<&[VtxoId]>,

@@ -19,6 +19,7 @@ use bark::lnurllib::lightning_address::LightningAddress;
 use bark::lnurllib::lnurl::LnUrl;
 use bitcoin::Amount;
 
+use super::spending::{Grant, Outcome, PaymentKind};
 use crate::engine::{Engine, EngineError};
 
 /// Longest a Lightning call waits for the Ark server (bark's own gRPC timeout is ten
@@ -54,6 +55,23 @@ impl LightningDestination {
             return Some(Self::Address(address));
         }
         LnUrl::from_str(text).ok().map(Self::LnUrl)
+    }
+
+    /// What paying this will cost the payer (before fees): the amount asked, or the
+    /// invoice's or offer's own; `None` when neither says.
+    pub fn amount(&self, explicit: Option<Amount>) -> Option<Amount> {
+        explicit.or(match self {
+            Self::Bolt11(invoice) => invoice
+                .amount_milli_satoshis()
+                .map(|msat| Amount::from_sat(msat.div_ceil(1000))),
+            Self::Offer(offer) => match offer.amount() {
+                Some(ark::lightning::OfferAmount::Bitcoin { amount_msats }) => {
+                    Some(Amount::from_sat(amount_msats.div_ceil(1000)))
+                }
+                _ => None,
+            },
+            Self::Address(_) | Self::LnUrl(_) => None,
+        })
     }
 
     /// The payment rules of the API: an amount is required for a Lightning address or
@@ -271,6 +289,29 @@ impl Lightning<'_> {
     /// before the wallet is needed, so a refused or unanswered destination is told
     /// whatever state the wallet is in.
     pub async fn pay(
+        &self,
+        destination: &LightningDestination,
+        amount: Option<Amount>,
+        comment: Option<String>,
+        out: crate::engine::lnurl::Outbound<'_>,
+        grant: Grant,
+    ) -> Result<PaymentStarted, EngineError> {
+        let paying = destination.amount(amount);
+        let payment = Box::pin(self.pay_now(destination, amount, comment, out));
+        let outcome = |started: &PaymentStarted| match started.preimage {
+            Some(_) => Outcome::Done,
+            None => Outcome::Pending {
+                movement_id: None,
+                payment_hash: Some(started.payment_hash.into()),
+            },
+        };
+        self.engine
+            .spending()
+            .spend(grant, PaymentKind::Lightning, paying, payment, outcome)
+            .await
+    }
+
+    async fn pay_now(
         &self,
         destination: &LightningDestination,
         amount: Option<Amount>,

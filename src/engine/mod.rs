@@ -39,6 +39,7 @@ mod recovery;
 mod round_events;
 mod rounds;
 mod session;
+pub mod spending;
 pub mod supervisor;
 mod wallet_tasks;
 
@@ -98,6 +99,10 @@ pub enum EngineError {
     /// The caller has as much under way as it may (outbound fetches); try again soon.
     #[error("{0}")]
     Busy(String),
+    /// A spending rule of the caller's device refuses the payment (`spending`); the
+    /// message names the rule and the figures.
+    #[error("{0}")]
+    Refused(String),
     #[error(transparent)]
     Store(#[from] StoreError),
     /// The seed cannot be stored or unlocked (a key source is missing or wrong).

@@ -23,6 +23,7 @@ use bark::movement::{MovementId, MovementStatus};
 use bark::persist::BarkPersister as _;
 
 use super::offchain::Ark;
+use super::spending::{Grant, Outcome, PaymentKind};
 use super::{Engine, EngineError, LoadedWallet};
 
 /// How long a request waits for an offboard bark paused to be broadcast before it
@@ -55,6 +56,17 @@ pub struct PendingOffboard {
     /// The movement that records it, once bark has created one (a send on-chain at its
     /// arkoor split, an offboard when the server has prepared the transaction).
     pub movement_id: Option<MovementId>,
+}
+
+/// How a granted offboard went: broadcast, done; paused, its movement's end decides.
+fn offboard_outcome(outcome: &OffboardOutcome) -> Outcome {
+    match outcome {
+        OffboardOutcome::Broadcast(_) => Outcome::Done,
+        OffboardOutcome::Pending(p) => Outcome::Pending {
+            movement_id: p.movement_id.map(|m| m.0),
+            payment_hash: None,
+        },
+    }
 }
 
 /// Where a paused offboard stands.
@@ -258,6 +270,24 @@ impl Ark<'_> {
     pub async fn offboard_all(
         &self,
         address: Option<&str>,
+        grant: Grant,
+    ) -> Result<OffboardOutcome, EngineError> {
+        let payment = Box::pin(self.offboard_all_now(address));
+        self.engine
+            .spending()
+            .spend(
+                grant,
+                PaymentKind::Offboard,
+                None,
+                payment,
+                offboard_outcome,
+            )
+            .await
+    }
+
+    async fn offboard_all_now(
+        &self,
+        address: Option<&str>,
     ) -> Result<OffboardOutcome, EngineError> {
         let address = self.engine.payout_address(address).await?;
         let loaded = self.engine.loaded().await?;
@@ -278,6 +308,25 @@ impl Ark<'_> {
 
     /// Offboard these VTXOs (all spendable) to `address` (default: the on-chain wallet).
     pub async fn offboard_vtxos(
+        &self,
+        ids: &[VtxoId],
+        address: Option<&str>,
+        grant: Grant,
+    ) -> Result<OffboardOutcome, EngineError> {
+        let payment = Box::pin(self.offboard_vtxos_now(ids, address));
+        self.engine
+            .spending()
+            .spend(
+                grant,
+                PaymentKind::Offboard,
+                None,
+                payment,
+                offboard_outcome,
+            )
+            .await
+    }
+
+    async fn offboard_vtxos_now(
         &self,
         ids: &[VtxoId],
         address: Option<&str>,
@@ -304,6 +353,25 @@ impl Ark<'_> {
     /// Pay `amount` on-chain to `destination` out of the Ark balance (the server's
     /// offboard fee comes on top).
     pub async fn send_onchain(
+        &self,
+        destination: &str,
+        amount: bitcoin::Amount,
+        grant: Grant,
+    ) -> Result<OffboardOutcome, EngineError> {
+        let payment = Box::pin(self.send_onchain_now(destination, amount));
+        self.engine
+            .spending()
+            .spend(
+                grant,
+                PaymentKind::Offboard,
+                Some(amount),
+                payment,
+                offboard_outcome,
+            )
+            .await
+    }
+
+    async fn send_onchain_now(
         &self,
         destination: &str,
         amount: bitcoin::Amount,

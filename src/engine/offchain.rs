@@ -9,6 +9,7 @@ use bitcoin::Amount;
 use bark::movement::MovementId;
 use bark::persist::BarkPersister;
 
+use super::spending::{Grant, Outcome, PaymentKind};
 use super::{Engine, EngineError};
 use crate::store::StoreError;
 
@@ -79,6 +80,26 @@ impl Ark<'_> {
     /// as an error would let the `Idempotency-Key` layer give the key back, and a
     /// client's retry would pay twice. So it is [`ArkPayment::Pending`] (202).
     pub async fn send(
+        &self,
+        destination: &ark::Address,
+        amount: Amount,
+        grant: Grant,
+    ) -> Result<ArkPayment, EngineError> {
+        let outcome = |paid: &ArkPayment| match paid {
+            ArkPayment::Sent(_) => Outcome::Done,
+            ArkPayment::Pending { movement_id } => Outcome::Pending {
+                movement_id: movement_id.map(|m| m.0),
+                payment_hash: None,
+            },
+        };
+        let payment = Box::pin(self.send_now(destination, amount));
+        self.engine
+            .spending()
+            .spend(grant, PaymentKind::Ark, Some(amount), payment, outcome)
+            .await
+    }
+
+    async fn send_now(
         &self,
         destination: &ark::Address,
         amount: Amount,

@@ -3,6 +3,7 @@
 use bark::onchain::OnchainWalletTrait;
 use bdk_wallet::Balance;
 
+use super::spending::{Grant, Outcome, PaymentKind};
 use super::{Engine, EngineError};
 
 /// The chain's regular (3-block) fee rate, refreshed first.
@@ -76,6 +77,24 @@ impl Onchain<'_> {
     pub async fn send(
         &self,
         destinations: &[(String, bitcoin::Amount)],
+        grant: Grant,
+    ) -> Result<bitcoin::Txid, EngineError> {
+        let total = destinations
+            .iter()
+            .try_fold(bitcoin::Amount::ZERO, |sum, (_, a)| sum.checked_add(*a))
+            .ok_or_else(|| EngineError::InvalidRequest("the amounts add up to too much".into()))?;
+        let payment = Box::pin(self.send_now(destinations));
+        self.engine
+            .spending()
+            .spend(grant, PaymentKind::Onchain, Some(total), payment, |_| {
+                Outcome::Done
+            })
+            .await
+    }
+
+    async fn send_now(
+        &self,
+        destinations: &[(String, bitcoin::Amount)],
     ) -> Result<bitcoin::Txid, EngineError> {
         if destinations.is_empty() {
             return Err(EngineError::InvalidRequest(
@@ -98,7 +117,21 @@ impl Onchain<'_> {
     }
 
     /// Send every on-chain coin to `destination`, less the fee.
-    pub async fn drain(&self, destination: &str) -> Result<bitcoin::Txid, EngineError> {
+    pub async fn drain(
+        &self,
+        destination: &str,
+        grant: Grant,
+    ) -> Result<bitcoin::Txid, EngineError> {
+        let payment = Box::pin(self.drain_now(destination));
+        self.engine
+            .spending()
+            .spend(grant, PaymentKind::Onchain, None, payment, |_| {
+                Outcome::Done
+            })
+            .await
+    }
+
+    async fn drain_now(&self, destination: &str) -> Result<bitcoin::Txid, EngineError> {
         let address = self.engine.address(destination).await?;
         let loaded = self.engine.loaded().await?;
         let fee_rate = regular_fee_rate(&loaded).await;

@@ -49,6 +49,7 @@ pub(super) fn failure(e: EngineError) -> Failure {
         EngineError::InvalidRequest(_) => Code::Other,
         EngineError::InsufficientFunds(_) => Code::InsufficientBalance,
         EngineError::Busy(_) => Code::RateLimited,
+        EngineError::Refused(_) => Code::QuotaExceeded,
         _ => Code::Internal,
     };
     Failure::new(code, message)

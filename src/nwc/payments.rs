@@ -21,6 +21,7 @@ use serde_json::{Value, json};
 
 use crate::engine::EngineError;
 use crate::engine::lightning::LightningDestination;
+use crate::engine::spending::{PaymentKind, Spender};
 use crate::nwc::methods::{Outcome, failure, invalid, params, payment_failure, whole_sats};
 use crate::nwc::protocol::{self, Code, Failure, Response};
 use crate::nwc::transactions::METADATA_KEY;
@@ -251,16 +252,27 @@ impl Nwc {
             egress: &self.egress,
             caller: &connection.record.id,
         };
-        let paid = self
+        // The connection's own limits were checked above (devices' rules are not its).
+        let paid = match self
             .engine
-            .lightning()
-            .pay(
-                &LightningDestination::Bolt11(invoice),
-                explicit,
-                None,
-                outbound,
-            )
-            .await;
+            .spending()
+            .authorize(&Spender::Nwc, PaymentKind::Lightning, None)
+            .await
+        {
+            Ok(grant) => {
+                self.engine
+                    .lightning()
+                    .pay(
+                        &LightningDestination::Bolt11(invoice),
+                        explicit,
+                        None,
+                        outbound,
+                        grant,
+                    )
+                    .await
+            }
+            Err(e) => Err(e),
+        };
         self.mark_in_history(connection, hash, p.metadata);
         match paid {
             Ok(started) if started.preimage.is_some() => {

@@ -14,6 +14,7 @@ mod chaos;
 mod console_funding;
 #[path = "../harness/mod.rs"]
 mod harness;
+mod household;
 mod interrupted_receive;
 mod interrupted_refresh;
 mod lightning;

@@ -30,6 +30,7 @@ mod openapi;
 mod pagination;
 mod provision;
 mod seed;
+mod spending;
 mod store_behaviour;
 mod store_crash;
 mod store_differential;

@@ -21,8 +21,9 @@ use crate::access::Caller;
 use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorResponse, NotFoundResponse};
 use crate::api::routes::Routes;
-use crate::api::v1::common::{WalletVtxoInfo, amount, outbound};
+use crate::api::v1::common::{WalletVtxoInfo, amount, grant, outbound};
 use crate::engine::lightning::{LightningDestination, receive_phase, send_phase};
+use crate::engine::spending::PaymentKind;
 
 /// The group's routes, each with who may call it (`api::routes`).
 pub(super) fn routes(routes: Routes) -> Routes {
@@ -103,10 +104,23 @@ pub async fn pay(
         .map(|sats| amount("amount_sat", sats))
         .transpose()?;
     let key = caller.credential.key();
+    let grant = grant(
+        &state,
+        &caller,
+        PaymentKind::Lightning,
+        destination.amount(amount),
+    )
+    .await?;
     let started = state
         .engine
         .lightning()
-        .pay(&destination, amount, req.comment, outbound(&state, &key))
+        .pay(
+            &destination,
+            amount,
+            req.comment,
+            outbound(&state, &key),
+            grant,
+        )
         .await?;
     Ok(Json(LightningPayResponse {
         message: if started.preimage.is_some() {

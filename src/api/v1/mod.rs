@@ -19,13 +19,14 @@ pub mod notifications;
 pub mod nwc;
 pub mod onchain;
 pub mod page_cache;
+pub mod rules;
 pub mod wallet;
 
 use crate::api::routes::Routes;
 
 /// Every `/api/v1` route, declared by its group (`api::routes`).
 pub fn routes() -> Routes {
-    let groups: [fn(Routes) -> Routes; 13] = [
+    let groups: [fn(Routes) -> Routes; 14] = [
         wallet::routes,
         onchain::routes,
         bitcoin::routes,
@@ -39,6 +40,7 @@ pub fn routes() -> Routes {
         devices::routes,
         backups::routes,
         nwc::routes,
+        rules::routes,
     ];
     groups
         .into_iter()

@@ -1,16 +1,18 @@
 //! The `onchain` group: the wallet's own on-chain (BDK) funds.
 
 use crate::api::routes::route;
-use axum::Json;
 use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::{Query, State};
+use axum::{Extension, Json};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+use crate::access::Caller;
 use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorResponse};
 use crate::api::routes::Routes;
-use crate::api::v1::common::{Page, PageQuery, amount};
+use crate::api::v1::common::{Page, PageQuery, amount, grant};
+use crate::engine::spending::PaymentKind;
 
 /// The group's routes, each with who may call it (`api::routes`).
 pub(super) fn routes(routes: Routes) -> Routes {
@@ -155,13 +157,16 @@ pub struct OnchainSendRequest {
 )]
 pub async fn onchain_send(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     body: Result<Json<OnchainSendRequest>, JsonRejection>,
 ) -> Result<Json<Send>, ApiError> {
     let Json(req) = body?;
+    let paying = amount("amount_sat", req.amount_sat)?;
+    let grant = grant(&state, &caller, PaymentKind::Onchain, Some(paying)).await?;
     let txid = state
         .engine
         .onchain()
-        .send(&[(req.destination, amount("amount_sat", req.amount_sat)?)])
+        .send(&[(req.destination, paying)], grant)
         .await?;
     Ok(Json(Send {
         txid: txid.to_string(),
@@ -210,6 +215,7 @@ fn parse_destination(text: &str) -> Result<(String, bitcoin::Amount), ApiError> 
 )]
 pub async fn onchain_send_many(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     body: Result<Json<OnchainSendManyRequest>, JsonRejection>,
 ) -> Result<Json<Send>, ApiError> {
     let Json(req) = body?;
@@ -218,7 +224,12 @@ pub async fn onchain_send_many(
         .iter()
         .map(|d| parse_destination(d))
         .collect::<Result<Vec<_>, _>>()?;
-    let txid = state.engine.onchain().send(&destinations).await?;
+    let total = destinations
+        .iter()
+        .try_fold(bitcoin::Amount::ZERO, |sum, (_, a)| sum.checked_add(*a))
+        .ok_or_else(|| ApiError::BadRequest("the amounts add up to too much".into()))?;
+    let grant = grant(&state, &caller, PaymentKind::Onchain, Some(total)).await?;
+    let txid = state.engine.onchain().send(&destinations, grant).await?;
     Ok(Json(Send {
         txid: txid.to_string(),
     }))
@@ -248,10 +259,16 @@ pub struct OnchainDrainRequest {
 )]
 pub async fn onchain_drain(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     body: Result<Json<OnchainDrainRequest>, JsonRejection>,
 ) -> Result<Json<Send>, ApiError> {
     let Json(req) = body?;
-    let txid = state.engine.onchain().drain(&req.destination).await?;
+    let grant = grant(&state, &caller, PaymentKind::Onchain, None).await?;
+    let txid = state
+        .engine
+        .onchain()
+        .drain(&req.destination, grant)
+        .await?;
     Ok(Json(Send {
         txid: txid.to_string(),
     }))

@@ -10,16 +10,18 @@
 pub mod model;
 
 use crate::api::routes::route;
-use axum::Json;
 use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
+use axum::{Extension, Json};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+use crate::access::Caller;
 use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorResponse, NotFoundResponse};
 use crate::api::routes::Routes;
-use crate::api::v1::common::{Fresh, parse_vtxo_id, parse_vtxo_ids};
+use crate::api::v1::common::{Fresh, grant, parse_vtxo_id, parse_vtxo_ids};
+use crate::engine::spending::PaymentKind;
 
 pub use model::{BlockRef, ExitError, ExitProgressStatus, ExitTransactionStatus};
 
@@ -67,8 +69,10 @@ pub struct ExitStartResponse {
 )]
 pub async fn exit_start_all(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
 ) -> Result<Json<ExitStartResponse>, ApiError> {
-    let started = state.engine.exits().start_all().await?;
+    let grant = grant(&state, &caller, PaymentKind::Exit, None).await?;
+    let started = state.engine.exits().start_all(grant).await?;
     Ok(Json(ExitStartResponse {
         message: "Exit started successfully".into(),
         started,
@@ -100,11 +104,13 @@ pub struct ExitStartRequest {
 )]
 pub async fn exit_start_vtxos(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     body: Result<Json<ExitStartRequest>, JsonRejection>,
 ) -> Result<Json<ExitStartResponse>, ApiError> {
     let Json(req) = body?;
     let ids = parse_vtxo_ids(&req.vtxos)?;
-    let started = state.engine.exits().start_vtxos(&ids).await?;
+    let grant = grant(&state, &caller, PaymentKind::Exit, None).await?;
+    let started = state.engine.exits().start_vtxos(&ids, grant).await?;
     Ok(Json(ExitStartResponse {
         message: "Exit started successfully".into(),
         started,
@@ -398,14 +404,16 @@ pub struct ExitClaimResponse {
 )]
 pub async fn exit_claim_all(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     body: Result<Json<ExitClaimAllRequest>, JsonRejection>,
 ) -> Result<Json<ExitClaimResponse>, ApiError> {
     let Json(req) = body?;
     let fee_rate = fee_rate_per_kvb(req.fee_rate)?;
+    let grant = grant(&state, &caller, PaymentKind::Exit, None).await?;
     let txid = state
         .engine
         .exits()
-        .claim(&req.destination, None, fee_rate)
+        .claim(&req.destination, None, fee_rate, grant)
         .await?;
     Ok(Json(ExitClaimResponse {
         message: "Exit claimed successfully".into(),
@@ -441,6 +449,7 @@ pub struct ExitClaimVtxosRequest {
 )]
 pub async fn exit_claim_vtxos(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     body: Result<Json<ExitClaimVtxosRequest>, JsonRejection>,
 ) -> Result<Json<ExitClaimResponse>, ApiError> {
     let Json(req) = body?;
@@ -449,10 +458,11 @@ pub async fn exit_claim_vtxos(
         return Err(ApiError::BadRequest("vtxos must not be empty".into()));
     }
     let fee_rate = fee_rate_per_kvb(req.fee_rate)?;
+    let grant = grant(&state, &caller, PaymentKind::Exit, None).await?;
     let txid = state
         .engine
         .exits()
-        .claim(&req.destination, Some(&ids), fee_rate)
+        .claim(&req.destination, Some(&ids), fee_rate, grant)
         .await?;
     Ok(Json(ExitClaimResponse {
         message: "Exit claimed successfully".into(),

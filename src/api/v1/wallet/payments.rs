@@ -13,7 +13,8 @@ use utoipa::ToSchema;
 use crate::access::Caller;
 use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorResponse, NotFoundResponse};
-use crate::api::v1::common::{Fresh, Movement, PageQuery, amount, outbound, parse_vtxo_ids};
+use crate::api::v1::common::{Fresh, Movement, PageQuery, amount, grant, outbound, parse_vtxo_ids};
+use crate::engine::spending::PaymentKind;
 use crate::engine::{ArkPayment, OffboardOutcome};
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -124,21 +125,24 @@ pub async fn send(
                 "a comment can only be sent to a Lightning address".into(),
             ));
         }
-        return Ok(match state.engine.ark().send(&address, amount).await? {
-            ArkPayment::Sent(movement) => SendAnswer::Done(SendResponse {
-                message: "Payment sent successfully".into(),
-                payment_hash: None,
-                movement_id: Some(movement.0),
-            }),
-            ArkPayment::Pending { movement_id } => SendAnswer::Pending(SendResponse {
-                message: "The payment has started but has not reached the recipient within a \
+        let grant = grant(&state, &caller, PaymentKind::Ark, Some(amount)).await?;
+        return Ok(
+            match state.engine.ark().send(&address, amount, grant).await? {
+                ArkPayment::Sent(movement) => SendAnswer::Done(SendResponse {
+                    message: "Payment sent successfully".into(),
+                    payment_hash: None,
+                    movement_id: Some(movement.0),
+                }),
+                ArkPayment::Pending { movement_id } => SendAnswer::Pending(SendResponse {
+                    message: "The payment has started but has not reached the recipient within a \
                     minute (Ark server or recipient's mailbox unreachable); it goes on in the \
                     background and shows in the history: do not send it again"
-                    .into(),
-                payment_hash: None,
-                movement_id: movement_id.map(|m| m.0),
-            }),
-        });
+                        .into(),
+                    payment_hash: None,
+                    movement_id: movement_id.map(|m| m.0),
+                }),
+            },
+        );
     }
     if destination.parse::<bitcoin::Address<_>>().is_ok() {
         return Err(ApiError::BadRequest(
@@ -151,10 +155,23 @@ pub async fn send(
             .map(|sats| amount("amount_sat", sats))
             .transpose()?;
         let key = caller.credential.key();
+        let grant = grant(
+            &state,
+            &caller,
+            PaymentKind::Lightning,
+            destination.amount(amount),
+        )
+        .await?;
         let started = state
             .engine
             .lightning()
-            .pay(&destination, amount, req.comment, outbound(&state, &key))
+            .pay(
+                &destination,
+                amount,
+                req.comment,
+                outbound(&state, &key),
+                grant,
+            )
             .await?;
         return Ok(SendAnswer::Done(SendResponse {
             message: "Payment initiated successfully".into(),
@@ -326,13 +343,15 @@ pub struct OffboardAllRequest {
 )]
 pub async fn offboard_all(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     body: Result<Json<OffboardAllRequest>, JsonRejection>,
 ) -> Result<OffboardResponse, ApiError> {
     let Json(req) = body?;
+    let grant = grant(&state, &caller, PaymentKind::Offboard, None).await?;
     let outcome = state
         .engine
         .ark()
-        .offboard_all(req.address.as_deref())
+        .offboard_all(req.address.as_deref(), grant)
         .await?;
     Ok(outcome.into())
 }
@@ -367,14 +386,16 @@ pub struct OffboardVtxosRequest {
 )]
 pub async fn offboard_vtxos(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     body: Result<Json<OffboardVtxosRequest>, JsonRejection>,
 ) -> Result<OffboardResponse, ApiError> {
     let Json(req) = body?;
     let ids = parse_vtxo_ids(&req.vtxos)?;
+    let grant = grant(&state, &caller, PaymentKind::Offboard, None).await?;
     let outcome = state
         .engine
         .ark()
-        .offboard_vtxos(&ids, req.address.as_deref())
+        .offboard_vtxos(&ids, req.address.as_deref(), grant)
         .await?;
     Ok(outcome.into())
 }
@@ -409,13 +430,16 @@ pub struct SendOnchainRequest {
 )]
 pub async fn send_onchain(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     body: Result<Json<SendOnchainRequest>, JsonRejection>,
 ) -> Result<OffboardResponse, ApiError> {
     let Json(req) = body?;
+    let paying = amount("amount_sat", req.amount_sat)?;
+    let grant = grant(&state, &caller, PaymentKind::Offboard, Some(paying)).await?;
     let outcome = state
         .engine
         .ark()
-        .send_onchain(&req.destination, amount("amount_sat", req.amount_sat)?)
+        .send_onchain(&req.destination, paying, grant)
         .await?;
     Ok(outcome.into())
 }

@@ -1,0 +1,318 @@
+//! Spending rules of paired devices (a Berth extension, `docs/household.md`): the
+//! owner sets a device's limits with `PUT /api/v1/devices/{id}/rules` and reads them
+//! and their budgets with `GET`; a device reads its own with `GET /api/v1/devices/me`.
+//! The engine enforces them on every payment (`engine::spending`).
+
+use crate::api::routes::route;
+use axum::extract::rejection::{JsonRejection, PathRejection};
+use axum::extract::{Path, State};
+use axum::{Extension, Json};
+use bitcoin::Amount;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::access::{Caller, Credential};
+use crate::api::AppState;
+use crate::api::error::{ApiError, ErrorResponse, NotFoundResponse};
+use crate::api::routes::Routes;
+use crate::engine::spending::{Budget, PaymentKind, Period, Rules, RulesView};
+
+/// The group's routes, each with who may call it (`api::routes`).
+pub(super) fn routes(routes: Routes) -> Routes {
+    routes
+        .admin(route!(get_device_rules))
+        .admin(route!(set_device_rules))
+        .read(route!(my_device))
+}
+
+/// A device's spending rules. Every field may be left out: an absent limit is no
+/// limit.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SpendingRules {
+    /// The most one payment may be, in sats.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_payment_sat: Option<u64>,
+    /// At most so much per period, one budget per period; several at once (a day's
+    /// and a month's, say). Periods are calendar periods in the box's time zone: a
+    /// `day` from midnight, a `week` from Monday, a `month` from the 1st, a `year`
+    /// from 1 January.
+    #[serde(default)]
+    pub budgets: Vec<BudgetRule>,
+    /// The kinds of payment allowed, of `ark`, `lightning`, `onchain`, `offboard`,
+    /// `exit`. Absent: every kind.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kinds: Option<Vec<String>>,
+    /// What happens to a payment over a limit: `refuse` (403, `code`
+    /// `spending_rule`). The default and, for now, the only choice: approval by the
+    /// owner is not served yet.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub over_limit: Option<String>,
+}
+
+/// One budget.
+#[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BudgetRule {
+    pub amount_sat: u64,
+    /// `day`, `week`, `month` or `year`.
+    pub period: String,
+}
+
+/// Where one budget stands.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct BudgetStatus {
+    pub period: String,
+    pub amount_sat: u64,
+    /// Spent, or reserved by payments under way, this period.
+    pub used_sat: u64,
+    pub left_sat: u64,
+    /// When the next period begins (RFC 3339, in the box's time zone).
+    pub renews_at: chrono::DateTime<chrono::FixedOffset>,
+}
+
+/// A device's rules and where its budgets stand.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DeviceRules {
+    pub device_id: String,
+    /// `null`: the device has no rules (it may spend as its scopes allow).
+    pub rules: Option<SpendingRules>,
+    pub budgets: Vec<BudgetStatus>,
+}
+
+/// The caller as it sees itself.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct MyDevice {
+    /// The device's id; `null` for the admin token.
+    pub id: Option<String>,
+    pub name: Option<String>,
+    /// What this credential may do: `read`, `receive`, `send`, `admin`.
+    pub scopes: Vec<String>,
+    /// Its spending rules (`null`: none; the admin token has none).
+    pub rules: Option<SpendingRules>,
+    pub budgets: Vec<BudgetStatus>,
+}
+
+impl SpendingRules {
+    /// The engine's rules, or what is wrong with these.
+    fn parse(&self) -> Result<Rules, ApiError> {
+        let bad = |m: String| ApiError::BadRequest(m);
+        if let Some(over) = &self.over_limit
+            && over != "refuse"
+        {
+            return Err(bad(format!(
+                "over_limit: {over:?}; only \"refuse\" is served (approval by the owner is not \
+                 served yet)"
+            )));
+        }
+        let budgets = self
+            .budgets
+            .iter()
+            .map(|b| {
+                let period = Period::parse(&b.period).ok_or_else(|| {
+                    bad(format!(
+                        "budgets: period {:?}; one of day, week, month, year",
+                        b.period
+                    ))
+                })?;
+                Ok(Budget {
+                    amount: crate::api::v1::common::amount("budgets: amount_sat", b.amount_sat)?,
+                    period,
+                })
+            })
+            .collect::<Result<Vec<_>, ApiError>>()?;
+        let kinds = match &self.kinds {
+            None => None,
+            Some(names) => Some(
+                names
+                    .iter()
+                    .map(|k| {
+                        PaymentKind::parse(k).ok_or_else(|| {
+                            bad(format!(
+                                "kinds: {k:?}; of ark, lightning, onchain, offboard, exit"
+                            ))
+                        })
+                    })
+                    .collect::<Result<Vec<_>, ApiError>>()?,
+            ),
+        };
+        let max_payment = self
+            .max_payment_sat
+            .map(|s| crate::api::v1::common::amount("max_payment_sat", s))
+            .transpose()?;
+        Ok(Rules {
+            max_payment,
+            budgets,
+            kinds,
+        })
+    }
+}
+
+impl From<&Rules> for SpendingRules {
+    fn from(r: &Rules) -> Self {
+        SpendingRules {
+            max_payment_sat: r.max_payment.map(Amount::to_sat),
+            budgets: r
+                .budgets
+                .iter()
+                .map(|b| BudgetRule {
+                    amount_sat: b.amount.to_sat(),
+                    period: b.period.as_str().into(),
+                })
+                .collect(),
+            kinds: r
+                .kinds
+                .as_ref()
+                .map(|k| k.iter().map(|k| k.as_str().to_string()).collect()),
+            over_limit: Some("refuse".into()),
+        }
+    }
+}
+
+fn budgets(view: Option<&RulesView>) -> Vec<BudgetStatus> {
+    view.map(|v| {
+        v.budgets
+            .iter()
+            .map(|b| BudgetStatus {
+                period: b.budget.period.as_str().into(),
+                amount_sat: b.budget.amount.to_sat(),
+                used_sat: b.used.to_sat(),
+                left_sat: b.left.to_sat(),
+                renews_at: b.renews_at.fixed_offset(),
+            })
+            .collect()
+    })
+    .unwrap_or_default()
+}
+
+/// The device `id`, or 404.
+async fn device(state: &AppState, id: &str) -> Result<crate::access::devices::Device, ApiError> {
+    state
+        .devices
+        .list()
+        .await
+        .map_err(|e| ApiError::store("listing devices", e))?
+        .into_iter()
+        .find(|d| d.id == id)
+        .ok_or_else(|| ApiError::NotFound {
+            message: format!("no device {id}"),
+            resources: vec![id.to_string()],
+        })
+}
+
+async fn rules_of(state: &AppState, id: &str) -> Result<DeviceRules, ApiError> {
+    let view = state.engine.spending().rules(id).await?;
+    Ok(DeviceRules {
+        device_id: id.to_string(),
+        rules: view.as_ref().map(|v| SpendingRules::from(&v.rules)),
+        budgets: budgets(view.as_ref()),
+    })
+}
+
+/// `GET /api/v1/devices/{id}/rules`
+#[utoipa::path(
+    get,
+    path = "/devices/{id}/rules",
+    tag = "devices",
+    summary = "A device's spending rules",
+    description = "The device's spending rules and where each budget stands this period \
+        (admin scope). `rules` is `null` for a device without rules.",
+    params(("id" = String, Path, description = "The device's id")),
+    responses(
+        (status = 200, description = "The rules", body = DeviceRules),
+        (status = 404, description = "No such device", body = NotFoundResponse),
+        (status = 500, description = "Internal error", body = ErrorResponse),
+    )
+)]
+pub async fn get_device_rules(
+    State(state): State<AppState>,
+    id: Result<Path<String>, PathRejection>,
+) -> Result<Json<DeviceRules>, ApiError> {
+    let Path(id) = id?;
+    device(&state, &id).await?;
+    Ok(Json(rules_of(&state, &id).await?))
+}
+
+/// `PUT /api/v1/devices/{id}/rules`
+#[utoipa::path(
+    put,
+    path = "/devices/{id}/rules",
+    tag = "devices",
+    summary = "Set a device's spending rules",
+    description = "Replaces the device's spending rules (admin scope): a per-payment maximum, \
+        budgets per calendar period, the kinds of payment allowed. A payment over a rule is \
+        refused with 403 and `code` `spending_rule`, its message naming the rule and what is \
+        left, before the wallet, its funds or the network are touched. What a budget whose \
+        period stays has used this period stays used. Payments whose amount is not known \
+        before they are made (offboarding everything or chosen VTXOs, draining the on-chain \
+        wallet) are refused to a device with a per-payment maximum or a budget. The admin \
+        token has no rules.",
+    params(("id" = String, Path, description = "The device's id")),
+    request_body = SpendingRules,
+    responses(
+        (status = 200, description = "The rules as set", body = DeviceRules),
+        (status = 400, description = "Malformed rules", body = ErrorResponse),
+        (status = 404, description = "No such device", body = NotFoundResponse),
+        (status = 500, description = "Internal error", body = ErrorResponse),
+    )
+)]
+pub async fn set_device_rules(
+    State(state): State<AppState>,
+    id: Result<Path<String>, PathRejection>,
+    body: Result<Json<SpendingRules>, JsonRejection>,
+) -> Result<Json<DeviceRules>, ApiError> {
+    let Path(id) = id?;
+    let Json(body) = body?;
+    let rules = body.parse()?;
+    if !state.engine.spending().set_rules(&id, Some(rules)).await? {
+        return Err(ApiError::NotFound {
+            message: format!("no device {id}"),
+            resources: vec![id],
+        });
+    }
+    Ok(Json(rules_of(&state, &id).await?))
+}
+
+/// `GET /api/v1/devices/me`
+#[utoipa::path(
+    get,
+    path = "/devices/me",
+    tag = "devices",
+    summary = "This device",
+    description = "The calling credential as it sees itself: its device, scopes, spending \
+        rules and where its budgets stand (read scope). The admin token has no device and no \
+        rules.",
+    responses(
+        (status = 200, description = "This device", body = MyDevice),
+        (status = 500, description = "Internal error", body = ErrorResponse),
+    )
+)]
+pub async fn my_device(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+) -> Result<Json<MyDevice>, ApiError> {
+    let scopes = caller
+        .scopes
+        .names()
+        .into_iter()
+        .map(String::from)
+        .collect();
+    let Credential::Device(id) = &caller.credential else {
+        return Ok(Json(MyDevice {
+            id: None,
+            name: None,
+            scopes,
+            rules: None,
+            budgets: Vec::new(),
+        }));
+    };
+    let me = device(&state, id).await?;
+    let rules = rules_of(&state, id).await?;
+    Ok(Json(MyDevice {
+        id: Some(me.id),
+        name: Some(me.name),
+        scopes,
+        rules: rules.rules,
+        budgets: rules.budgets,
+    }))
+}

@@ -1,0 +1,1007 @@
+//! Spending rules: what a paired device may pay, enforced here, in the engine, so that
+//! no way in (the REST API, the console) can pass them by.
+//!
+//! Every engine method that moves money takes a [`Grant`], and a grant is made only by
+//! [`Spending::authorize`]: for a device with rules, after checking them and reserving
+//! the amount against its budgets in one store transaction (so a hundred payments at
+//! once cannot together pass a budget), before the wallet, its funds or the network
+//! are touched (a payment over a limit is refused while the wallet is offline too).
+//! The method that spends the grant says how the payment went: failed at once, the
+//! amount goes back; done, it stays; under way, the reservation waits for the
+//! payment's movement to end ([`Engine::spawn_spending_follower`]), across restarts.
+//!
+//! Who has no rules: the admin token, the autopilot (its exits protect the wallet's
+//! own funds), Nostr Wallet Connect connections (their own limits, `docs/nwc.md`), and
+//! a device the owner has set none for. Periods are calendar periods in the box's time
+//! zone: a day from midnight, a week from Monday, a month from the 1st, a year from
+//! 1 January. `docs/household.md` is the owner's account.
+
+use std::sync::Arc;
+use std::time::Duration as StdDuration;
+
+use bitcoin::Amount;
+use chrono::{DateTime, Datelike, Duration, Local, NaiveDate, TimeZone};
+
+use crate::engine::{Engine, EngineError};
+use crate::store::spending::{BudgetRecord, Reserved, SpendReservationRecord, SpendingRulesRecord};
+
+/// For tests of periods without waiting for them: seconds added to the clock the rules
+/// read. Ships in the release binary like the store's fault trigger (the binary tested
+/// is the binary run), off unless set, and berthd warns at start when it is.
+pub const CLOCK_OFFSET_ENV: &str = "BERTH_SPENDING_CLOCK_OFFSET_SECS";
+
+/// A reservation whose payment never said how it ended is forgotten after this: no
+/// period is longer.
+const KEEP_UNRESOLVED: StdDuration = StdDuration::from_secs(367 * 86_400);
+
+/// The most budgets one device may have.
+pub const MAX_BUDGETS: usize = 8;
+
+/// The kinds of payment a rule can allow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PaymentKind {
+    /// To an Ark address, out of round.
+    Ark,
+    /// A Lightning invoice, offer, address or LNURL.
+    Lightning,
+    /// From the on-chain wallet.
+    Onchain,
+    /// From Ark to a bitcoin address (offboard, send on-chain).
+    Offboard,
+    /// Unilateral exits: started, and claimed to an address.
+    Exit,
+}
+
+impl PaymentKind {
+    pub const ALL: [PaymentKind; 5] = [
+        PaymentKind::Ark,
+        PaymentKind::Lightning,
+        PaymentKind::Onchain,
+        PaymentKind::Offboard,
+        PaymentKind::Exit,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PaymentKind::Ark => "ark",
+            PaymentKind::Lightning => "lightning",
+            PaymentKind::Onchain => "onchain",
+            PaymentKind::Offboard => "offboard",
+            PaymentKind::Exit => "exit",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<PaymentKind> {
+        PaymentKind::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+}
+
+/// A budget's period.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Period {
+    Day,
+    Week,
+    Month,
+    Year,
+}
+
+impl Period {
+    pub const ALL: [Period; 4] = [Period::Day, Period::Week, Period::Month, Period::Year];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Period::Day => "day",
+            Period::Week => "week",
+            Period::Month => "month",
+            Period::Year => "year",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Period> {
+        Period::ALL.into_iter().find(|p| p.as_str() == s)
+    }
+
+    /// The first day of the period `day` is in.
+    fn first_day(self, day: NaiveDate) -> NaiveDate {
+        match self {
+            Period::Day => day,
+            Period::Week => day - Duration::days(i64::from(day.weekday().num_days_from_monday())),
+            Period::Month => day.with_day(1).unwrap_or(day),
+            Period::Year => NaiveDate::from_ymd_opt(day.year(), 1, 1).unwrap_or(day),
+        }
+    }
+
+    /// The first day of the period after the one that began on `first`.
+    fn next_first_day(self, first: NaiveDate) -> NaiveDate {
+        match self {
+            Period::Day => first + Duration::days(1),
+            Period::Week => first + Duration::days(7),
+            Period::Month => first
+                .checked_add_months(chrono::Months::new(1))
+                .unwrap_or(first),
+            Period::Year => first
+                .checked_add_months(chrono::Months::new(12))
+                .unwrap_or(first),
+        }
+    }
+
+    /// When the period `now` is in began, in the time zone of `now`.
+    pub fn start<Tz: TimeZone>(self, now: &DateTime<Tz>) -> DateTime<Tz> {
+        midnight(&now.timezone(), self.first_day(now.date_naive()))
+    }
+
+    /// When the period `now` is in ends (the next one begins).
+    pub fn end<Tz: TimeZone>(self, now: &DateTime<Tz>) -> DateTime<Tz> {
+        let first = self.first_day(now.date_naive());
+        midnight(&now.timezone(), self.next_first_day(first))
+    }
+}
+
+/// The start of `day` in `tz`: midnight, or the first moment of the day where a
+/// daylight-saving change skips midnight.
+fn midnight<Tz: TimeZone>(tz: &Tz, day: NaiveDate) -> DateTime<Tz> {
+    let mut at = day.and_hms_opt(0, 0, 0).unwrap_or_default();
+    for _ in 0..4 {
+        if let Some(t) = tz.from_local_datetime(&at).earliest() {
+            return t;
+        }
+        at += Duration::minutes(30);
+    }
+    tz.from_utc_datetime(&day.and_hms_opt(0, 0, 0).unwrap_or_default())
+}
+
+/// The clock the rules read: the box's, in its time zone (plus [`CLOCK_OFFSET_ENV`]).
+pub fn now() -> DateTime<Local> {
+    Local::now() + Duration::seconds(clock_offset())
+}
+
+/// [`CLOCK_OFFSET_ENV`], read once.
+pub fn clock_offset() -> i64 {
+    static OFFSET: std::sync::OnceLock<i64> = std::sync::OnceLock::new();
+    *OFFSET.get_or_init(|| {
+        std::env::var(CLOCK_OFFSET_ENV)
+            .ok()
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0)
+    })
+}
+
+fn micros<Tz: TimeZone>(t: &DateTime<Tz>) -> u64 {
+    u64::try_from(t.timestamp_micros()).unwrap_or(0)
+}
+
+/// One budget as the owner sets it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Budget {
+    pub amount: Amount,
+    pub period: Period,
+}
+
+/// A device's rules as the owner sets them. Absent limits are no limits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rules {
+    pub max_payment: Option<Amount>,
+    pub budgets: Vec<Budget>,
+    /// `None`: every kind.
+    pub kinds: Option<Vec<PaymentKind>>,
+}
+
+/// Where one budget stands now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BudgetUse {
+    pub budget: Budget,
+    pub used: Amount,
+    pub left: Amount,
+    pub renews_at: DateTime<Local>,
+}
+
+/// A device's rules and where its budgets stand.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RulesView {
+    pub rules: Rules,
+    pub budgets: Vec<BudgetUse>,
+}
+
+/// Who asks to spend.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Spender {
+    /// The admin token and the autopilot: no rules.
+    Owner,
+    /// A paired device (a phone, an app, a console session): its rules, if it has any.
+    Device(String),
+    /// A Nostr Wallet Connect connection: its own limits, checked by `nwc`.
+    Nwc,
+}
+
+impl Spender {
+    pub fn of(credential: &crate::access::Credential) -> Spender {
+        match credential {
+            crate::access::Credential::Admin => Spender::Owner,
+            crate::access::Credential::Device(id) => Spender::Device(id.clone()),
+        }
+    }
+}
+
+/// Leave to make one payment of a kind and at most an amount: made only by
+/// [`Spending::authorize`], and taken by every engine method that moves money.
+#[derive(Debug)]
+#[must_use = "a grant reserves budget until the payment it was made for says how it went"]
+pub struct Grant {
+    kind: PaymentKind,
+    /// The most the payment may be (`None`: not limited, for a spender without rules).
+    amount: Option<Amount>,
+    /// The reservation against the device's budgets, when one was made.
+    reservation: Option<[u8; 16]>,
+}
+
+impl Grant {
+    /// That this grant covers a payment of `kind` and `amount`: the method that spends
+    /// it checks, so a grant made for one payment cannot pay another.
+    pub(crate) fn covers(
+        &self,
+        kind: PaymentKind,
+        amount: Option<Amount>,
+    ) -> Result<(), EngineError> {
+        let within = match (self.amount, amount) {
+            (None, _) => true,
+            (Some(granted), Some(asked)) => asked <= granted,
+            (Some(_), None) => false,
+        };
+        if self.kind != kind || !within {
+            return Err(EngineError::Internal {
+                context: "checking a payment against its grant",
+                source: anyhow::anyhow!(
+                    "a grant for {} of {:?} cannot pay {} of {:?}",
+                    self.kind.as_str(),
+                    self.amount,
+                    kind.as_str(),
+                    amount
+                ),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// How a granted payment went, as the method that made it knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// It was not made: the amount goes back.
+    Failed,
+    /// It is done: the amount stays spent.
+    Done,
+    /// It goes on in the background: its end decides (its movement, or the Lightning
+    /// send of this payment hash).
+    Pending {
+        movement_id: Option<u32>,
+        payment_hash: Option<[u8; 32]>,
+    },
+}
+
+/// A refusal by a rule, for the client: it names the rule and the figures.
+fn refused(message: String) -> EngineError {
+    EngineError::Refused(message)
+}
+
+fn sats(amount: u64) -> String {
+    // 12,345 as people write it.
+    let digits = amount.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// The rules' check of one payment, inside the reservation's transaction: renew the
+/// periods, then the kind, the per-payment limit and each budget; on success the
+/// amount is taken from every budget.
+fn check(
+    record: &mut SpendingRulesRecord,
+    kind: PaymentKind,
+    amount: Option<Amount>,
+    device_id: &str,
+    now: &DateTime<Local>,
+) -> Result<SpendReservationRecord, String> {
+    renew(record, now);
+    if let Some(kinds) = &record.kinds
+        && !kinds.iter().any(|k| k == kind.as_str())
+    {
+        return Err(format!(
+            "this device may not make {} payments (allowed: {})",
+            kind.as_str(),
+            if kinds.is_empty() {
+                "none".to_string()
+            } else {
+                kinds.join(", ")
+            }
+        ));
+    }
+    let limited = record.max_payment_sat.is_some() || !record.budgets.is_empty();
+    let amount = match amount {
+        Some(amount) => amount.to_sat(),
+        None if limited => {
+            return Err(
+                "this device has spending limits, and the amount of this payment is not known \
+                 before it is made (the whole balance, or every exit): ask the owner"
+                    .to_string(),
+            );
+        }
+        None => 0,
+    };
+    if let Some(max) = record.max_payment_sat
+        && amount > max
+    {
+        return Err(format!(
+            "payment of {} sat exceeds this device's limit of {} sat per payment",
+            sats(amount),
+            sats(max)
+        ));
+    }
+    for budget in &record.budgets {
+        let left = budget.amount_sat.saturating_sub(budget.used_sat);
+        if amount > left {
+            return Err(format!(
+                "payment of {} sat exceeds this device's budget: {} of {} sat left this {}",
+                sats(amount),
+                sats(left),
+                sats(budget.amount_sat),
+                budget.period
+            ));
+        }
+    }
+    let mut taken = Vec::with_capacity(record.budgets.len());
+    for budget in &mut record.budgets {
+        budget.used_sat = budget.used_sat.saturating_add(amount);
+        taken.push((budget.period.clone(), budget.period_start_us));
+    }
+    Ok(SpendReservationRecord {
+        device_id: device_id.to_string(),
+        kind: kind.as_str().to_string(),
+        amount_sat: amount,
+        at_us: micros(now),
+        taken,
+        movement_id: None,
+        payment_hash: None,
+    })
+}
+
+/// Bring every budget to the period `now` is in: a new period starts with nothing used.
+fn renew(record: &mut SpendingRulesRecord, now: &DateTime<Local>) {
+    for budget in &mut record.budgets {
+        let Some(period) = Period::parse(&budget.period) else {
+            continue;
+        };
+        let start = micros(&period.start(now));
+        if budget.period_start_us != start {
+            budget.period_start_us = start;
+            budget.used_sat = 0;
+        }
+    }
+}
+
+/// The rules of a stored record.
+fn rules_of(record: &SpendingRulesRecord) -> Rules {
+    Rules {
+        max_payment: record.max_payment_sat.map(Amount::from_sat),
+        budgets: record
+            .budgets
+            .iter()
+            .filter_map(|b| {
+                Some(Budget {
+                    amount: Amount::from_sat(b.amount_sat),
+                    period: Period::parse(&b.period)?,
+                })
+            })
+            .collect(),
+        kinds: record
+            .kinds
+            .as_ref()
+            .map(|k| k.iter().filter_map(|k| PaymentKind::parse(k)).collect()),
+    }
+}
+
+impl Engine {
+    pub fn spending(&self) -> Spending<'_> {
+        Spending { engine: self }
+    }
+
+    /// Follow the wallet's events and end each reserved payment when its movement
+    /// does (a failed one gives its amount back), across restarts.
+    pub fn spawn_spending_follower(self: &Arc<Self>) -> tokio::task::JoinHandle<()> {
+        let engine = Arc::clone(self);
+        self.tasks.spawn(
+            "spending",
+            move || {
+                let engine = Arc::clone(&engine);
+                async move {
+                    engine
+                        .follow_reservations()
+                        .await
+                        .map_err(|e| e.to_string())
+                }
+            },
+            || tokio::time::sleep(StdDuration::from_secs(5)),
+        )
+    }
+
+    async fn follow_reservations(&self) -> Result<(), EngineError> {
+        use crate::events::{MAX_PAGE, Woken};
+        let mut cursor = self.events.latest_id();
+        // What ended while berthd was stopped (or before this follower began).
+        self.end_finished_reservations(&[]).await?;
+        loop {
+            let deadline = tokio::time::Instant::now() + StdDuration::from_secs(60);
+            let (page, woken) = self.events.wait_after(cursor, MAX_PAGE, deadline).await?;
+            if woken == Woken::Shutdown {
+                return Ok(());
+            }
+            if page.missed && page.events.is_empty() {
+                cursor = self.events.latest_id();
+                self.end_finished_reservations(&[]).await?;
+                continue;
+            }
+            cursor = page.next_cursor(cursor);
+            let ended: Vec<&bark::movement::Movement> = page
+                .events
+                .iter()
+                .filter_map(|e| e.movement.as_ref())
+                .filter(|m| m.status != bark::movement::MovementStatus::Pending)
+                .collect();
+            if !ended.is_empty() {
+                self.end_finished_reservations(&ended).await?;
+            }
+        }
+    }
+
+    /// End every reservation whose payment has ended: its movement (by id, or the
+    /// Lightning send of its payment hash) finished. Failed or canceled: the amount
+    /// goes back. `ended`: movements that just ended (from the event log), which
+    /// decide for the reservations they are the payments of; with none, each
+    /// reservation's payment is looked up (at start, and when a payment is answered).
+    async fn end_finished_reservations(
+        &self,
+        ended: &[&bark::movement::Movement],
+    ) -> Result<(), EngineError> {
+        use bark::movement::MovementStatus as S;
+        let sends = bark::subsystem::Subsystem::LIGHTNING_SEND.as_name();
+        let is_payment_of = |m: &bark::movement::Movement, r: &SpendReservationRecord| {
+            r.movement_id == Some(m.id.0)
+                || (m.subsystem.name == sends
+                    && r.payment_hash.is_some_and(|hash| {
+                        m.metadata.get("payment_hash").and_then(|v| v.as_str())
+                            == Some(&ark::lightning::PaymentHash::from(hash).to_string())
+                    }))
+        };
+        let reservations = self.store.spending_reservations().await?;
+        let year_ago = micros(&now()).saturating_sub(KEEP_UNRESOLVED.as_micros() as u64);
+        for (id, reservation) in reservations {
+            // Older than any period: it counts against no budget any more.
+            if reservation.at_us < year_ago {
+                self.store.spending_finish(id, true).await?;
+                continue;
+            }
+            // A movement just ended decides. (bark keeps a Lightning send's checkpoint
+            // while it revokes a failed one, after its movement failed: looked up then,
+            // it would still seem under way.)
+            let status = if !ended.is_empty() {
+                ended
+                    .iter()
+                    .find(|m| is_payment_of(m, &reservation))
+                    .map(|m| m.status)
+            } else {
+                match (reservation.movement_id, reservation.payment_hash) {
+                    (Some(movement), _) => self.movement_status(movement).await?,
+                    (None, Some(hash)) => self.lightning_send_status(hash).await?,
+                    // Reserved, then berthd stopped before the payment said what it
+                    // became: it stays reserved until its period ends (never too little
+                    // counted).
+                    (None, None) => None,
+                }
+            };
+            tracing::debug!(target: "berth::spending", device = %reservation.device_id,
+                amount_sat = reservation.amount_sat, ?status, "a reserved payment looked at");
+            match status {
+                Some(S::Successful) => {
+                    self.store.spending_finish(id, true).await?;
+                }
+                Some(S::Failed | S::Canceled) => {
+                    self.store.spending_finish(id, false).await?;
+                    tracing::info!(target: "berth::spending", device = %reservation.device_id,
+                        amount_sat = reservation.amount_sat,
+                        "a reserved payment failed; its amount is back in the device's budgets");
+                }
+                Some(S::Pending) | None => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Engine {
+    /// A movement's status, from the store (`None`: no such movement).
+    async fn movement_status(
+        &self,
+        id: u32,
+    ) -> Result<Option<bark::movement::MovementStatus>, EngineError> {
+        use bark::persist::BarkPersister;
+        match BarkPersister::get_movement_by_id(&self.store, bark::movement::MovementId(id)).await {
+            Ok(movement) => Ok(Some(movement.status)),
+            Err(e)
+                if matches!(
+                    e.downcast_ref(),
+                    Some(crate::store::StoreError::NotFound(_))
+                ) =>
+            {
+                Ok(None)
+            }
+            Err(e) => Err(EngineError::internal("reading a movement")(e)),
+        }
+    }
+
+    /// How the Lightning payment of `hash` stands, as a movement's status (`None`
+    /// while the wallet is not open: asked again later).
+    async fn lightning_send_status(
+        &self,
+        hash: [u8; 32],
+    ) -> Result<Option<bark::movement::MovementStatus>, EngineError> {
+        use bark::actions::lightning::pay::LightningSendState as L;
+        use bark::movement::MovementStatus as S;
+        let hash = ark::lightning::PaymentHash::from(hash);
+        match self.lightning().send(hash).await {
+            Ok(lookup) => Ok(Some(match lookup.state {
+                L::Paid(_) => S::Successful,
+                // A failed send keeps its checkpoint while bark revokes it, after its
+                // movement failed: the movement decides.
+                L::InProgress(_) => match self.lightning().send_movement(hash).await? {
+                    Some(m) => m.status,
+                    None => S::Pending,
+                },
+                // Refused or failed, its funds back (bark keeps no record of a send that
+                // never began).
+                L::Unknown => S::Failed,
+            })),
+            Err(EngineError::NotLoaded | EngineError::Locked | EngineError::NoWallet) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// The spending rules, on the engine.
+pub struct Spending<'a> {
+    engine: &'a Engine,
+}
+
+impl Spending<'_> {
+    /// A device's rules and where its budgets stand now; `None` without rules.
+    pub async fn rules(&self, device_id: &str) -> Result<Option<RulesView>, EngineError> {
+        let Some(mut record) = self.engine.store.spending_rules(device_id).await? else {
+            return Ok(None);
+        };
+        let now = now();
+        renew(&mut record, &now);
+        let rules = rules_of(&record);
+        let budgets = record
+            .budgets
+            .iter()
+            .filter_map(|b| {
+                let period = Period::parse(&b.period)?;
+                Some(BudgetUse {
+                    budget: Budget {
+                        amount: Amount::from_sat(b.amount_sat),
+                        period,
+                    },
+                    used: Amount::from_sat(b.used_sat),
+                    left: Amount::from_sat(b.amount_sat.saturating_sub(b.used_sat)),
+                    renews_at: period.end(&now),
+                })
+            })
+            .collect();
+        Ok(Some(RulesView { rules, budgets }))
+    }
+
+    /// Replace a device's rules (`None`: none). What each budget whose period is kept
+    /// has used this period stays used. `Ok(false)`: no such device.
+    pub async fn set_rules(
+        &self,
+        device_id: &str,
+        rules: Option<Rules>,
+    ) -> Result<bool, EngineError> {
+        if let Some(rules) = &rules {
+            if rules.budgets.len() > MAX_BUDGETS {
+                return Err(EngineError::InvalidRequest(format!(
+                    "budgets: at most {MAX_BUDGETS}"
+                )));
+            }
+            for (i, b) in rules.budgets.iter().enumerate() {
+                if b.amount == Amount::ZERO {
+                    return Err(EngineError::InvalidRequest(
+                        "budgets: amount_sat must be above 0 (to forbid a kind of payment, \
+                         leave it out of kinds)"
+                            .into(),
+                    ));
+                }
+                if rules.budgets[..i].iter().any(|o| o.period == b.period) {
+                    return Err(EngineError::InvalidRequest(format!(
+                        "budgets: one budget per period ({} twice)",
+                        b.period.as_str()
+                    )));
+                }
+            }
+            if rules.max_payment == Some(Amount::ZERO) {
+                return Err(EngineError::InvalidRequest(
+                    "max_payment_sat must be above 0".into(),
+                ));
+            }
+        }
+        let now = now();
+        let found = self
+            .engine
+            .store
+            .set_spending_rules(device_id, move |old| {
+                let rules = rules?;
+                let budgets = rules
+                    .budgets
+                    .iter()
+                    .map(|b| {
+                        let start = micros(&b.period.start(&now));
+                        let used = old
+                            .as_ref()
+                            .and_then(|o| {
+                                o.budgets.iter().find(|ob| {
+                                    ob.period == b.period.as_str() && ob.period_start_us == start
+                                })
+                            })
+                            .map_or(0, |ob| ob.used_sat);
+                        BudgetRecord {
+                            amount_sat: b.amount.to_sat(),
+                            period: b.period.as_str().to_string(),
+                            used_sat: used,
+                            period_start_us: start,
+                        }
+                    })
+                    .collect();
+                Some(SpendingRulesRecord {
+                    max_payment_sat: rules.max_payment.map(Amount::to_sat),
+                    budgets,
+                    kinds: rules
+                        .kinds
+                        .map(|k| k.iter().map(|k| k.as_str().to_string()).collect()),
+                    over_limit: "refuse".into(),
+                })
+            })
+            .await?;
+        Ok(found)
+    }
+
+    /// Leave for `who` to make a payment of `kind` and `amount` (`None` when it is not
+    /// known before the payment: the whole balance, every exit). A device's rules are
+    /// checked and the amount reserved against its budgets, or the payment is refused
+    /// ([`EngineError::Refused`], naming the rule).
+    pub async fn authorize(
+        &self,
+        who: &Spender,
+        kind: PaymentKind,
+        amount: Option<Amount>,
+    ) -> Result<Grant, EngineError> {
+        let device_id = match who {
+            Spender::Owner | Spender::Nwc => {
+                return Ok(Grant {
+                    kind,
+                    amount: None,
+                    reservation: None,
+                });
+            }
+            Spender::Device(id) => id.clone(),
+        };
+        let mut reservation = [0u8; 16];
+        getrandom::fill(&mut reservation).map_err(|e| EngineError::Internal {
+            context: "making a reservation id",
+            source: anyhow::anyhow!("{e}"),
+        })?;
+        let now = now();
+        let id = device_id.clone();
+        let reserved = self
+            .engine
+            .store
+            .spending_reserve(&device_id, reservation, move |record| {
+                check(record, kind, amount, &id, &now)
+            })
+            .await?;
+        match reserved {
+            Reserved::NoRules => Ok(Grant {
+                kind,
+                amount: None,
+                reservation: None,
+            }),
+            Reserved::Taken => Ok(Grant {
+                kind,
+                amount,
+                reservation: Some(reservation),
+            }),
+            Reserved::Refused(message) => Err(refused(message)),
+        }
+    }
+
+    /// How the payment `grant` was for went: the reservation ends (failed: the amount
+    /// goes back) or waits for the payment's end. A failure to record it is logged:
+    /// the payment's own answer is what the client needs.
+    pub async fn finish(&self, grant: Grant, outcome: Outcome) {
+        let Some(id) = grant.reservation else {
+            return;
+        };
+        tracing::debug!(target: "berth::spending", kind = grant.kind.as_str(), ?outcome,
+            "a reserved payment answered");
+        let store = &self.engine.store;
+        let done = match outcome {
+            Outcome::Failed => store.spending_finish(id, false).await.map(drop),
+            Outcome::Done => store.spending_finish(id, true).await.map(drop),
+            Outcome::Pending {
+                movement_id,
+                payment_hash,
+            } => store
+                .spending_link(id, movement_id, payment_hash)
+                .await
+                .map(drop),
+        };
+        if let Err(e) = done {
+            tracing::error!(target: "berth::spending", error = %e, "cannot record how a reserved payment went");
+        }
+        // A payment that ended between its answer and the link above told the follower
+        // before the follower could know it: look once more.
+        if matches!(outcome, Outcome::Pending { .. })
+            && let Err(e) = Box::pin(self.engine.end_finished_reservations(&[])).await
+        {
+            tracing::warn!(target: "berth::spending", error = %e, "cannot look at reserved payments");
+        }
+    }
+
+    /// Spend `grant` on `payment` (a payment of `kind` and `amount`): check that the
+    /// grant covers it, make it, and record how it went (`outcome` reads the result).
+    /// Callers pass the payment boxed: bark's payment futures are large, and a debug
+    /// build that moves them by value overflows a worker's stack.
+    pub async fn spend<T, F>(
+        &self,
+        grant: Grant,
+        kind: PaymentKind,
+        amount: Option<Amount>,
+        payment: F,
+        outcome: impl FnOnce(&T) -> Outcome,
+    ) -> Result<T, EngineError>
+    where
+        F: std::future::Future<Output = Result<T, EngineError>>,
+    {
+        if let Err(e) = grant.covers(kind, amount) {
+            self.finish(grant, Outcome::Failed).await;
+            return Err(e);
+        }
+        let result = payment.await;
+        let how = match &result {
+            Ok(made) => outcome(made),
+            Err(_) => Outcome::Failed,
+        };
+        self.finish(grant, how).await;
+        result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::FixedOffset;
+
+    use super::*;
+
+    fn at(s: &str) -> DateTime<FixedOffset> {
+        DateTime::parse_from_rfc3339(s).expect("time")
+    }
+
+    #[test]
+    fn periods_are_calendar_periods_in_the_boxs_time_zone() {
+        // A Wednesday evening, two hours east of UTC.
+        let now = at("2026-11-25T21:30:00+02:00");
+        assert_eq!(Period::Day.start(&now), at("2026-11-25T00:00:00+02:00"));
+        assert_eq!(Period::Day.end(&now), at("2026-11-26T00:00:00+02:00"));
+        assert_eq!(Period::Week.start(&now), at("2026-11-23T00:00:00+02:00"));
+        assert_eq!(Period::Week.end(&now), at("2026-11-30T00:00:00+02:00"));
+        assert_eq!(Period::Month.start(&now), at("2026-11-01T00:00:00+02:00"));
+        assert_eq!(Period::Month.end(&now), at("2026-12-01T00:00:00+02:00"));
+        assert_eq!(Period::Year.start(&now), at("2026-01-01T00:00:00+02:00"));
+        assert_eq!(Period::Year.end(&now), at("2027-01-01T00:00:00+02:00"));
+        let december = at("2026-12-31T23:59:00+02:00");
+        assert_eq!(
+            Period::Month.end(&december),
+            at("2027-01-01T00:00:00+02:00")
+        );
+    }
+
+    fn record(
+        max: Option<u64>,
+        budgets: &[(u64, &str)],
+        kinds: Option<&[&str]>,
+    ) -> SpendingRulesRecord {
+        SpendingRulesRecord {
+            max_payment_sat: max,
+            budgets: budgets
+                .iter()
+                .map(|(amount, period)| BudgetRecord {
+                    amount_sat: *amount,
+                    period: (*period).into(),
+                    used_sat: 0,
+                    period_start_us: 0,
+                })
+                .collect(),
+            kinds: kinds.map(|k| k.iter().map(|k| (*k).to_string()).collect()),
+            over_limit: "refuse".into(),
+        }
+    }
+
+    #[test]
+    fn each_rule_refuses_with_its_figures_and_a_budget_renews() {
+        let now = Local::now();
+        let sat = |n| Some(Amount::from_sat(n));
+        let mut rules = record(
+            Some(1_000),
+            &[(5_000, "week"), (50_000, "month")],
+            Some(&["ark", "lightning"]),
+        );
+        let over = check(&mut rules, PaymentKind::Ark, sat(10_000), "d", &now).expect_err("over");
+        assert_eq!(
+            over,
+            "payment of 10,000 sat exceeds this device's limit of 1,000 sat per payment"
+        );
+        let kind = check(&mut rules, PaymentKind::Onchain, sat(10), "d", &now).expect_err("kind");
+        assert_eq!(
+            kind,
+            "this device may not make onchain payments (allowed: ark, lightning)"
+        );
+        for _ in 0..5 {
+            check(&mut rules, PaymentKind::Lightning, sat(1_000), "d", &now).expect("within");
+        }
+        let budget = check(&mut rules, PaymentKind::Ark, sat(1), "d", &now).expect_err("budget");
+        assert_eq!(
+            budget,
+            "payment of 1 sat exceeds this device's budget: 0 of 5,000 sat left this week"
+        );
+        assert_eq!(rules.budgets[1].used_sat, 5_000, "taken from every budget");
+        let unknown = check(&mut rules, PaymentKind::Ark, None, "d", &now).expect_err("unknown");
+        assert!(unknown.contains("not known"), "{unknown}");
+        // A week later the weekly budget starts again; the monthly one may not.
+        let later = now + Duration::days(7);
+        let taken = check(&mut rules, PaymentKind::Ark, sat(1_000), "d", &later).expect("renewed");
+        assert_eq!(rules.budgets[0].used_sat, 1_000);
+        assert_eq!(taken.taken.len(), 2);
+        assert_eq!(taken.taken[0].1, micros(&Period::Week.start(&later)));
+    }
+
+    /// A hundred payments at once against one budget, on a real database: never more
+    /// than the budget together; the failed ones' amounts come back; a device's removal
+    /// takes its rules.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn a_hundred_payments_at_once_never_pass_a_budget() {
+        use crate::store::{DeviceRecord, Store, StoreConfig};
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (store, _) = Store::open_async(&dir.path().join("berth.redb"), &StoreConfig::default())
+            .await
+            .expect("open");
+        let device = DeviceRecord {
+            id: "00000000000000aa".into(),
+            name: "child".into(),
+            scopes: 0b111,
+            token_hash: [7; 32],
+            created_at_us: 1,
+            console_session: false,
+        };
+        store.add_device(device, 8).await.expect("device");
+        let rules = record(None, &[(10_000, "day")], None);
+        assert!(
+            store
+                .set_spending_rules("00000000000000aa", move |_| Some(rules))
+                .await
+                .expect("set")
+        );
+        let mut payments = tokio::task::JoinSet::new();
+        for n in 0..100u8 {
+            let store = store.clone();
+            payments.spawn(async move {
+                let now = Local::now();
+                let id = [n; 16];
+                let reserved = store
+                    .spending_reserve("00000000000000aa", id, move |r| {
+                        check(
+                            r,
+                            PaymentKind::Ark,
+                            Some(Amount::from_sat(700)),
+                            "00000000000000aa",
+                            &now,
+                        )
+                    })
+                    .await
+                    .expect("reserve");
+                matches!(reserved, Reserved::Taken).then_some(id)
+            });
+        }
+        let mut taken = Vec::new();
+        while let Some(done) = payments.join_next().await {
+            if let Some(id) = done.expect("task") {
+                taken.push(id);
+            }
+        }
+        assert_eq!(
+            taken.len(),
+            14,
+            "10,000 sat covers fourteen payments of 700"
+        );
+        let used = |store: Store| async move {
+            store
+                .spending_rules("00000000000000aa")
+                .await
+                .expect("rules")
+                .expect("some")
+                .budgets[0]
+                .used_sat
+        };
+        assert_eq!(used(store.clone()).await, 9_800);
+        assert_eq!(store.spending_reservations().await.expect("list").len(), 14);
+        // Half of them fail: their amounts come back; the rest stay spent.
+        for (i, id) in taken.iter().enumerate() {
+            assert!(
+                store
+                    .spending_finish(*id, i % 2 == 0)
+                    .await
+                    .expect("finish")
+            );
+        }
+        assert_eq!(used(store.clone()).await, 4_900);
+        assert!(
+            store
+                .spending_reservations()
+                .await
+                .expect("list")
+                .is_empty()
+        );
+        store
+            .remove_device("00000000000000aa")
+            .await
+            .expect("remove");
+        assert!(
+            store
+                .spending_rules("00000000000000aa")
+                .await
+                .expect("rules")
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn kinds_alone_limit_no_amount_and_a_grant_pays_only_its_payment() {
+        let now = Local::now();
+        let mut rules = record(None, &[], Some(&["exit"]));
+        check(&mut rules, PaymentKind::Exit, None, "d", &now).expect("an exit of any size");
+        let grant = Grant {
+            kind: PaymentKind::Lightning,
+            amount: Some(Amount::from_sat(100)),
+            reservation: None,
+        };
+        assert!(
+            grant
+                .covers(PaymentKind::Lightning, Some(Amount::from_sat(100)))
+                .is_ok()
+        );
+        assert!(
+            grant
+                .covers(PaymentKind::Lightning, Some(Amount::from_sat(101)))
+                .is_err()
+        );
+        assert!(
+            grant
+                .covers(PaymentKind::Ark, Some(Amount::from_sat(1)))
+                .is_err()
+        );
+        assert!(grant.covers(PaymentKind::Lightning, None).is_err());
+        assert_eq!(sats(1_234_567), "1,234,567");
+        assert_eq!(sats(12), "12");
+    }
+}
