@@ -145,10 +145,9 @@ pub(super) async fn connect(
             ),
         };
         let methods = form.pay.is_none().then(|| {
-            crate::nwc::protocol::GRANTS
-                .iter()
-                .filter(|m| !matches!(**m, "pay_invoice" | "multi_pay_invoice"))
-                .map(|m| m.to_string())
+            crate::nwc::protocol::grants()
+                .filter(|m| !matches!(*m, "pay_invoice" | "multi_pay_invoice"))
+                .map(str::to_string)
                 .collect()
         });
         Ok::<_, String>(NewConnection {

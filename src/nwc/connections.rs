@@ -69,24 +69,23 @@ impl Nwc {
             return Err(NwcError::Invalid(format!("name: 1 to {MAX_NAME} bytes")));
         }
         let methods = match new.methods {
-            None => protocol::GRANTS.iter().map(|m| m.to_string()).collect(),
+            None => protocol::grants().map(str::to_string).collect(),
             Some(asked) => {
                 if asked.is_empty() {
                     return Err(NwcError::Invalid("methods: at least one".into()));
                 }
                 // In the served order, each once.
                 for m in &asked {
-                    if !protocol::GRANTS.contains(&m.as_str()) {
+                    if !protocol::grants().any(|g| g == m) {
                         return Err(NwcError::Invalid(format!(
                             "methods: {m:?} is not served; these are: {}",
-                            protocol::GRANTS.join(", ")
+                            protocol::grants().collect::<Vec<_>>().join(", ")
                         )));
                     }
                 }
-                protocol::GRANTS
-                    .iter()
-                    .filter(|m| asked.iter().any(|a| a == *m))
-                    .map(|m| m.to_string())
+                protocol::grants()
+                    .filter(|g| asked.iter().any(|a| a == g))
+                    .map(str::to_string)
                     .collect()
             }
         };

@@ -1,17 +1,6 @@
-//! The NIP-47 methods, on the engine. Amounts are millisatoshis on the wire, as the
-//! spec says; the wallet pays and receives whole satoshis.
-//!
-//! How Berth's errors become the spec's codes (`docs/nwc.md` has the table):
-//! - over the per-payment limit or the budget: `QUOTA_EXCEEDED`, checked before the
-//!   balance; more than the spendable balance: `INSUFFICIENT_BALANCE`;
-//! - a payment the Ark server refused or that failed on the way (its funds back):
-//!   `PAYMENT_FAILED`, and for a payment any other failure once it may have started;
-//! - a request the wallet cannot take (a malformed invoice, one for another network,
-//!   no amount): `OTHER`, with the reason;
-//! - the wallet not there (none, locked, not loaded yet) or its Ark server
-//!   unreachable: `INTERNAL`, with a message that says which; a busy wallet:
-//!   `RATE_LIMITED`;
-//! - an unknown invoice: `NOT_FOUND`.
+//! The NIP-47 methods that read or receive, on the engine (paying is `payments.rs`;
+//! how Berth's errors become the spec's codes, `errors.rs`). Amounts are millisatoshis
+//! on the wire, as the spec says; the wallet pays and receives whole satoshis.
 
 use std::str::FromStr;
 use std::sync::Arc;
@@ -19,13 +8,12 @@ use std::sync::Arc;
 use ark::lightning::{Bolt11Invoice, PaymentHash};
 use bark::actions::lightning::pay::LightningSendState;
 use bark::actions::lightning::receive::LightningReceiveState;
-use bitcoin::Amount;
 use chrono::Utc;
 use nostr::Event;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::engine::EngineError;
+use crate::nwc::errors::{failure, invalid, params, whole_sats};
 use crate::nwc::protocol::{self, Code, Failure};
 use crate::nwc::{Connection, Nwc, budget, transactions};
 
@@ -36,32 +24,6 @@ pub(super) enum Outcome {
     /// A payment whose answer comes from its record (already answered, or finished
     /// by whoever holds it).
     Recorded,
-}
-
-pub(super) fn invalid(message: impl Into<String>) -> Failure {
-    Failure::new(Code::Other, message)
-}
-
-/// Berth's error as the spec's code, for a method that does not spend.
-pub(super) fn failure(e: EngineError) -> Failure {
-    let message = e.to_string();
-    let code = match e {
-        EngineError::InvalidRequest(_) => Code::Other,
-        EngineError::InsufficientFunds(_) => Code::InsufficientBalance,
-        EngineError::Busy(_) => Code::RateLimited,
-        EngineError::Refused(_) => Code::QuotaExceeded,
-        _ => Code::Internal,
-    };
-    Failure::new(code, message)
-}
-
-/// Berth's error as the spec's code, for a payment once it may have begun.
-pub(super) fn payment_failure(e: EngineError) -> Failure {
-    match e {
-        EngineError::InvalidRequest(m) => Failure::new(Code::Other, m),
-        EngineError::InsufficientFunds(m) => Failure::new(Code::InsufficientBalance, m),
-        e => Failure::new(Code::PaymentFailed, e.to_string()),
-    }
 }
 
 fn network_name(network: bitcoin::Network) -> &'static str {
@@ -84,20 +46,6 @@ struct MakeInvoice {
 struct LookupInvoice {
     payment_hash: Option<String>,
     invoice: Option<String>,
-}
-
-pub(super) fn params<T: serde::de::DeserializeOwned>(value: Value) -> Result<T, Failure> {
-    let value = if value.is_null() { json!({}) } else { value };
-    serde_json::from_value(value).map_err(|e| invalid(format!("params: {e}")))
-}
-
-pub(super) fn whole_sats(msat: u64) -> Result<Amount, Failure> {
-    if !msat.is_multiple_of(1000) {
-        return Err(invalid(format!(
-            "{msat} msat is not a whole number of satoshis; this wallet moves whole satoshis"
-        )));
-    }
-    Ok(Amount::from_sat(msat / 1000))
 }
 
 impl Nwc {

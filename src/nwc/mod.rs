@@ -23,11 +23,14 @@
 //! Here: the service's state, its start and stop, and the snapshot of connections the
 //! relay tasks read. `connections.rs` makes, lists and revokes connections;
 //! `requests.rs` takes a request from a relay to its answer; `methods.rs` executes the
-//! methods (and what each error code means: there and in `docs/nwc.md`);
-//! `budget.rs` the limits; `protocol.rs` the messages; `relay.rs` one relay.
+//! methods that read and receive, `payments.rs` those that pay; `transactions.rs` the
+//! wallet's Lightning payments as NIP-47 transactions; `notifications.rs` tells apps of
+//! payments; `errors.rs` what each error code means (and `docs/nwc.md`); `budget.rs`
+//! the limits; `protocol.rs` the messages; `relay.rs` one relay.
 
 mod budget;
 mod connections;
+mod errors;
 mod methods;
 mod notifications;
 mod payments;

@@ -35,19 +35,13 @@ pub const METHODS: [&str; 8] = [
     "get_budget",
 ];
 
-/// What a connection may be granted: the methods, and `notifications` (the info
-/// event's word for "this connection is sent [`NOTIFICATIONS`]").
-pub const GRANTS: [&str; 9] = [
-    "pay_invoice",
-    "multi_pay_invoice",
-    "make_invoice",
-    "lookup_invoice",
-    "list_transactions",
-    "get_balance",
-    "get_info",
-    "get_budget",
-    NOTIFICATIONS_GRANT,
-];
+/// What a connection may be granted, in the order the info event lists it: the
+/// methods, and `notifications` (the info event's word for "this connection is sent
+/// [`NOTIFICATIONS`]").
+pub fn grants() -> impl Iterator<Item = &'static str> {
+    METHODS.into_iter().chain([NOTIFICATIONS_GRANT])
+}
+
 pub const NOTIFICATIONS_GRANT: &str = "notifications";
 
 /// The notifications Berth sends to a connection granted them.

@@ -19,7 +19,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::nwc::Nwc;
-use crate::nwc::methods::{failure, invalid, params};
+use crate::nwc::errors::{failure, invalid, params};
 use crate::nwc::protocol::Failure;
 
 /// `list_transactions`' page when the client names none, and the largest it may ask:

@@ -445,6 +445,33 @@ pub fn datadir_with_berth_toml(toml: &str) -> (tempfile::TempDir, PathBuf) {
     (dir, datadir)
 }
 
+/// berthd on a datadir holding `berth_toml`, with extra environment `env` (its stderr
+/// in `berthd.log` beside the datadir), and a regtest wallet whose chain source and
+/// Ark server are dead URLs: it exists and holds nothing, and anything that needs the
+/// wallet open answers that it is not loaded. With the admin bearer.
+pub fn berthd_with_offline_wallet(
+    berth_toml: &str,
+    env: &[(&str, &str)],
+) -> (tempfile::TempDir, PathBuf, Daemon, String) {
+    let (tmp, datadir) = datadir_with_berth_toml(berth_toml);
+    let daemon = Daemon::start_logged(&datadir, &["-q"], env, &tmp.path().join("berthd.log"));
+    let bearer = format!("Bearer {}", token(&datadir));
+    let dead = || format!("http://127.0.0.1:{}", free_port());
+    let create = serde_json::json!({
+        "network": "regtest",
+        "ark_server": dead(),
+        "chain_source": { "esplora": { "url": dead() } },
+        "force": true,
+    });
+    let (status, raw) = daemon.post(
+        "/api/v1/wallet/create",
+        &[("Authorization", &bearer)],
+        &create.to_string(),
+    );
+    assert_eq!(status, 200, "{raw}");
+    (tmp, datadir, daemon, bearer)
+}
+
 impl Daemon {
     pub fn post(&self, path: &str, headers: &[(&str, &str)], body: &str) -> (u16, String) {
         request(self.port, "POST", path, headers, Some(body))

@@ -24,31 +24,15 @@ fn berthd_with_wallet(relay: &str) -> (tempfile::TempDir, PathBuf, Daemon, Strin
     berthd_with_wallet_env(relay, &[])
 }
 
-/// The same, with extra environment for berthd (its stderr in `berthd.log` beside the
-/// datadir).
+/// The same, with extra environment for berthd.
 fn berthd_with_wallet_env(
     relay: &str,
     env: &[(&str, &str)],
 ) -> (tempfile::TempDir, PathBuf, Daemon, String) {
-    let (tmp, datadir) = datadir_with_berth_toml(&format!(
-        "[egress]\nallow = [\"127.0.0.1\"]\n\n[nwc]\nrelays = [\"{relay}\"]\n"
-    ));
-    let daemon = Daemon::start_logged(&datadir, &["-q"], env, &tmp.path().join("berthd.log"));
-    let bearer = format!("Bearer {}", token(&datadir));
-    let dead = || format!("http://127.0.0.1:{}", free_port());
-    let create = json!({
-        "network": "regtest",
-        "ark_server": dead(),
-        "chain_source": { "esplora": { "url": dead() } },
-        "force": true,
-    });
-    let (status, raw) = daemon.post(
-        "/api/v1/wallet/create",
-        &[("Authorization", &bearer)],
-        &create.to_string(),
-    );
-    assert_eq!(status, 200, "{raw}");
-    (tmp, datadir, daemon, bearer)
+    berthd_with_offline_wallet(
+        &format!("[egress]\nallow = [\"127.0.0.1\"]\n\n[nwc]\nrelays = [\"{relay}\"]\n"),
+        env,
+    )
 }
 
 fn connect(daemon: &Daemon, bearer: &str, body: Value) -> (String, Value) {

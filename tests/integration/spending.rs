@@ -13,22 +13,7 @@ use crate::harness::*;
 /// berthd with a wallet it cannot open (dead URLs), its admin bearer, and a device
 /// that may send.
 fn berthd_with_a_device() -> (tempfile::TempDir, Daemon, String, String, String) {
-    let (tmp, datadir) = datadir_with_berth_toml("");
-    let daemon = Daemon::start(&datadir, &["-q"]);
-    let admin = format!("Bearer {}", token(&datadir));
-    let dead = || format!("http://127.0.0.1:{}", free_port());
-    let create = json!({
-        "network": "regtest",
-        "ark_server": dead(),
-        "chain_source": { "esplora": { "url": dead() } },
-        "force": true,
-    });
-    let (status, raw) = daemon.post(
-        "/api/v1/wallet/create",
-        &[("Authorization", &admin)],
-        &create.to_string(),
-    );
-    assert_eq!(status, 200, "{raw}");
+    let (tmp, datadir, daemon, admin) = berthd_with_offline_wallet("", &[]);
     let (device, id) = pair_device(&daemon, &datadir, "read,receive,send");
     (tmp, daemon, admin, device, id)
 }

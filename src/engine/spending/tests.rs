@@ -1,0 +1,216 @@
+//! The rules' check, periods and grants; reservations on a real database.
+
+use chrono::FixedOffset;
+
+use super::*;
+
+fn at(s: &str) -> DateTime<FixedOffset> {
+    DateTime::parse_from_rfc3339(s).expect("time")
+}
+
+#[test]
+fn periods_are_calendar_periods_in_the_boxs_time_zone() {
+    // A Wednesday evening, two hours east of UTC.
+    let now = at("2026-11-25T21:30:00+02:00");
+    assert_eq!(Period::Day.start(&now), at("2026-11-25T00:00:00+02:00"));
+    assert_eq!(Period::Day.end(&now), at("2026-11-26T00:00:00+02:00"));
+    assert_eq!(Period::Week.start(&now), at("2026-11-23T00:00:00+02:00"));
+    assert_eq!(Period::Week.end(&now), at("2026-11-30T00:00:00+02:00"));
+    assert_eq!(Period::Month.start(&now), at("2026-11-01T00:00:00+02:00"));
+    assert_eq!(Period::Month.end(&now), at("2026-12-01T00:00:00+02:00"));
+    assert_eq!(Period::Year.start(&now), at("2026-01-01T00:00:00+02:00"));
+    assert_eq!(Period::Year.end(&now), at("2027-01-01T00:00:00+02:00"));
+    let december = at("2026-12-31T23:59:00+02:00");
+    assert_eq!(
+        Period::Month.end(&december),
+        at("2027-01-01T00:00:00+02:00")
+    );
+}
+
+fn record(
+    max: Option<u64>,
+    budgets: &[(u64, &str)],
+    kinds: Option<&[&str]>,
+) -> SpendingRulesRecord {
+    SpendingRulesRecord {
+        max_payment_sat: max,
+        budgets: budgets
+            .iter()
+            .map(|(amount, period)| BudgetRecord {
+                amount_sat: *amount,
+                period: (*period).into(),
+                used_sat: 0,
+                period_start_us: 0,
+            })
+            .collect(),
+        kinds: kinds.map(|k| k.iter().map(|k| (*k).to_string()).collect()),
+        over_limit: "refuse".into(),
+    }
+}
+
+#[test]
+fn each_rule_refuses_with_its_figures_and_a_budget_renews() {
+    let now = Local::now();
+    let sat = |n| Some(Amount::from_sat(n));
+    let mut rules = record(
+        Some(1_000),
+        &[(5_000, "week"), (50_000, "month")],
+        Some(&["ark", "lightning"]),
+    );
+    let over = check(&mut rules, PaymentKind::Ark, sat(10_000), "d", &now).expect_err("over");
+    assert_eq!(
+        over,
+        "payment of 10,000 sat exceeds this device's limit of 1,000 sat per payment"
+    );
+    let kind = check(&mut rules, PaymentKind::Onchain, sat(10), "d", &now).expect_err("kind");
+    assert_eq!(
+        kind,
+        "this device may not make onchain payments (allowed: ark, lightning)"
+    );
+    for _ in 0..5 {
+        check(&mut rules, PaymentKind::Lightning, sat(1_000), "d", &now).expect("within");
+    }
+    let budget = check(&mut rules, PaymentKind::Ark, sat(1), "d", &now).expect_err("budget");
+    assert_eq!(
+        budget,
+        "payment of 1 sat exceeds this device's budget: 0 of 5,000 sat left this week"
+    );
+    assert_eq!(rules.budgets[1].used_sat, 5_000, "taken from every budget");
+    let unknown = check(&mut rules, PaymentKind::Ark, None, "d", &now).expect_err("unknown");
+    assert!(unknown.contains("not known"), "{unknown}");
+    // A week later the weekly budget starts again; the monthly one may not.
+    let later = now + Duration::days(7);
+    let taken = check(&mut rules, PaymentKind::Ark, sat(1_000), "d", &later).expect("renewed");
+    assert_eq!(rules.budgets[0].used_sat, 1_000);
+    assert_eq!(taken.taken.len(), 2);
+    assert_eq!(taken.taken[0].1, micros(&Period::Week.start(&later)));
+}
+
+/// A hundred payments at once against one budget, on a real database: never more
+/// than the budget together; the failed ones' amounts come back; a device's removal
+/// takes its rules.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_hundred_payments_at_once_never_pass_a_budget() {
+    use crate::store::{DeviceRecord, Store, StoreConfig};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (store, _) = Store::open_async(&dir.path().join("berth.redb"), &StoreConfig::default())
+        .await
+        .expect("open");
+    let device = DeviceRecord {
+        id: "00000000000000aa".into(),
+        name: "child".into(),
+        scopes: 0b111,
+        token_hash: [7; 32],
+        created_at_us: 1,
+        console_session: false,
+    };
+    store.add_device(device, 8).await.expect("device");
+    let rules = record(None, &[(10_000, "day")], None);
+    assert!(
+        store
+            .set_spending_rules("00000000000000aa", move |_| Some(rules))
+            .await
+            .expect("set")
+    );
+    let mut payments = tokio::task::JoinSet::new();
+    for n in 0..100u8 {
+        let store = store.clone();
+        payments.spawn(async move {
+            let now = Local::now();
+            let id = [n; 16];
+            let reserved = store
+                .spending_reserve("00000000000000aa", id, move |r| {
+                    check(
+                        r,
+                        PaymentKind::Ark,
+                        Some(Amount::from_sat(700)),
+                        "00000000000000aa",
+                        &now,
+                    )
+                })
+                .await
+                .expect("reserve");
+            matches!(reserved, Reserved::Taken).then_some(id)
+        });
+    }
+    let mut taken = Vec::new();
+    while let Some(done) = payments.join_next().await {
+        if let Some(id) = done.expect("task") {
+            taken.push(id);
+        }
+    }
+    assert_eq!(
+        taken.len(),
+        14,
+        "10,000 sat covers fourteen payments of 700"
+    );
+    let used = |store: Store| async move {
+        store
+            .spending_rules("00000000000000aa")
+            .await
+            .expect("rules")
+            .expect("some")
+            .budgets[0]
+            .used_sat
+    };
+    assert_eq!(used(store.clone()).await, 9_800);
+    assert_eq!(store.spending_reservations().await.expect("list").len(), 14);
+    // Half of them fail: their amounts come back; the rest stay spent.
+    for (i, id) in taken.iter().enumerate() {
+        assert!(
+            store
+                .spending_finish(*id, i % 2 == 0)
+                .await
+                .expect("finish")
+        );
+    }
+    assert_eq!(used(store.clone()).await, 4_900);
+    assert!(
+        store
+            .spending_reservations()
+            .await
+            .expect("list")
+            .is_empty()
+    );
+    store
+        .remove_device("00000000000000aa")
+        .await
+        .expect("remove");
+    assert!(
+        store
+            .spending_rules("00000000000000aa")
+            .await
+            .expect("rules")
+            .is_none()
+    );
+}
+
+#[test]
+fn kinds_alone_limit_no_amount_and_a_grant_pays_only_its_payment() {
+    let now = Local::now();
+    let mut rules = record(None, &[], Some(&["exit"]));
+    check(&mut rules, PaymentKind::Exit, None, "d", &now).expect("an exit of any size");
+    let grant = Grant {
+        kind: PaymentKind::Lightning,
+        amount: Some(Amount::from_sat(100)),
+        reservation: None,
+    };
+    assert!(
+        grant
+            .covers(PaymentKind::Lightning, Some(Amount::from_sat(100)))
+            .is_ok()
+    );
+    assert!(
+        grant
+            .covers(PaymentKind::Lightning, Some(Amount::from_sat(101)))
+            .is_err()
+    );
+    assert!(
+        grant
+            .covers(PaymentKind::Ark, Some(Amount::from_sat(1)))
+            .is_err()
+    );
+    assert!(grant.covers(PaymentKind::Lightning, None).is_err());
+    assert_eq!(sats(1_234_567), "1,234,567");
+    assert_eq!(sats(12), "12");
+}
