@@ -87,6 +87,8 @@ struct Parts {
     autopilot: JoinHandle<()>,
     /// Ends reserved payments as their movements end (`engine::spending`).
     spending: JoinHandle<()>,
+    /// Runs approved payments, expires the others (`api::approvals`).
+    approvals: JoinHandle<()>,
     /// Nostr Wallet Connect's relays and requests.
     nwc: Arc<crate::nwc::Nwc>,
     backups: JoinHandle<()>,
@@ -129,6 +131,7 @@ impl Parts {
         self.nwc.stop();
         self.autopilot.abort();
         self.spending.abort();
+        self.approvals.abort();
         // A backup under way finishes on its own thread or is cut off with the process;
         // what it left is removed at the next start.
         self.backups.abort();
@@ -205,6 +208,11 @@ impl Daemon {
             crate::keys::Seeds::new(layout.seed_files(), settings.seed.clone()),
             Arc::clone(&events),
             autopilot_policy(&settings.file),
+            settings
+                .file
+                .household
+                .spending_policy()
+                .map_err(anyhow::Error::msg)?,
         );
         systemd.status("unlocking the seed");
         engine.start().await?;
@@ -291,7 +299,13 @@ impl Daemon {
         nwc.start().await?;
         // Bound before the router is built: the pairing links the console shows name the
         // bound address. Connections queue until `serve` accepts them.
+        let approvals = crate::api::approvals::Runner::new(
+            Arc::clone(&engine),
+            Arc::clone(&devices),
+            engine.idempotency_keys(),
+        );
         let state = AppState {
+            approvals: Arc::clone(&approvals),
             engine: Arc::clone(&engine),
             egress,
             nwc: Arc::clone(&nwc),
@@ -346,6 +360,8 @@ impl Daemon {
         });
         let watchdog = crate::systemd::watchdog_interval()
             .map(|every| spawn_watchdog(Arc::clone(&systemd), watched, every));
+        // After the router: approved requests run through its routes.
+        let approvals = approvals.spawn();
 
         Ok(Daemon {
             _instance: instance,
@@ -358,6 +374,7 @@ impl Daemon {
                 engine,
                 autopilot,
                 spending,
+                approvals,
                 nwc,
                 backups: backup_schedule,
                 renewer,

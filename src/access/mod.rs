@@ -103,6 +103,10 @@ impl Credential {
 pub struct Caller {
     pub credential: Credential,
     pub scopes: Scopes,
+    /// Set only on a request berthd runs again itself once the owner approved it
+    /// (`api::approvals`): the approval the payment is let through by. No request from
+    /// the network carries one.
+    pub approval: Option<[u8; 16]>,
 }
 
 impl Caller {
@@ -110,6 +114,7 @@ impl Caller {
     pub const OPEN: Caller = Caller {
         credential: Credential::Admin,
         scopes: Scopes::FULL,
+        approval: None,
     };
 }
 
@@ -119,14 +124,12 @@ pub fn authenticate(presented: &str, admin: &AuthToken, devices: &Devices) -> Op
     // ConstantTimeEq on slices of different lengths is false without comparing the
     // contents; the token's length is public (it is a fixed format).
     if bool::from(presented.as_bytes().ct_eq(admin.expose().as_bytes())) {
-        return Some(Caller {
-            credential: Credential::Admin,
-            scopes: Scopes::FULL,
-        });
+        return Some(Caller::OPEN);
     }
     devices.authenticate(presented).map(|device| Caller {
         credential: Credential::Device(device.device_id),
         scopes: device.scopes,
+        approval: None,
     })
 }
 
@@ -163,7 +166,8 @@ mod tests {
             authenticate(token.expose(), &admin, &devices),
             Some(Caller {
                 credential: Credential::Device(device.id.clone()),
-                scopes: read
+                scopes: read,
+                approval: None,
             })
         );
         for wrong in ["", "Bearer", &admin.expose()[1..], &token.expose()[1..]] {

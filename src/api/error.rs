@@ -24,6 +24,12 @@ pub enum ApiError {
     /// `forbidden`).
     #[error("{0}")]
     Refused(String),
+    /// Over a limit of the caller's device whose rules hold such payments for the
+    /// owner's approval. Answered as a refusal (403, `spending_rule`) carrying the
+    /// request for the approvals layer (`api::approvals`), which holds it and answers
+    /// 202 instead on the routes that can be run again.
+    #[error("{}", .0.reason)]
+    NeedsApproval(Box<crate::engine::spending::approvals::Asked>),
     /// Too many failed authentications from this address; try again after the given
     /// number of seconds (also sent as `Retry-After`). 429.
     #[error("too many failed authentication attempts; retry in {0} s")]
@@ -94,7 +100,9 @@ impl ApiError {
             ApiError::BadRequest(_) => (StatusCode::BAD_REQUEST, "bad_request"),
             ApiError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
             ApiError::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
-            ApiError::Refused(_) => (StatusCode::FORBIDDEN, "spending_rule"),
+            ApiError::Refused(_) | ApiError::NeedsApproval(_) => {
+                (StatusCode::FORBIDDEN, "spending_rule")
+            }
             ApiError::PayloadTooLarge => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
             ApiError::TooManyRequests(_) => (StatusCode::TOO_MANY_REQUESTS, "too_many_requests"),
             ApiError::Busy(_) => (StatusCode::TOO_MANY_REQUESTS, "busy"),
@@ -203,6 +211,12 @@ impl IntoResponse for ApiError {
                 Json(ErrorResponse { message, code }),
             )
                 .into_response(),
+            ApiError::NeedsApproval(asked) => (
+                status,
+                axum::Extension(crate::api::approvals::NeedsApproval(asked)),
+                Json(ErrorResponse { message, code }),
+            )
+                .into_response(),
             _ => (status, Json(ErrorResponse { message, code })).into_response(),
         }
     }
@@ -238,6 +252,7 @@ impl From<crate::engine::EngineError> for ApiError {
             }
             EngineError::Busy(msg) => ApiError::Busy(msg),
             EngineError::Refused(msg) => ApiError::Refused(msg),
+            EngineError::NeedsApproval(asked) => ApiError::NeedsApproval(asked),
             EngineError::Store(store) => ApiError::store("wallet database", store),
             // Names a missing or wrong key source, never a secret.
             EngineError::Seed(_) => ApiError::Unavailable(err.to_string()),

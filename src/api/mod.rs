@@ -10,6 +10,7 @@
 //! engine call, map to the response type. `control` is the separate router of the
 //! local control socket.
 
+pub mod approvals;
 pub mod auth;
 pub mod control;
 pub mod disk;
@@ -81,6 +82,8 @@ pub struct AppState {
     /// The configuration in effect (`berth.toml` and its layers, defaults filled in),
     /// as TOML, for the console's settings page.
     pub settings_toml: Arc<str>,
+    /// Runs requests the owner approved, and expires the others (`approvals`).
+    pub approvals: Arc<approvals::Runner>,
     /// Wallets the console is creating: the new seed shown to a device, waiting for it
     /// to confirm the phrase, by device id (at most 16, 15 minutes each).
     pub new_wallets: Arc<
@@ -175,9 +178,14 @@ pub fn router(state: AppState, options: ApiOptions, beside: Router<AppState>) ->
         disk::refuse_changes_when_full,
     );
     // Route layers run last added first: the scope check, then the disk reserve, then
-    // the idempotency records, so a caller without the route's scope learns nothing
-    // about any key, and a change refused for space leaves no key claimed.
+    // the idempotency records, then the approvals, so a caller without the route's
+    // scope learns nothing about any key, a change refused for space leaves no key
+    // claimed, and a retry of a request held for approval is answered from its key.
     let protected = protected
+        .route_layer(axum::middleware::from_fn_with_state(
+            (Arc::clone(&state.approvals), Arc::clone(&table)),
+            approvals::layer,
+        ))
         .route_layer(axum::middleware::from_fn_with_state(
             (state.engine.idempotency_keys(), Arc::clone(&table)),
             idempotency::layer,
@@ -188,11 +196,16 @@ pub fn router(state: AppState, options: ApiOptions, beside: Router<AppState>) ->
             table,
             scopes::require_scope,
         ))
-        .fallback(|| async { ApiError::not_found("no such endpoint") })
-        .layer(axum::middleware::from_fn_with_state(
-            authenticator.clone(),
-            auth::require_token,
-        ));
+        .fallback(|| async { ApiError::not_found("no such endpoint") });
+    // Approved requests run again through the same routes and route layers, as the
+    // device that made them, without the bearer check (they carry no token).
+    state
+        .approvals
+        .set_routes(protected.clone().with_state(state.clone()));
+    let protected = protected.layer(axum::middleware::from_fn_with_state(
+        authenticator.clone(),
+        auth::require_token,
+    ));
     let mut app = public
         .merge(beside)
         .route_layer(refuse_when_full)

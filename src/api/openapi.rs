@@ -39,7 +39,8 @@ loaded yet\".";
     components(schemas(
         crate::api::error::ErrorResponse,
         crate::api::error::NotFoundResponse,
-        crate::api::v1::notifications::AlertNotification
+        crate::api::v1::notifications::AlertNotification,
+        crate::api::approvals::AwaitingApproval
     )),
     tags(
         (name = "wallet", description = "Create, inspect and delete the wallet; Ark balance, VTXOs and payments."),
@@ -52,6 +53,7 @@ loaded yet\".";
         (name = "bitcoin", description = "Facts about the chain."),
         (name = "notifications", description = "Wallet events as they happen: long-poll, websocket, Server-Sent Events."),
         (name = "devices", description = "Paired devices and their scoped tokens (Berth extension)."),
+        (name = "approvals", description = "Payments held for the owner's approval by a device's spending rules (Berth extension)."),
         (name = "backups", description = "Encrypted, verified backups of the whole wallet state (Berth extension)."),
         (name = "nwc", description = "Nostr Wallet Connect: apps reach the wallet over Nostr relays, each connection with its own limits (Berth extension)."),
         (name = "health", description = "Whether the appliance can keep its promises, and its metrics (Berth extension)."),
@@ -64,6 +66,7 @@ pub struct ApiDoc;
 pub fn finish(openapi: &mut utoipa::openapi::OpenApi, table: &crate::api::routes::RouteTable) {
     BearerAuth(table).modify(openapi);
     IdempotencyKeys(table).modify(openapi);
+    HeldForApproval(table).modify(openapi);
     BodyLimit.modify(openapi);
     HostCheck.modify(openapi);
     DiskReserve.modify(openapi);
@@ -355,6 +358,51 @@ impl Modify for IdempotencyKeys<'_> {
             ] {
                 add_or_join(op, status, alone, joined);
             }
+        }
+    }
+}
+
+/// A fund-moving request of a device whose spending rules hold payments over a limit
+/// for the owner's approval is answered 202 `AwaitingApproval` (`api::approvals`); a
+/// rule's refusal is a 403 with `code` `spending_rule`.
+struct HeldForApproval<'a>(&'a crate::api::routes::RouteTable);
+
+impl Modify for HeldForApproval<'_> {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        const HELD: &str = "held for the owner's approval (Berth extension: a device whose \
+            spending rules say `over_limit: approve`, over a limit): `AwaitingApproval`";
+        let held = ResponseBuilder::new()
+            .description(format!("Payment {HELD}"))
+            .content(
+                "application/json",
+                utoipa::openapi::ContentBuilder::new()
+                    .schema(Some(RefOr::Ref(utoipa::openapi::Ref::from_schema_name(
+                        "AwaitingApproval",
+                    ))))
+                    .build(),
+            )
+            .build();
+        for route in self.0.fund_moving() {
+            let Some(op) = operation_mut(openapi, route) else {
+                continue;
+            };
+            match op.responses.responses.get_mut("202") {
+                Some(RefOr::T(response)) => {
+                    response.description = format!("{}, or {HELD}", response.description);
+                }
+                Some(RefOr::Ref(_)) => {}
+                None => {
+                    op.responses
+                        .responses
+                        .insert("202".into(), RefOr::T(held.clone()));
+                }
+            }
+            add_or_join(
+                op,
+                "403",
+                "A spending rule of the caller's device refuses the payment (`code` `spending_rule`)",
+                "a spending rule of the caller's device refuses the payment (`code` `spending_rule`)",
+            );
         }
     }
 }

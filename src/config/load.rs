@@ -171,6 +171,7 @@ fn validate(parsed: &BerthToml) -> Result<(), String> {
             ));
         }
     }
+    parsed.household.spending_policy()?;
     if parsed.tls.cert_file.is_some() != parsed.tls.key_file.is_some() {
         return Err("tls.cert_file and tls.key_file go together: set both or neither".into());
     }

@@ -38,6 +38,81 @@ pub struct BerthToml {
     pub egress: EgressSection,
     pub console: ConsoleSection,
     pub nwc: NwcSection,
+    pub household: HouseholdSection,
+}
+
+/// Spending rules and approvals (`docs/household.md`).
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct HouseholdSection {
+    /// How long a payment held for the owner's approval waits, in seconds (1 s to a
+    /// day): then it expires.
+    pub approval_expiry_secs: Bounded<1, 86_400>,
+    /// The spending rules every newly paired device without the admin scope starts
+    /// with; absent: none (the owner sets them per device).
+    pub new_devices: Option<NewDeviceRules>,
+}
+
+impl Default for HouseholdSection {
+    fn default() -> Self {
+        HouseholdSection {
+            approval_expiry_secs: Bounded::of::<600>(),
+            new_devices: None,
+        }
+    }
+}
+
+impl HouseholdSection {
+    /// The engine's household policy; `Err` names what is wrong with `new_devices`.
+    pub fn spending_policy(&self) -> Result<crate::engine::spending::Policy, String> {
+        let new_device_rules = match &self.new_devices {
+            None => None,
+            Some(r) => {
+                let budgets: Vec<(u64, &str)> = r
+                    .budgets
+                    .iter()
+                    .map(|b| (b.amount_sat, b.period.as_str()))
+                    .collect();
+                let rules = crate::engine::spending::Rules::parse(
+                    r.max_payment_sat,
+                    &budgets,
+                    r.kinds.as_deref(),
+                    r.max_fee_sat,
+                    r.over_limit.as_deref(),
+                )
+                .and_then(|rules| rules.check().map(|()| rules))
+                .map_err(|e| format!("household.new_devices: {e}"))?;
+                Some(rules)
+            }
+        };
+        Ok(crate::engine::spending::Policy {
+            approval_expiry: std::time::Duration::from_secs(self.approval_expiry_secs.get()),
+            new_device_rules,
+        })
+    }
+}
+
+/// Rules as `PUT /api/v1/devices/{id}/rules` takes them (every field optional).
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct NewDeviceRules {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_payment_sat: Option<u64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub budgets: Vec<NewDeviceBudget>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kinds: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_fee_sat: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub over_limit: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct NewDeviceBudget {
+    pub amount_sat: u64,
+    pub period: String,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]

@@ -23,6 +23,7 @@
 
 mod apps;
 mod backups;
+mod household;
 mod overview;
 mod receive;
 pub mod routes;
@@ -73,6 +74,23 @@ fn declare<D: routes::Declare>(table: D) -> D {
         .form("/console/unlock", Page(Admin), unlock::unlock)
         .page("/console/devices", Page(Admin), devices)
         .form("/console/devices/{id}/revoke", Page(Admin), revoke)
+        .page(
+            "/console/devices/{id}/rules",
+            Page(Admin),
+            household::device_rules,
+        )
+        .form(
+            "/console/devices/{id}/rules",
+            Page(Admin),
+            household::set_device_rules,
+        )
+        .page("/console/approvals", Page(Admin), household::approvals)
+        .form(
+            "/console/approvals/{id}/approve",
+            Page(Admin),
+            household::approve,
+        )
+        .form("/console/approvals/{id}/deny", Page(Admin), household::deny)
         .form("/console/pairing", Page(Admin), pairing)
         .page("/console/apps", Page(Admin), apps::apps)
         .form("/console/apps", Page(Admin), apps::connect)
@@ -172,6 +190,8 @@ struct DeviceRow {
     id: String,
     name: String,
     scopes: String,
+    /// Its spending rules in a few words.
+    rules: String,
     created_at: String,
 }
 
@@ -254,7 +274,9 @@ pub(super) fn forbidden(message: &'static str) -> Response {
 /// open claim, or the sign-in page.
 async fn home(State(state): State<AppState>, headers: HeaderMap) -> Response {
     match session::signed_in(&headers, &state.devices) {
-        Some(who) if who.scopes.allows(Scope::Read) => overview::overview(&state).await,
+        Some(who) if who.scopes.allows(Scope::Read) => {
+            overview::overview(&state, who.scopes.allows(Scope::Admin)).await
+        }
         Some(_) => forbidden("this device may not see the wallet (it lacks the read scope)"),
         None => signed_out(&state, StatusCode::OK, None),
     }
@@ -310,8 +332,16 @@ async fn sign_in(State(state): State<AppState>, request: Request) -> Response {
         enrolment
             .claim(code, &form.name, peer, true, has_wallet)
             .await
+            .map_err(ApiError::from)
     } else {
-        enrolment.pair(code, &form.name, peer, true).await
+        match enrolment.pair(code, &form.name, peer, true).await {
+            // A console session is a device like a phone: it starts with the rules
+            // for new devices.
+            Ok((token, device)) => crate::api::v1::rules::start_device(&state, &device)
+                .await
+                .map(|()| (token, device)),
+            Err(e) => Err(ApiError::from(e)),
+        }
     };
     match outcome {
         Ok((token, device)) => {
@@ -320,7 +350,6 @@ async fn sign_in(State(state): State<AppState>, request: Request) -> Response {
             see_other("/", Some(session::start(token.expose(), max_age)))
         }
         Err(e) => {
-            let e = ApiError::from(e);
             let status = e.status();
             let message = match status {
                 StatusCode::NOT_FOUND => {
@@ -363,6 +392,23 @@ async fn devices_page(
             return StatusCode::INTERNAL_SERVER_ERROR.into_response();
         }
     };
+    let mut rows = Vec::with_capacity(devices.len());
+    for d in devices {
+        let rules = match state.engine.spending().rules(&d.id).await {
+            Ok(view) => household::summary(view.as_ref()),
+            Err(e) => {
+                tracing::error!(target: "berth::console", error = %e, "cannot read a device's rules");
+                "unknown".into()
+            }
+        };
+        rows.push(DeviceRow {
+            id: d.id,
+            name: d.name,
+            scopes: d.scopes.names().join(", "),
+            rules,
+            created_at: d.created_at.format("%Y-%m-%d %H:%M UTC").to_string(),
+        });
+    }
     let frame = Frame::new(state);
     page(
         StatusCode::OK,
@@ -371,15 +417,7 @@ async fn devices_page(
             pin: frame.pin,
             signed_in: true,
             own_id: who.device_id.clone(),
-            devices: devices
-                .into_iter()
-                .map(|d| DeviceRow {
-                    id: d.id,
-                    name: d.name,
-                    scopes: d.scopes.names().join(", "),
-                    created_at: d.created_at.format("%Y-%m-%d %H:%M UTC").to_string(),
-                })
-                .collect(),
+            devices: rows,
             pairing,
         },
     )

@@ -66,6 +66,8 @@ struct OverviewPage {
     reserve: Option<String>,
     movements: Vec<MovementRow>,
     alerts: Vec<AlertRow>,
+    /// Payments waiting for the owner's approval (admin viewers only).
+    approvals_waiting: usize,
     backups_configured: bool,
     newest_backup: Option<String>,
     backup_error: Option<String>,
@@ -90,7 +92,9 @@ const MOVEMENTS: usize = 8;
 const ALERTS: usize = 5;
 const ALERTS_AMONG: u64 = 500;
 
-pub(super) async fn overview(state: &AppState) -> Response {
+/// The overview; `admin`: the viewer may administer the box (it sees the payments
+/// waiting for approval, and every device's approval events among the alerts).
+pub(super) async fn overview(state: &AppState, admin: bool) -> Response {
     let now = crate::api::status::snapshot(state, crate::api::status::Reading::WithBalances).await;
     if let Some(e) = &now.wallet.unreadable {
         tracing::error!(target: "berth::console", error = %e, "cannot read the wallet");
@@ -217,7 +221,22 @@ pub(super) async fn overview(state: &AppState) -> Response {
             .collect(),
         _ => Vec::new(),
     };
-    let alerts = recent_alerts(state).await;
+    let alerts = recent_alerts(state, admin).await;
+    let approvals_waiting = if admin {
+        state
+            .engine
+            .approvals()
+            .list()
+            .await
+            .map(|all| {
+                all.iter()
+                    .filter(|a| a.record.state == crate::store::approvals::state::PENDING)
+                    .count()
+            })
+            .unwrap_or(0)
+    } else {
+        0
+    };
     let backups = now.backup;
     let frame = Frame::new(state);
     page(
@@ -234,6 +253,7 @@ pub(super) async fn overview(state: &AppState) -> Response {
             reserve,
             movements,
             alerts,
+            approvals_waiting,
             backups_configured: backups.configured,
             newest_backup: backups
                 .newest_verified
@@ -245,7 +265,7 @@ pub(super) async fn overview(state: &AppState) -> Response {
 }
 
 /// The newest alerts of the event log (among its newest events), newest first.
-async fn recent_alerts(state: &AppState) -> Vec<AlertRow> {
+async fn recent_alerts(state: &AppState, admin: bool) -> Vec<AlertRow> {
     let latest = state.events.latest_id();
     let from = latest.saturating_sub(ALERTS_AMONG);
     let Ok(page) = state
@@ -260,6 +280,10 @@ async fn recent_alerts(state: &AppState) -> Vec<AlertRow> {
         .rev()
         .filter_map(|event| {
             let alert = event.alert.as_ref()?;
+            // Another device's payments are the owner's business only.
+            if !admin && alert.approval.is_some() {
+                return None;
+            }
             let kind = serde_json::to_value(event.kind)
                 .ok()
                 .and_then(|v| v.as_str().map(String::from))

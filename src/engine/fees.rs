@@ -48,6 +48,16 @@ impl Fees<'_> {
         Ok(loaded.wallet.chain().fee_rates().await)
     }
 
+    /// The server's fee for an Ark payment (arkoor) of `amount`.
+    pub async fn arkoor(&self, amount: Amount) -> Result<bark::FeeEstimate, EngineError> {
+        let loaded = self.engine.loaded().await?;
+        loaded
+            .wallet
+            .estimate_arkoor_payment_fee(amount)
+            .await
+            .map_err(Engine::server_error)
+    }
+
     pub async fn lightning_send(&self, amount: Amount) -> Result<bark::FeeEstimate, EngineError> {
         let loaded = self.engine.loaded().await?;
         loaded

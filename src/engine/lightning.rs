@@ -297,6 +297,18 @@ impl Lightning<'_> {
         grant: Grant,
     ) -> Result<PaymentStarted, EngineError> {
         let paying = destination.amount(amount);
+        let fees = self.engine.fees();
+        let estimate = async {
+            match paying {
+                Some(paying) => fees.lightning_send(paying).await,
+                None => Err(EngineError::Refused(
+                    "this device has a fee cap, and this payment's amount (so its fee) is not \
+                     known before it is made"
+                        .into(),
+                )),
+            }
+        };
+        let grant = self.engine.spending().check_fee(grant, estimate).await?;
         let payment = Box::pin(self.pay_now(destination, amount, comment, out));
         let outcome = |started: &PaymentStarted| match started.preimage {
             Some(_) => Outcome::Done,

@@ -103,6 +103,10 @@ pub enum EngineError {
     /// message names the rule and the figures.
     #[error("{0}")]
     Refused(String),
+    /// Over a limit of the caller's device whose rules say the owner approves such
+    /// payments: the transport holds it (`spending::approvals`), or refuses it.
+    #[error("{}", .0.reason)]
+    NeedsApproval(Box<spending::approvals::Asked>),
     #[error(transparent)]
     Store(#[from] StoreError),
     /// The seed cannot be stored or unlocked (a key source is missing or wrong).
@@ -301,6 +305,8 @@ pub struct Engine {
     /// berthd starts with one (`engine::backup::service`), and dropped when the state
     /// leaves the wallet (`Engine::advance`).
     backup_key: Arc<watch::Sender<crate::engine::backup::HeldKey>>,
+    /// The owner's household settings: how long approvals wait, new devices' rules.
+    spending_policy: spending::Policy,
 }
 
 impl Engine {
@@ -310,6 +316,7 @@ impl Engine {
         seeds: crate::keys::Seeds,
         events: Arc<EventHub>,
         policy: autopilot::Policy,
+        spending_policy: spending::Policy,
     ) -> Arc<Self> {
         Arc::new(Engine {
             store,
@@ -323,6 +330,7 @@ impl Engine {
             closes: Arc::new(std::sync::atomic::AtomicU64::new(0)),
             exit_lock: Mutex::new(()),
             backup_key: Arc::new(watch::Sender::new(Default::default())),
+            spending_policy,
         })
     }
 

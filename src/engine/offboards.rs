@@ -272,9 +272,14 @@ impl Ark<'_> {
         address: Option<&str>,
         grant: Grant,
     ) -> Result<OffboardOutcome, EngineError> {
+        let estimate = async {
+            let to = self.engine.payout_address(address).await?.to_string();
+            self.engine.fees().offboard_all(&to).await
+        };
+        let spending = self.engine.spending();
+        let grant = spending.check_fee(grant, estimate).await?;
         let payment = Box::pin(self.offboard_all_now(address));
-        self.engine
-            .spending()
+        spending
             .spend(
                 grant,
                 PaymentKind::Offboard,
@@ -313,9 +318,14 @@ impl Ark<'_> {
         address: Option<&str>,
         grant: Grant,
     ) -> Result<OffboardOutcome, EngineError> {
+        let estimate = async {
+            let to = self.engine.payout_address(address).await?.to_string();
+            self.engine.fees().offboard(&to, ids).await
+        };
+        let spending = self.engine.spending();
+        let grant = spending.check_fee(grant, estimate).await?;
         let payment = Box::pin(self.offboard_vtxos_now(ids, address));
-        self.engine
-            .spending()
+        spending
             .spend(
                 grant,
                 PaymentKind::Offboard,
@@ -358,9 +368,12 @@ impl Ark<'_> {
         amount: bitcoin::Amount,
         grant: Grant,
     ) -> Result<OffboardOutcome, EngineError> {
+        let spending = self.engine.spending();
+        let grant = spending
+            .check_fee(grant, self.engine.fees().send_onchain(destination, amount))
+            .await?;
         let payment = Box::pin(self.send_onchain_now(destination, amount));
-        self.engine
-            .spending()
+        spending
             .spend(
                 grant,
                 PaymentKind::Offboard,

@@ -92,9 +92,12 @@ impl Ark<'_> {
                 payment_hash: None,
             },
         };
+        let spending = self.engine.spending();
+        let grant = spending
+            .check_fee(grant, self.engine.fees().arkoor(amount))
+            .await?;
         let payment = Box::pin(self.send_now(destination, amount));
-        self.engine
-            .spending()
+        spending
             .spend(grant, PaymentKind::Ark, Some(amount), payment, outcome)
             .await
     }

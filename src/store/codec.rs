@@ -26,8 +26,9 @@ use bitcoin::Weight;
 
 use crate::store::error::StoreError;
 use crate::store::records::{
-    ActionCheckpointRow, DeviceRecord, IdempotencyEntry, NwcConnectionRecord, NwcRequestRecord,
-    SpendReservationRecord, SpendingRulesRecord, StoredEvent, VtxoRow, WalletSetup,
+    ActionCheckpointRow, ApprovalRecord, DeviceRecord, IdempotencyEntry, NwcConnectionRecord,
+    NwcRequestRecord, SpendReservationRecord, SpendingRulesRecord, StoredEvent, VtxoRow,
+    WalletSetup,
 };
 
 /// One kind of stored record: its Rust type, its redb type name and its encoding.
@@ -291,6 +292,11 @@ json_record!(
 json_record!(
     /// [`SpendingRulesRecord`] as JSON.
     SpendingRulesRecordKind, SpendingRulesRecord, "berth.spending_rules"
+);
+
+json_record!(
+    /// [`ApprovalRecord`] as JSON.
+    ApprovalRecordKind, ApprovalRecord, "berth.spend_approval"
 );
 
 json_record!(

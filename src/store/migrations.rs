@@ -19,6 +19,7 @@ const MIGRATIONS: [Migration; SCHEMA_VERSION as usize] = [
     add_vtxo_totals,
     add_nwc_tables,
     add_spending_tables,
+    add_approvals_table,
 ];
 
 fn create_v1(tx: &redb::WriteTransaction) -> Result<(), StoreError> {
@@ -94,6 +95,13 @@ fn add_spending_tables(tx: &redb::WriteTransaction) -> Result<(), StoreError> {
     let e = |e| from_redb(CTX, e);
     tx.open_table(schema::SPENDING_RULES).map_err(e)?;
     tx.open_table(schema::SPENDING_RESERVATIONS).map_err(e)?;
+    Ok(())
+}
+
+/// Version 8: payments held for the owner's approval. Additive: it starts empty.
+fn add_approvals_table(tx: &redb::WriteTransaction) -> Result<(), StoreError> {
+    tx.open_table(schema::SPENDING_APPROVALS)
+        .map_err(|e| from_redb("adding the approvals table", e))?;
     Ok(())
 }
 

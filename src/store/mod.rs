@@ -20,6 +20,7 @@
 //! failed fsync, corruption) is fatal: the store refuses every later call and resolves
 //! [`Store::fatal`], and the daemon stops instead of retrying.
 
+pub mod approvals;
 mod bark;
 pub mod codec;
 pub mod error;

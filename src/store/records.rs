@@ -194,8 +194,12 @@ pub struct SpendingRulesRecord {
     /// The kinds of payment allowed (`ark`, `lightning`, `onchain`, `offboard`,
     /// `exit`); `None`: every kind.
     pub kinds: Option<Vec<String>>,
-    /// What happens to a payment over a limit: `refuse`.
+    /// What happens to a payment over a limit: `refuse`, or `approve` (it waits for
+    /// the owner's approval).
     pub over_limit: String,
+    /// The most one payment's fee may be (absent in records written before it existed).
+    #[serde(default)]
+    pub max_fee_sat: Option<u64>,
 }
 
 /// One budget of a device: at most `amount_sat` per `period`.
@@ -225,6 +229,52 @@ pub struct SpendReservationRecord {
     /// hash (Lightning).
     pub movement_id: Option<u32>,
     pub payment_hash: Option<[u8; 32]>,
+}
+
+/// A payment held for the owner's approval (`engine::spending::approvals`). Stored as
+/// JSON (record kind `berth.spend_approval`, version 1).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ApprovalRecord {
+    pub device_id: String,
+    /// The payment's kind (`ark`, `lightning`, ...).
+    pub kind: String,
+    pub amount_sat: Option<u64>,
+    /// The fee cap in force when it was asked, which binds the approved payment.
+    pub max_fee_sat: Option<u64>,
+    /// Where the payment goes, as the request named it (for the owner to read).
+    pub destination: Option<String>,
+    /// The rule it is over, as a refusal would have said.
+    pub reason: String,
+    pub created_at_us: u64,
+    pub expires_at_us: u64,
+    /// `pending`, `approved`, `denied`, `expired` or `executed`.
+    pub state: String,
+    pub decided_at_us: Option<u64>,
+    /// Set in the transaction that lets the approved payment run: it runs once.
+    pub started: bool,
+    /// The request to run once approved, exactly as it was made.
+    pub request: HeldRequestRecord,
+    /// The approved request's answer, once it ran.
+    pub result: Option<HeldAnswerRecord>,
+}
+
+/// A request held for approval: what the API layer needs to run it again, unchanged.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct HeldRequestRecord {
+    pub method: String,
+    pub path: String,
+    /// The JSON body, as received.
+    pub body: String,
+    /// The request's `Idempotency-Key`, as the idempotency records keep it (a hash in
+    /// the caller's namespace), whose answer becomes the final one.
+    pub idempotency_key: Option<[u8; 32]>,
+}
+
+/// An HTTP answer: status and JSON body.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct HeldAnswerRecord {
+    pub status: u16,
+    pub body: String,
 }
 
 /// A Nostr Wallet Connect connection (`nwc`): one app's access to the wallet. Stored as

@@ -13,16 +13,16 @@
 use redb::TableDefinition;
 
 use crate::store::codec::{
-    ActionCheckpointRecord, BdkChangeSetRecord, DeviceRecordKind, EventRecord, ExitChildTxRecord,
-    ExitRecord, FullVtxoRecord, IdempotencyRecord, MovementRecord, NwcConnectionRecordKind,
-    NwcRequestRecordKind, PaidInvoiceRecord, PropertiesRecord, RoundStateRecord,
-    SettledReceiveRecord, SpendReservationRecordKind, SpendingRulesRecordKind, Stored,
-    VtxoRowRecord, VtxoStateRecord, WalletSetupRecord,
+    ActionCheckpointRecord, ApprovalRecordKind, BdkChangeSetRecord, DeviceRecordKind, EventRecord,
+    ExitChildTxRecord, ExitRecord, FullVtxoRecord, IdempotencyRecord, MovementRecord,
+    NwcConnectionRecordKind, NwcRequestRecordKind, PaidInvoiceRecord, PropertiesRecord,
+    RoundStateRecord, SettledReceiveRecord, SpendReservationRecordKind, SpendingRulesRecordKind,
+    Stored, VtxoRowRecord, VtxoStateRecord, WalletSetupRecord,
 };
 
 /// The schema version this code writes. Bump it together with a migration in
 /// `migrations.rs`; a database with a higher version is refused.
-pub const SCHEMA_VERSION: u64 = 7;
+pub const SCHEMA_VERSION: u64 = 8;
 
 /// A VTXO id as `VtxoId::to_bytes`: txid (32 bytes) + output index (u32 little-endian,
 /// ark's encoding). Not ordered by output index; nothing relies on that.
@@ -231,6 +231,12 @@ pub const SPENDING_RULES: TableDefinition<&str, Stored<SpendingRulesRecordKind>>
 pub const SPENDING_RESERVATIONS: TableDefinition<[u8; 16], Stored<SpendReservationRecordKind>> =
     TableDefinition::new("spending_reservations");
 
+/// Payments held for the owner's approval, pending or ended (kept for the record, a
+/// bounded number), by a random id (since schema version 8).
+// <[u8; 16] approval id, Stored<ApprovalRecordKind>>
+pub const SPENDING_APPROVALS: TableDefinition<[u8; 16], Stored<ApprovalRecordKind>> =
+    TableDefinition::new("spending_approvals");
+
 /// Index: NWC requests by when they were received, for pruning. One row per
 /// [`NWC_REQUESTS`] row.
 // <(u64 received at µs, [u8; 32] event id), ()>
@@ -275,5 +281,6 @@ pub fn create_all(tx: &redb::WriteTransaction) -> Result<(), redb::TableError> {
     tx.open_table(NWC_REQUESTS_BY_TIME)?;
     tx.open_table(SPENDING_RULES)?;
     tx.open_table(SPENDING_RESERVATIONS)?;
+    tx.open_table(SPENDING_APPROVALS)?;
     Ok(())
 }

@@ -135,7 +135,8 @@ macro_rules! every_table {
             NWC_REQUESTS,
             NWC_REQUESTS_BY_TIME,
             SPENDING_RULES,
-            SPENDING_RESERVATIONS
+            SPENDING_RESERVATIONS,
+            SPENDING_APPROVALS
         )
     };
 }

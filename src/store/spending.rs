@@ -27,8 +27,8 @@ use crate::store::schema::{DEVICES, SPENDING_RESERVATIONS, SPENDING_RULES};
 pub enum Reserved<R> {
     /// The device has no rules: nothing was written.
     NoRules,
-    /// Taken and recorded.
-    Taken,
+    /// Taken and recorded; the device's fee cap, which the payment must keep.
+    Taken { max_fee: Option<u64> },
     /// The check refused it; nothing was written.
     Refused(R),
 }
@@ -131,7 +131,9 @@ impl Store {
                 .ctx(CTX)?
                 .insert(reservation_id, Envelope::encode(&reservation)?)
                 .ctx(CTX)?;
-            Ok(Reserved::Taken)
+            Ok(Reserved::Taken {
+                max_fee: record.max_fee_sat,
+            })
         })
         .await
     }

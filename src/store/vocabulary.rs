@@ -20,6 +20,28 @@ pub struct Alert {
     /// How much the on-chain wallet lacks to pay for exiting every VTXO.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shortfall_sat: Option<u64>,
+    /// The approval concerned (approval kinds only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<ApprovalAlert>,
+}
+
+/// What an approval event says of the payment held for the owner.
+#[derive(
+    Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema,
+)]
+pub struct ApprovalAlert {
+    pub id: String,
+    /// `pending`, `approved`, `denied`, `expired` or `executed`.
+    pub state: String,
+    /// The device that asked to pay.
+    pub device_id: String,
+    /// `ark`, `lightning`, `onchain`, `offboard` or `exit`.
+    pub payment_kind: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub destination: Option<String>,
+    /// The approved request's HTTP status, once it ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
 }
 
 /// What an event says happened. Names are the API's `type` values.
@@ -45,4 +67,10 @@ pub enum EventKind {
     /// The disk under the datadir entered the reserve berthd keeps free, and changes
     /// are refused (`api::disk`; opt-in, like the alerts).
     DiskFull,
+    /// A device's payment over its rules waits for the owner's approval
+    /// (`engine::spending::approvals`; opt-in, delivered to admin credentials and the
+    /// device concerned).
+    ApprovalRequested,
+    /// An approval was approved, denied, expired or ran (opt-in, as above).
+    ApprovalUpdated,
 }

@@ -945,3 +945,24 @@ pub fn exact_test_name(module: &str, name: &str) -> String {
         format!("{module}::{name}")
     }
 }
+
+/// A regtest Ark address of another server, with a delivery no server knows: it
+/// parses, and nobody could pay it. For checking what berthd does before a payment
+/// reaches the wallet (spending rules, approvals).
+pub fn foreign_ark_address() -> String {
+    use bitcoin::secp256k1::{PublicKey, Secp256k1, SecretKey};
+    let secp = Secp256k1::new();
+    let key =
+        |b: u8| PublicKey::from_secret_key(&secp, &SecretKey::from_slice(&[b; 32]).expect("key"));
+    ark::Address::builder()
+        .testnet(true)
+        .server_pubkey(key(1))
+        .pubkey_policy(key(2))
+        .delivery(ark::address::VtxoDelivery::Unknown {
+            delivery_type: 0x7f,
+            data: Vec::new(),
+        })
+        .into_address()
+        .expect("address")
+        .to_string()
+}

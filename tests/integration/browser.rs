@@ -5,7 +5,10 @@
 //! confirmed), open a pairing window and read the pairing
 //! link by decoding the QR code in a screenshot of the page, as a phone's camera would;
 //! pair with it, revoke that device from the page, and see its token refused; a page
-//! of another origin that posts to the console changes nothing. Screenshots of each
+//! of another origin that posts to the console changes nothing. A household: a child's
+//! device paired from the page, its spending rules set on its own page, its payment
+//! over them waiting on the approvals page (and the overview), approved there and run
+//! once. Screenshots of each
 //! page are kept under `target/tmp/browser-screenshots/`.
 //!
 //! The same flow runs against a booted appliance image (`image/boot-test` with
@@ -640,6 +643,14 @@ fn run_flow(chromium: &Path, target: &Target) {
         };
         assert_eq!(wallet(&phone), 200);
 
+        // A household: a child's device that may pay 1,000 sat at a time and asks the
+        // owner above that, its rules set on its page; a payment over them waits on
+        // the approvals page, where the owner approves it (its payment then runs once:
+        // here the Ark server is a dead port, so its answer is that failure).
+        if target.admin.is_some() {
+            household(&mut page, &base, port, tls, &target.admin).await;
+        }
+
         // A page of another origin posts a revoke to the console: nothing changes.
         page.open(&format!(
             "data:text/html,<form method=post action=\"{base}/console/devices/{phone_id}/revoke\"></form>\
@@ -683,6 +694,7 @@ fn run_flow(chromium: &Path, target: &Target) {
             ("/console/receive", "Receive", "9-phone-receive"),
             ("/console/backups", "Backups", "9-phone-backups"),
             ("/console/settings", "Settings", "9-phone-settings"),
+            ("/console/approvals", "Answered", "9-phone-approvals"),
         ] {
             page.open(&format!("{base}{path}")).await;
             page.wait_for(path, marker).await;
@@ -694,11 +706,144 @@ fn run_flow(chromium: &Path, target: &Target) {
                      .map(e => e.getBoundingClientRect().right))",
                 )
                 .await;
+            let widest = page
+                .eval(
+                    "(() => { let w = null, r = 0; for (const e of document.querySelectorAll('body *')) \
+                     { const x = e.getBoundingClientRect().right; if (x > r) { r = x; w = e.outerHTML.slice(0, 120); } } \
+                     return w })()",
+                )
+                .await;
             assert!(
                 right.as_f64().is_some_and(|r| r <= 390.0),
-                "{path} is wider than a phone's 390 px: {right}"
+                "{path} is wider than a phone's 390 px: {right} ({widest})"
             );
             page.screenshot(shot).await;
         }
     });
+}
+
+/// The household part of the flow (see its call).
+async fn household(
+    page: &mut Page,
+    base: &str,
+    port: u16,
+    tls: &Arc<rustls::ClientConfig>,
+    admin: &Option<(String, PathBuf)>,
+) {
+    let admin = admin
+        .as_ref()
+        .map(|(token, _)| token.clone())
+        .unwrap_or_default();
+    let api = |method: &str, path: &str, headers: &[(&str, &str)], body: Option<String>| {
+        let mut all = vec![("Content-Type", "application/json")];
+        all.extend_from_slice(headers);
+        harness::tls_request(port, Arc::clone(tls), method, path, &all, body.as_deref())
+            .expect("request")
+    };
+    // Pair the child's device: the pairing link as the page prints it.
+    page.open(&format!("{base}/console/devices")).await;
+    page.wait_for("/console/devices", "Pair a device").await;
+    page.eval(
+        "(() => { document.querySelector('form[action=\"/console/pairing\"]').submit(); return true })()",
+    )
+    .await;
+    page.wait_for("/console/pairing", "Scan this with the phone")
+        .await;
+    let link = page
+        .eval("document.querySelector('code.link').textContent")
+        .await;
+    let code = harness::uri_param(link.as_str().expect("a link"), "t").to_owned();
+    let (status, raw) = api(
+        "POST",
+        "/api/v1/pair",
+        &[],
+        Some(json!({"code": code, "name": "Child"}).to_string()),
+    );
+    assert_eq!(status, 200, "{raw}");
+    let paired = harness::json_of(&raw);
+    let child = harness::bearer(paired["token"].as_str().expect("token"));
+    let child_id = paired["device"]["id"].as_str().expect("id").to_owned();
+
+    // Its rules, on its page.
+    let rules = format!("/console/devices/{child_id}/rules");
+    page.open(&format!("{base}{rules}")).await;
+    page.wait_for(&rules, "Spending rules of Child").await;
+    page.eval(&format!(
+        "(() => {{ const f = document.querySelector('form[action=\"{rules}\"]'); \
+         f.max_payment_sat.value = '1000'; f.budget_week.value = '5000'; \
+         f.querySelector('input[name=over_limit][value=approve]').checked = true; \
+         f.submit(); return true }})()"
+    ))
+    .await;
+    let devices = page
+        .wait_for("/console/devices", "asks you above its limits")
+        .await;
+    assert!(
+        devices.contains("1,000 sat a payment")
+            && devices.contains("5,000 of 5,000 sat left this week"),
+        "{devices}"
+    );
+    page.screenshot("7a-rules").await;
+
+    // Over its limit: the child's payment waits.
+    let pay = || {
+        api(
+            "POST",
+            "/api/v1/wallet/send",
+            &[("Authorization", &child), ("Idempotency-Key", "child-1")],
+            Some(
+                json!({"destination": harness::foreign_ark_address(), "amount_sat": 2_000})
+                    .to_string(),
+            ),
+        )
+    };
+    let (status, raw) = pay();
+    assert_eq!(status, 202, "{raw}");
+    assert_eq!(
+        harness::json_of(&raw)["status"],
+        "awaiting-approval",
+        "{raw}"
+    );
+
+    // The owner sees it on the overview and on the approvals page, and approves it.
+    page.open(&format!("{base}/")).await;
+    page.wait_for("/", "1 payment(s) wait for your approval")
+        .await;
+    page.open(&format!("{base}/console/approvals")).await;
+    let waiting = page.wait_for("/console/approvals", "Waiting for you").await;
+    assert!(
+        waiting.contains("Child") && waiting.contains("2,000 sat, ark"),
+        "{waiting}"
+    );
+    page.screenshot("7b-approvals").await;
+    page.eval(
+        "(() => { document.querySelector('#pending form[action$=\"/approve\"]').submit(); return true })()",
+    )
+    .await;
+    let answered = page.wait_for("/console/approvals", "executed").await;
+    assert!(
+        answered.contains("failed ("),
+        "the Ark server is a dead port: {answered}"
+    );
+    assert!(
+        !answered.contains("Approve"),
+        "nothing waits any more: {answered}"
+    );
+    page.screenshot("7c-approved").await;
+    // It ran once; the child's retry with its key gets that run's own answer.
+    let (_, all) = api(
+        "GET",
+        "/api/v1/approvals",
+        &[("Authorization", &admin)],
+        None,
+    );
+    let all = harness::json_of(&all);
+    assert_eq!(all.as_array().map(Vec::len), Some(1), "{all}");
+    assert_eq!(all[0]["state"], "executed", "{all}");
+    let (status, raw) = pay();
+    assert_eq!(
+        Some(u64::from(status)),
+        all[0]["result"]["status"].as_u64(),
+        "{raw}"
+    );
 }

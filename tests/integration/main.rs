@@ -10,6 +10,7 @@ mod harness;
 
 mod access;
 mod api_contract;
+mod approvals;
 mod backup;
 mod balance_differential;
 mod browser;

@@ -44,26 +44,6 @@ fn call(
     (status, value)
 }
 
-/// A regtest Ark address (of another server: the rules are checked before that is).
-fn ark_address() -> String {
-    use bitcoin::secp256k1::{PublicKey, Secp256k1, SecretKey};
-    let secp = Secp256k1::new();
-    let key =
-        |b: u8| PublicKey::from_secret_key(&secp, &SecretKey::from_slice(&[b; 32]).expect("key"));
-    ark::Address::builder()
-        .testnet(true)
-        .server_pubkey(key(1))
-        .pubkey_policy(key(2))
-        // A delivery of a kind no server knows: the address parses, nobody could pay it.
-        .delivery(ark::address::VtxoDelivery::Unknown {
-            delivery_type: 0x7f,
-            data: Vec::new(),
-        })
-        .into_address()
-        .expect("address")
-        .to_string()
-}
-
 fn refused(answer: &(u16, Value)) -> &str {
     assert_eq!(answer.0, 403, "{answer:?}");
     assert_eq!(answer.1["code"], "spending_rule", "{answer:?}");
@@ -76,7 +56,7 @@ fn a_devices_rules_refuse_what_is_over_them_before_the_wallet_is_touched() {
     let send = |bearer: &str, body: Value| {
         call(&daemon, "POST", "/api/v1/wallet/send", bearer, Some(body))
     };
-    let ark = ark_address();
+    let ark = foreign_ark_address();
 
     // No rules: the device pays as its scope allows (here the wallet cannot).
     let (status, _) = send(&device, json!({ "destination": ark, "amount_sat": 50_000 }));
@@ -186,13 +166,14 @@ fn a_devices_rules_refuse_what_is_over_them_before_the_wallet_is_touched() {
             json!({ "budgets": [{ "amount_sat": 5, "period": "fortnight" }] }),
             "fortnight",
         ),
-        (json!({ "over_limit": "approve" }), "approve"),
+        (json!({ "over_limit": "approve" }), "needs a limit"),
+        (json!({ "over_limit": "ask" }), "ask"),
         (json!({ "kinds": ["keysend"] }), "keysend"),
         (
             json!({ "budgets": [{ "amount_sat": 5, "period": "day" }, { "amount_sat": 9, "period": "day" }] }),
             "one budget per period",
         ),
-        (json!({ "max_fee_sat": 5 }), "max_fee_sat"),
+        (json!({ "max_fee": 5 }), "max_fee"),
     ] {
         let (status, body) = call(&daemon, "PUT", &path, &admin, Some(bad));
         assert_eq!(status, 400, "{body}");

@@ -245,6 +245,7 @@ fn fixture_rules() -> berth::store::spending::SpendingRulesRecord {
         }],
         kinds: Some(vec!["ark".into()]),
         over_limit: "refuse".into(),
+        max_fee_sat: None,
     }
 }
 
@@ -275,6 +276,51 @@ async fn version_6_fixture_migrates_and_keeps_its_wallet_connections() {
     assert_eq!(
         db.spending_rules(&device).await.expect("rules"),
         Some(fixture_rules())
+    );
+    db.verify_invariants().await.expect("invariants");
+}
+
+/// Version 8 added the approvals table, empty at migration; a version-7 box keeps its
+/// devices' rules (written before `max_fee_sat` existed: none) and holds approvals after.
+#[tokio::test]
+async fn version_7_fixture_migrates_and_keeps_its_spending_rules() {
+    let (_dir, db) = open_migrated(7).await;
+    assert_wallet_state(&db).await;
+    let device = fixture_device().id;
+    assert_eq!(
+        db.spending_rules(&device).await.expect("rules"),
+        Some(fixture_rules())
+    );
+    assert!(db.approvals().await.expect("approvals").is_empty());
+    let approval = berth::store::approvals::ApprovalRecord {
+        device_id: device,
+        kind: "ark".into(),
+        amount_sat: Some(2_000),
+        max_fee_sat: None,
+        destination: None,
+        reason: "over".into(),
+        created_at_us: FIXTURE_AT_US,
+        expires_at_us: FIXTURE_AT_US + 1,
+        state: "pending".into(),
+        decided_at_us: None,
+        started: false,
+        request: berth::store::approvals::HeldRequestRecord {
+            method: "POST".into(),
+            path: "/api/v1/wallet/send".into(),
+            body: "{}".into(),
+            idempotency_key: None,
+        },
+        result: None,
+    };
+    assert_eq!(
+        db.approval_hold([7; 16], approval.clone(), 5, 50)
+            .await
+            .expect("hold"),
+        berth::store::approvals::Held::Held
+    );
+    assert_eq!(
+        db.approvals().await.expect("approvals"),
+        vec![([7; 16], approval)]
     );
     db.verify_invariants().await.expect("invariants");
 }

@@ -452,7 +452,7 @@ pub async fn grant(
     kind: crate::engine::spending::PaymentKind,
     amount: Option<bitcoin::Amount>,
 ) -> Result<crate::engine::spending::Grant, ApiError> {
-    let who = crate::engine::spending::Spender::of(&caller.credential);
+    let who = crate::engine::spending::Spender::of(caller);
     Ok(state
         .engine
         .spending()

@@ -173,6 +173,7 @@ async fn pair_inner(state: AppState, request: Request) -> Result<Json<PairRespon
         .enrolment()
         .pair(&body.code, &body.name, peer, false)
         .await?;
+    crate::api::v1::rules::start_device(&state, &device).await?;
     Ok(Json(PairResponse {
         token: token.expose().to_string(),
         device: device.into(),

@@ -5,6 +5,7 @@
 //! names each for the OpenAPI document (`tests/integration/openapi.rs` checks the document covers
 //! barkd's). Adding an endpoint touches only its group's file.
 
+pub mod approvals;
 pub mod backups;
 pub mod bitcoin;
 pub mod boards;
@@ -26,7 +27,7 @@ use crate::api::routes::Routes;
 
 /// Every `/api/v1` route, declared by its group (`api::routes`).
 pub fn routes() -> Routes {
-    let groups: [fn(Routes) -> Routes; 14] = [
+    let groups: [fn(Routes) -> Routes; 15] = [
         wallet::routes,
         onchain::routes,
         bitcoin::routes,
@@ -41,6 +42,7 @@ pub fn routes() -> Routes {
         backups::routes,
         nwc::routes,
         rules::routes,
+        approvals::routes,
     ];
     groups
         .into_iter()

@@ -94,7 +94,9 @@ pub enum WalletNotification {
 /// created: what seed recovery restored, and the VTXOs it found but could not
 /// restore); `backup-failed` (a scheduled backup failed; once until one succeeds); and
 /// `disk-full` (the disk under the datadir is nearly full and changes are refused; once
-/// until it has space again).
+/// until it has space again); `approval-requested` (a device's payment over its rules
+/// waits for the owner's approval) and `approval-updated` (it was approved, denied,
+/// expired or ran), sent to admin credentials and to the device concerned only.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct AlertNotification {
     /// The alert's type, as named in `types=`.
@@ -113,6 +115,9 @@ pub struct AlertNotification {
     /// What the on-chain wallet lacks to pay for exiting every VTXO.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shortfall_sat: Option<u64>,
+    /// The approval concerned (`approval-requested`, `approval-updated`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub approval: Option<crate::events::vocabulary::ApprovalAlert>,
 }
 
 impl AlertNotification {
@@ -124,6 +129,7 @@ impl AlertNotification {
             amount_sat: a.amount_sat,
             blocks_left: a.blocks_left,
             shortfall_sat: a.shortfall_sat,
+            approval: a.approval.clone(),
         }
     }
 }
@@ -180,15 +186,16 @@ impl Serialize for Delivered {
     }
 }
 
-/// Which notification types a client receives.
+/// Which notification types a client receives, and (`viewer`: a paired device) that
+/// approval events reach only the device they are about (admin credentials see all).
 #[derive(Debug, Clone)]
-pub struct TypeFilter(HashSet<EventKind>);
+pub struct TypeFilter(HashSet<EventKind>, Option<String>);
 
 /// Every notification type by its API name, and whether a client that does not ask
 /// (`types=` absent) receives it: barkd's three are sent to everyone; Berth's own
 /// (alerts, from later issues) only to clients that name them, so a strict barkd
 /// client never meets a `type` it does not know.
-const TYPES: [(EventKind, &str, bool); 11] = [
+const TYPES: [(EventKind, &str, bool); 13] = [
     (EventKind::MovementCreated, "movement-created", true),
     (EventKind::MovementUpdated, "movement-updated", true),
     (EventKind::ChannelLagging, "channel-lagging", true),
@@ -204,6 +211,8 @@ const TYPES: [(EventKind, &str, bool); 11] = [
     (EventKind::SeedRecovery, "seed-recovery", false),
     (EventKind::BackupFailed, "backup-failed", false),
     (EventKind::DiskFull, "disk-full", false),
+    (EventKind::ApprovalRequested, "approval-requested", false),
+    (EventKind::ApprovalUpdated, "approval-updated", false),
 ];
 
 /// Every notification type's API name (the console's overview listens for them all).
@@ -229,7 +238,7 @@ impl TypeFilter {
     fn parse(types: Option<&str>) -> Result<Self, ApiError> {
         let Some(types) = types else {
             let standard = TYPES.iter().filter(|t| t.2).map(|t| t.0).collect();
-            return Ok(TypeFilter(standard));
+            return Ok(TypeFilter(standard, None));
         };
         let mut set = HashSet::new();
         for name in types.split(',').map(str::trim).filter(|s| !s.is_empty()) {
@@ -250,11 +259,38 @@ impl TypeFilter {
                 "types: name at least one notification type".into(),
             ));
         }
-        Ok(TypeFilter(set))
+        Ok(TypeFilter(set, None))
+    }
+
+    /// For `credential`: a device sees only its own approvals' events.
+    fn seen_by(mut self, credential: &crate::access::Credential) -> Self {
+        self.1 = match credential {
+            crate::access::Credential::Admin => None,
+            crate::access::Credential::Device(id) => Some(id.clone()),
+        };
+        self
     }
 
     fn wants(&self, kind: EventKind) -> bool {
         self.0.contains(&kind)
+    }
+
+    /// Whether this client may see `event` (of a type it wants).
+    fn may_see(&self, event: &Event) -> bool {
+        let Some(viewer) = &self.1 else {
+            return true;
+        };
+        if !matches!(
+            event.kind,
+            EventKind::ApprovalRequested | EventKind::ApprovalUpdated
+        ) {
+            return true;
+        }
+        event
+            .alert
+            .as_ref()
+            .and_then(|a| a.approval.as_ref())
+            .is_some_and(|a| &a.device_id == viewer)
     }
 
     /// What of `events` this client receives, led by the lagging marker if it missed some.
@@ -266,7 +302,7 @@ impl TypeFilter {
             .chain(
                 events
                     .iter()
-                    .filter(|e| self.wants(e.kind))
+                    .filter(|e| self.wants(e.kind) && self.may_see(e))
                     .map(|e| Delivered::Event(Arc::clone(e))),
             )
             .collect()
@@ -294,8 +330,9 @@ pub struct WaitQuery {
     /// Berth extension: comma-separated notification types to return (default
     /// `movement-created,movement-updated,channel-lagging`). The autopilot's alerts
     /// (`vtxo-expiring`, `exit-started`, `exit-claimable`, `exit-reserve-low`,
-    /// `ark-server-unreachable`), `seed-recovery`, `backup-failed` and `disk-full` (shape:
-    /// `AlertNotification`) come only when named here.
+    /// `ark-server-unreachable`), `seed-recovery`, `backup-failed`, `disk-full`,
+    /// `approval-requested` and `approval-updated` (shape: `AlertNotification`) come only
+    /// when named here.
     pub types: Option<String>,
     /// Berth extension: seconds to wait when there is nothing to return yet (0 to 30,
     /// default 30).
@@ -344,7 +381,7 @@ pub async fn wait_notification(
     query: Result<Query<WaitQuery>, QueryRejection>,
 ) -> Result<Json<WaitNotificationResponse>, ApiError> {
     let Query(query) = query?;
-    let types = TypeFilter::parse(query.types.as_deref())?;
+    let types = TypeFilter::parse(query.types.as_deref())?.seen_by(&caller.credential);
     let timeout = query.timeout.unwrap_or(WAIT_WINDOW_SECS);
     if timeout > WAIT_WINDOW_SECS {
         return Err(ApiError::BadRequest(format!(
@@ -481,6 +518,7 @@ pub async fn notifications_socket(
         .ok_or(ApiError::Unauthorized(
             "invalid, used or expired websocket ticket",
         ))?;
+    let types = types.seen_by(&owner);
     let hub = Arc::clone(&state.events);
     let devices = Arc::clone(&state.devices);
     let cursor = query.after.unwrap_or_else(|| hub.latest_id());
@@ -610,7 +648,7 @@ pub async fn notifications_sse(
     query: Result<Query<SseQuery>, QueryRejection>,
 ) -> Result<Response, ApiError> {
     let Query(query) = query?;
-    let types = TypeFilter::parse(query.types.as_deref())?;
+    let types = TypeFilter::parse(query.types.as_deref())?.seen_by(&caller.credential);
     let last_event_id = match headers.get("last-event-id") {
         None => None,
         Some(value) => Some(
@@ -740,6 +778,8 @@ mod tests {
             EventKind::SeedRecovery,
             EventKind::BackupFailed,
             EventKind::DiskFull,
+            EventKind::ApprovalRequested,
+            EventKind::ApprovalUpdated,
         ];
         for kind in kinds {
             // Exhaustive: a new kind fails to compile here until it is listed above.
@@ -754,7 +794,9 @@ mod tests {
                 | EventKind::ArkServerUnreachable
                 | EventKind::SeedRecovery
                 | EventKind::BackupFailed
-                | EventKind::DiskFull => {}
+                | EventKind::DiskFull
+                | EventKind::ApprovalRequested
+                | EventKind::ApprovalUpdated => {}
             }
             let (_, name, _) = TYPES
                 .iter()

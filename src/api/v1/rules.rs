@@ -15,7 +15,7 @@ use crate::access::{Caller, Credential};
 use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorResponse, NotFoundResponse};
 use crate::api::routes::Routes;
-use crate::engine::spending::{Budget, PaymentKind, Period, Rules, RulesView};
+use crate::engine::spending::{Rules, RulesView};
 
 /// The group's routes, each with who may call it (`api::routes`).
 pub(super) fn routes(routes: Routes) -> Routes {
@@ -43,9 +43,13 @@ pub struct SpendingRules {
     /// `exit`. Absent: every kind.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kinds: Option<Vec<String>>,
-    /// What happens to a payment over a limit: `refuse` (403, `code`
-    /// `spending_rule`). The default and, for now, the only choice: approval by the
-    /// owner is not served yet.
+    /// The most one payment's fee may be, in sats, as the wallet estimates it just
+    /// before paying (a payment whose fee would be more is refused).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_fee_sat: Option<u64>,
+    /// What happens to a payment over `max_payment_sat` or a budget: `refuse` (the
+    /// default: 403, `code` `spending_rule`) or `approve` (202: it waits for the
+    /// owner's approval, `/api/v1/approvals`). A kind not allowed is always refused.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub over_limit: Option<String>,
 }
@@ -91,60 +95,26 @@ pub struct MyDevice {
     /// Its spending rules (`null`: none; the admin token has none).
     pub rules: Option<SpendingRules>,
     pub budgets: Vec<BudgetStatus>,
+    /// Its payments waiting for the owner's approval, and those approved and running.
+    pub approvals: Vec<crate::api::v1::approvals::ApprovalInfo>,
 }
 
 impl SpendingRules {
     /// The engine's rules, or what is wrong with these.
     fn parse(&self) -> Result<Rules, ApiError> {
-        let bad = |m: String| ApiError::BadRequest(m);
-        if let Some(over) = &self.over_limit
-            && over != "refuse"
-        {
-            return Err(bad(format!(
-                "over_limit: {over:?}; only \"refuse\" is served (approval by the owner is not \
-                 served yet)"
-            )));
-        }
-        let budgets = self
+        let budgets: Vec<(u64, &str)> = self
             .budgets
             .iter()
-            .map(|b| {
-                let period = Period::parse(&b.period).ok_or_else(|| {
-                    bad(format!(
-                        "budgets: period {:?}; one of day, week, month, year",
-                        b.period
-                    ))
-                })?;
-                Ok(Budget {
-                    amount: crate::api::v1::common::amount("budgets: amount_sat", b.amount_sat)?,
-                    period,
-                })
-            })
-            .collect::<Result<Vec<_>, ApiError>>()?;
-        let kinds = match &self.kinds {
-            None => None,
-            Some(names) => Some(
-                names
-                    .iter()
-                    .map(|k| {
-                        PaymentKind::parse(k).ok_or_else(|| {
-                            bad(format!(
-                                "kinds: {k:?}; of ark, lightning, onchain, offboard, exit"
-                            ))
-                        })
-                    })
-                    .collect::<Result<Vec<_>, ApiError>>()?,
-            ),
-        };
-        let max_payment = self
-            .max_payment_sat
-            .map(|s| crate::api::v1::common::amount("max_payment_sat", s))
-            .transpose()?;
-        Ok(Rules {
-            max_payment,
-            budgets,
-            kinds,
-        })
+            .map(|b| (b.amount_sat, b.period.as_str()))
+            .collect();
+        Rules::parse(
+            self.max_payment_sat,
+            &budgets,
+            self.kinds.as_deref(),
+            self.max_fee_sat,
+            self.over_limit.as_deref(),
+        )
+        .map_err(ApiError::BadRequest)
     }
 }
 
@@ -164,7 +134,8 @@ impl From<&Rules> for SpendingRules {
                 .kinds
                 .as_ref()
                 .map(|k| k.iter().map(|k| k.as_str().to_string()).collect()),
-            over_limit: Some("refuse".into()),
+            max_fee_sat: r.max_fee.map(Amount::to_sat),
+            over_limit: Some(r.over_limit.as_str().into()),
         }
     }
 }
@@ -183,6 +154,28 @@ fn budgets(view: Option<&RulesView>) -> Vec<BudgetStatus> {
             .collect()
     })
     .unwrap_or_default()
+}
+
+/// A device just paired gets the owner's rules for new devices before its token is
+/// handed out; if they cannot be set, the device is removed again (a device meant to
+/// have limits never holds a token without them).
+pub(crate) async fn start_device(
+    state: &AppState,
+    device: &crate::access::devices::Device,
+) -> Result<(), ApiError> {
+    let admin = device.scopes.allows(crate::access::scopes::Scope::Admin);
+    if let Err(e) = state
+        .engine
+        .spending()
+        .start_device(&device.id, admin)
+        .await
+    {
+        if let Err(undo) = state.devices.revoke(&device.id).await {
+            tracing::error!(error = %undo, device = %device.id, "cannot remove a device whose rules could not be set");
+        }
+        return Err(e.into());
+    }
+    Ok(())
 }
 
 /// The device `id`, or 404.
@@ -280,7 +273,7 @@ pub async fn set_device_rules(
     tag = "devices",
     summary = "This device",
     description = "The calling credential as it sees itself: its device, scopes, spending \
-        rules and where its budgets stand (read scope). The admin token has no device and no \
+        rules, where its budgets stand and its payments waiting for approval (read scope). The admin token has no device and no \
         rules.",
     responses(
         (status = 200, description = "This device", body = MyDevice),
@@ -304,15 +297,28 @@ pub async fn my_device(
             scopes,
             rules: None,
             budgets: Vec::new(),
+            approvals: Vec::new(),
         }));
     };
     let me = device(&state, id).await?;
     let rules = rules_of(&state, id).await?;
+    let approvals = state
+        .engine
+        .approvals()
+        .list()
+        .await?
+        .iter()
+        .filter(|a| {
+            &a.record.device_id == id && !crate::store::approvals::state::ended(&a.record.state)
+        })
+        .map(crate::api::v1::approvals::ApprovalInfo::from)
+        .collect();
     Ok(Json(MyDevice {
         id: Some(me.id),
         name: Some(me.name),
         scopes,
         rules: rules.rules,
         budgets: rules.budgets,
+        approvals,
     }))
 }

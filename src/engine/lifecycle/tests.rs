@@ -29,6 +29,7 @@ async fn engine_with_an_unloaded_wallet(dir: &std::path::Path) -> Arc<Engine> {
         crate::keys::Seeds::new(layout.seed_files(), Default::default()),
         events,
         super::super::autopilot::Policy::default(),
+        crate::engine::spending::Policy::default(),
     )
 }
 

@@ -21,6 +21,7 @@ use std::time::Duration as StdDuration;
 use bitcoin::Amount;
 use chrono::{DateTime, Datelike, Duration, Local, NaiveDate, TimeZone};
 
+pub mod approvals;
 mod follower;
 
 use crate::engine::{Engine, EngineError};
@@ -171,11 +172,54 @@ fn micros<Tz: TimeZone>(t: &DateTime<Tz>) -> u64 {
     u64::try_from(t.timestamp_micros()).unwrap_or(0)
 }
 
+/// The owner's household settings (`[household]` of `berth.toml`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Policy {
+    /// How long a payment held for approval waits for the owner.
+    pub approval_expiry: StdDuration,
+    /// The rules a newly paired device starts with (`None`: none).
+    pub new_device_rules: Option<Rules>,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Policy {
+            approval_expiry: approvals::DEFAULT_EXPIRY,
+            new_device_rules: None,
+        }
+    }
+}
+
 /// One budget as the owner sets it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Budget {
     pub amount: Amount,
     pub period: Period,
+}
+
+/// What happens to a payment over a device's per-payment maximum or a budget.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OverLimit {
+    /// Refused (403).
+    #[default]
+    Refuse,
+    /// Held for the owner's approval (202, [`approvals`]).
+    Approve,
+}
+
+impl OverLimit {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OverLimit::Refuse => "refuse",
+            OverLimit::Approve => "approve",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<OverLimit> {
+        [OverLimit::Refuse, OverLimit::Approve]
+            .into_iter()
+            .find(|o| o.as_str() == s)
+    }
 }
 
 /// A device's rules as the owner sets them. Absent limits are no limits.
@@ -185,6 +229,102 @@ pub struct Rules {
     pub budgets: Vec<Budget>,
     /// `None`: every kind.
     pub kinds: Option<Vec<PaymentKind>>,
+    /// The most a payment's fee may be, as the wallet estimates it just before paying.
+    pub max_fee: Option<Amount>,
+    pub over_limit: OverLimit,
+}
+
+impl Rules {
+    /// Rules from the form the owner writes them in (the API's JSON, `berth.toml`):
+    /// `budgets` as (sats, period name). Every field is optional; the error names the
+    /// field that is wrong. (Limits between fields are checked when they are set.)
+    pub fn parse(
+        max_payment_sat: Option<u64>,
+        budgets: &[(u64, &str)],
+        kinds: Option<&[String]>,
+        max_fee_sat: Option<u64>,
+        over_limit: Option<&str>,
+    ) -> Result<Rules, String> {
+        let sat = |field: &str, sats: u64| {
+            if sats > Amount::MAX_MONEY.to_sat() {
+                Err(format!("{field}: {sats} is more than there can be bitcoin"))
+            } else {
+                Ok(Amount::from_sat(sats))
+            }
+        };
+        let over_limit = match over_limit {
+            None => OverLimit::default(),
+            Some(o) => OverLimit::parse(o)
+                .ok_or_else(|| format!("over_limit: {o:?}; refuse or approve"))?,
+        };
+        let budgets = budgets
+            .iter()
+            .map(|&(amount, period)| {
+                Ok(Budget {
+                    amount: sat("budgets: amount_sat", amount)?,
+                    period: Period::parse(period).ok_or_else(|| {
+                        format!("budgets: period {period:?}; one of day, week, month, year")
+                    })?,
+                })
+            })
+            .collect::<Result<Vec<_>, String>>()?;
+        let kinds = kinds
+            .map(|names| {
+                names
+                    .iter()
+                    .map(|k| {
+                        PaymentKind::parse(k).ok_or_else(|| {
+                            format!("kinds: {k:?}; of ark, lightning, onchain, offboard, exit")
+                        })
+                    })
+                    .collect::<Result<Vec<_>, String>>()
+            })
+            .transpose()?;
+        Ok(Rules {
+            max_payment: max_payment_sat
+                .map(|s| sat("max_payment_sat", s))
+                .transpose()?,
+            budgets,
+            kinds,
+            max_fee: max_fee_sat.map(|s| sat("max_fee_sat", s)).transpose()?,
+            over_limit,
+        })
+    }
+
+    /// What is wrong with these rules as a whole, if anything.
+    pub fn check(&self) -> Result<(), String> {
+        if self.budgets.len() > MAX_BUDGETS {
+            return Err(format!("budgets: at most {MAX_BUDGETS}"));
+        }
+        for (i, b) in self.budgets.iter().enumerate() {
+            if b.amount == Amount::ZERO {
+                return Err(
+                    "budgets: amount_sat must be above 0 (to forbid a kind of payment, \
+                     leave it out of kinds)"
+                        .into(),
+                );
+            }
+            if self.budgets[..i].iter().any(|o| o.period == b.period) {
+                return Err(format!(
+                    "budgets: one budget per period ({} twice)",
+                    b.period.as_str()
+                ));
+            }
+        }
+        if self.max_payment == Some(Amount::ZERO) {
+            return Err("max_payment_sat must be above 0".into());
+        }
+        if self.over_limit == OverLimit::Approve
+            && self.max_payment.is_none()
+            && self.budgets.is_empty()
+        {
+            return Err(
+                "over_limit \"approve\" needs a limit to be over: set max_payment_sat or a budget"
+                    .into(),
+            );
+        }
+        Ok(())
+    }
 }
 
 /// Where one budget stands now.
@@ -212,13 +352,20 @@ pub enum Spender {
     Device(String),
     /// A Nostr Wallet Connect connection: its own limits, checked by `nwc`.
     Nwc,
+    /// A paired device running the payment the owner approved: let through once, if
+    /// it is the payment approved.
+    Approved { device: String, approval: [u8; 16] },
 }
 
 impl Spender {
-    pub fn of(credential: &crate::access::Credential) -> Spender {
-        match credential {
-            crate::access::Credential::Admin => Spender::Owner,
-            crate::access::Credential::Device(id) => Spender::Device(id.clone()),
+    pub fn of(caller: &crate::access::Caller) -> Spender {
+        match (&caller.credential, caller.approval) {
+            (crate::access::Credential::Admin, _) => Spender::Owner,
+            (crate::access::Credential::Device(id), Some(approval)) => Spender::Approved {
+                device: id.clone(),
+                approval,
+            },
+            (crate::access::Credential::Device(id), None) => Spender::Device(id.clone()),
         }
     }
 }
@@ -233,6 +380,8 @@ pub struct Grant {
     amount: Option<Amount>,
     /// The reservation against the device's budgets, when one was made.
     reservation: Option<[u8; 16]>,
+    /// The most the payment's fee may be.
+    max_fee: Option<Amount>,
 }
 
 impl Grant {
@@ -279,9 +428,23 @@ pub enum Outcome {
     },
 }
 
-/// A refusal by a rule, for the client: it names the rule and the figures.
-fn refused(message: String) -> EngineError {
-    EngineError::Refused(message)
+/// Why the rules' check stopped a payment.
+#[derive(Debug)]
+enum Stop {
+    /// A rule forbids it whatever the owner says of limits (its kind; an amount not
+    /// known to a device with limits).
+    Forbidden(String),
+    /// It is over the per-payment maximum or a budget: refused, or held for approval
+    /// when the rules say so.
+    OverLimit { message: String, approve: bool },
+}
+
+impl std::fmt::Display for Stop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Stop::Forbidden(message) | Stop::OverLimit { message, .. } => f.write_str(message),
+        }
+    }
 }
 
 fn sats(amount: u64) -> String {
@@ -306,12 +469,16 @@ fn check(
     amount: Option<Amount>,
     device_id: &str,
     now: &DateTime<Local>,
-) -> Result<SpendReservationRecord, String> {
+) -> Result<SpendReservationRecord, Stop> {
     renew(record, now);
+    let over = |message: String| Stop::OverLimit {
+        message,
+        approve: record_approves(record),
+    };
     if let Some(kinds) = &record.kinds
         && !kinds.iter().any(|k| k == kind.as_str())
     {
-        return Err(format!(
+        return Err(Stop::Forbidden(format!(
             "this device may not make {} payments (allowed: {})",
             kind.as_str(),
             if kinds.is_empty() {
@@ -319,47 +486,63 @@ fn check(
             } else {
                 kinds.join(", ")
             }
-        ));
+        )));
     }
     let limited = record.max_payment_sat.is_some() || !record.budgets.is_empty();
     let amount = match amount {
         Some(amount) => amount.to_sat(),
         None if limited => {
-            return Err(
+            return Err(Stop::Forbidden(
                 "this device has spending limits, and the amount of this payment is not known \
                  before it is made (the whole balance, or every exit): ask the owner"
                     .to_string(),
-            );
+            ));
         }
         None => 0,
     };
     if let Some(max) = record.max_payment_sat
         && amount > max
     {
-        return Err(format!(
+        return Err(over(format!(
             "payment of {} sat exceeds this device's limit of {} sat per payment",
             sats(amount),
             sats(max)
-        ));
+        )));
     }
     for budget in &record.budgets {
         let left = budget.amount_sat.saturating_sub(budget.used_sat);
         if amount > left {
-            return Err(format!(
+            return Err(over(format!(
                 "payment of {} sat exceeds this device's budget: {} of {} sat left this {}",
                 sats(amount),
                 sats(left),
                 sats(budget.amount_sat),
                 budget.period
-            ));
+            )));
         }
     }
+    Ok(take(record, kind, amount, device_id, now))
+}
+
+fn record_approves(record: &SpendingRulesRecord) -> bool {
+    OverLimit::parse(&record.over_limit) == Some(OverLimit::Approve)
+}
+
+/// Take `amount` from every budget and make its reservation (the check passed, or the
+/// owner approved it).
+fn take(
+    record: &mut SpendingRulesRecord,
+    kind: PaymentKind,
+    amount: u64,
+    device_id: &str,
+    now: &DateTime<Local>,
+) -> SpendReservationRecord {
     let mut taken = Vec::with_capacity(record.budgets.len());
     for budget in &mut record.budgets {
         budget.used_sat = budget.used_sat.saturating_add(amount);
         taken.push((budget.period.clone(), budget.period_start_us));
     }
-    Ok(SpendReservationRecord {
+    SpendReservationRecord {
         device_id: device_id.to_string(),
         kind: kind.as_str().to_string(),
         amount_sat: amount,
@@ -367,7 +550,7 @@ fn check(
         taken,
         movement_id: None,
         payment_hash: None,
-    })
+    }
 }
 
 /// Bring every budget to the period `now` is in: a new period starts with nothing used.
@@ -382,6 +565,16 @@ fn renew(record: &mut SpendingRulesRecord, now: &DateTime<Local>) {
             budget.used_sat = 0;
         }
     }
+}
+
+/// A random 16-byte id (reservations, approvals).
+fn new_id(context: &'static str) -> Result<[u8; 16], EngineError> {
+    let mut id = [0u8; 16];
+    getrandom::fill(&mut id).map_err(|e| EngineError::Internal {
+        context,
+        source: anyhow::anyhow!("{e}"),
+    })?;
+    Ok(id)
 }
 
 /// The rules of a stored record.
@@ -402,6 +595,8 @@ fn rules_of(record: &SpendingRulesRecord) -> Rules {
             .kinds
             .as_ref()
             .map(|k| k.iter().filter_map(|k| PaymentKind::parse(k)).collect()),
+        max_fee: record.max_fee_sat.map(Amount::from_sat),
+        over_limit: OverLimit::parse(&record.over_limit).unwrap_or_default(),
     }
 }
 
@@ -444,6 +639,19 @@ impl Spending<'_> {
         Ok(Some(RulesView { rules, budgets }))
     }
 
+    /// A newly paired device starts with the owner's rules for new devices
+    /// (`[household] new_devices`), unless it has the admin scope (which could lift
+    /// them) or there are none.
+    pub async fn start_device(&self, device_id: &str, admin: bool) -> Result<(), EngineError> {
+        match &self.engine.spending_policy.new_device_rules {
+            Some(rules) if !admin => {
+                self.set_rules(device_id, Some(rules.clone())).await?;
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// Replace a device's rules (`None`: none). What each budget whose period is kept
     /// has used this period stays used. `Ok(false)`: no such device.
     pub async fn set_rules(
@@ -452,31 +660,7 @@ impl Spending<'_> {
         rules: Option<Rules>,
     ) -> Result<bool, EngineError> {
         if let Some(rules) = &rules {
-            if rules.budgets.len() > MAX_BUDGETS {
-                return Err(EngineError::InvalidRequest(format!(
-                    "budgets: at most {MAX_BUDGETS}"
-                )));
-            }
-            for (i, b) in rules.budgets.iter().enumerate() {
-                if b.amount == Amount::ZERO {
-                    return Err(EngineError::InvalidRequest(
-                        "budgets: amount_sat must be above 0 (to forbid a kind of payment, \
-                         leave it out of kinds)"
-                            .into(),
-                    ));
-                }
-                if rules.budgets[..i].iter().any(|o| o.period == b.period) {
-                    return Err(EngineError::InvalidRequest(format!(
-                        "budgets: one budget per period ({} twice)",
-                        b.period.as_str()
-                    )));
-                }
-            }
-            if rules.max_payment == Some(Amount::ZERO) {
-                return Err(EngineError::InvalidRequest(
-                    "max_payment_sat must be above 0".into(),
-                ));
-            }
+            rules.check().map_err(EngineError::InvalidRequest)?;
         }
         let now = now();
         let found = self
@@ -511,7 +695,8 @@ impl Spending<'_> {
                     kinds: rules
                         .kinds
                         .map(|k| k.iter().map(|k| k.as_str().to_string()).collect()),
-                    over_limit: "refuse".into(),
+                    over_limit: rules.over_limit.as_str().into(),
+                    max_fee_sat: rules.max_fee.map(Amount::to_sat),
                 })
             })
             .await?;
@@ -521,7 +706,10 @@ impl Spending<'_> {
     /// Leave for `who` to make a payment of `kind` and `amount` (`None` when it is not
     /// known before the payment: the whole balance, every exit). A device's rules are
     /// checked and the amount reserved against its budgets, or the payment is refused
-    /// ([`EngineError::Refused`], naming the rule).
+    /// ([`EngineError::Refused`], naming the rule), or, over a limit of rules that say
+    /// so, it needs the owner's approval ([`EngineError::NeedsApproval`]: nothing is
+    /// held yet; `approvals::Approvals::hold` holds it). A payment the owner approved
+    /// ([`Spender::Approved`]) is let through once, if it is the one approved.
     pub async fn authorize(
         &self,
         who: &Spender,
@@ -534,15 +722,19 @@ impl Spending<'_> {
                     kind,
                     amount: None,
                     reservation: None,
+                    max_fee: None,
                 });
+            }
+            Spender::Approved { device, approval } => {
+                return self
+                    .engine
+                    .approvals()
+                    .admit(device, *approval, kind, amount)
+                    .await;
             }
             Spender::Device(id) => id.clone(),
         };
-        let mut reservation = [0u8; 16];
-        getrandom::fill(&mut reservation).map_err(|e| EngineError::Internal {
-            context: "making a reservation id",
-            source: anyhow::anyhow!("{e}"),
-        })?;
+        let reservation = new_id("making a reservation id")?;
         let now = now();
         let id = device_id.clone();
         let reserved = self
@@ -557,13 +749,38 @@ impl Spending<'_> {
                 kind,
                 amount: None,
                 reservation: None,
+                max_fee: None,
             }),
-            Reserved::Taken => Ok(Grant {
+            Reserved::Taken { max_fee } => Ok(Grant {
                 kind,
                 amount,
                 reservation: Some(reservation),
+                max_fee: max_fee.map(Amount::from_sat),
             }),
-            Reserved::Refused(message) => Err(refused(message)),
+            Reserved::Refused(Stop::Forbidden(message))
+            | Reserved::Refused(Stop::OverLimit {
+                message,
+                approve: false,
+            }) => Err(EngineError::Refused(message)),
+            Reserved::Refused(Stop::OverLimit {
+                message,
+                approve: true,
+            }) => {
+                let max_fee = self
+                    .engine
+                    .store
+                    .spending_rules(&device_id)
+                    .await?
+                    .and_then(|r| r.max_fee_sat)
+                    .map(Amount::from_sat);
+                Err(EngineError::NeedsApproval(Box::new(approvals::Asked {
+                    device_id,
+                    kind,
+                    amount,
+                    max_fee,
+                    reason: message,
+                })))
+            }
         }
     }
 
@@ -598,6 +815,36 @@ impl Spending<'_> {
         {
             tracing::warn!(target: "berth::spending", error = %e, "cannot look at reserved payments");
         }
+    }
+
+    /// Hold `grant`'s payment to its fee cap, if it has one: `estimate` (the wallet's
+    /// estimate of the fee, awaited only then) must be within it, or the payment is
+    /// refused and its reservation given back. Applied where the fee is the Ark
+    /// server's (Ark, Lightning, offboard payments); an on-chain transaction's fee is
+    /// the box's fee rate's, not capped (`docs/household.md`).
+    pub async fn check_fee<F>(&self, grant: Grant, estimate: F) -> Result<Grant, EngineError>
+    where
+        F: std::future::Future<Output = Result<bark::FeeEstimate, EngineError>>,
+    {
+        let Some(cap) = grant.max_fee else {
+            return Ok(grant);
+        };
+        let fee = match estimate.await {
+            Ok(estimate) => estimate.fee,
+            Err(e) => {
+                self.finish(grant, Outcome::Failed).await;
+                return Err(e);
+            }
+        };
+        if fee > cap {
+            self.finish(grant, Outcome::Failed).await;
+            return Err(EngineError::Refused(format!(
+                "this payment's fee of {} sat exceeds this device's fee cap of {} sat",
+                sats(fee.to_sat()),
+                sats(cap.to_sat())
+            )));
+        }
+        Ok(grant)
     }
 
     /// Spend `grant` on `payment` (a payment of `kind` and `amount`): check that the

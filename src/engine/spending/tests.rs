@@ -45,6 +45,7 @@ fn record(
             .collect(),
         kinds: kinds.map(|k| k.iter().map(|k| (*k).to_string()).collect()),
         over_limit: "refuse".into(),
+        max_fee_sat: None,
     }
 }
 
@@ -59,12 +60,12 @@ fn each_rule_refuses_with_its_figures_and_a_budget_renews() {
     );
     let over = check(&mut rules, PaymentKind::Ark, sat(10_000), "d", &now).expect_err("over");
     assert_eq!(
-        over,
+        over.to_string(),
         "payment of 10,000 sat exceeds this device's limit of 1,000 sat per payment"
     );
     let kind = check(&mut rules, PaymentKind::Onchain, sat(10), "d", &now).expect_err("kind");
     assert_eq!(
-        kind,
+        kind.to_string(),
         "this device may not make onchain payments (allowed: ark, lightning)"
     );
     for _ in 0..5 {
@@ -72,12 +73,12 @@ fn each_rule_refuses_with_its_figures_and_a_budget_renews() {
     }
     let budget = check(&mut rules, PaymentKind::Ark, sat(1), "d", &now).expect_err("budget");
     assert_eq!(
-        budget,
+        budget.to_string(),
         "payment of 1 sat exceeds this device's budget: 0 of 5,000 sat left this week"
     );
     assert_eq!(rules.budgets[1].used_sat, 5_000, "taken from every budget");
     let unknown = check(&mut rules, PaymentKind::Ark, None, "d", &now).expect_err("unknown");
-    assert!(unknown.contains("not known"), "{unknown}");
+    assert!(unknown.to_string().contains("not known"), "{unknown}");
     // A week later the weekly budget starts again; the monthly one may not.
     let later = now + Duration::days(7);
     let taken = check(&mut rules, PaymentKind::Ark, sat(1_000), "d", &later).expect("renewed");
@@ -130,7 +131,7 @@ async fn a_hundred_payments_at_once_never_pass_a_budget() {
                 })
                 .await
                 .expect("reserve");
-            matches!(reserved, Reserved::Taken).then_some(id)
+            matches!(reserved, Reserved::Taken { .. }).then_some(id)
         });
     }
     let mut taken = Vec::new();
@@ -194,6 +195,7 @@ fn kinds_alone_limit_no_amount_and_a_grant_pays_only_its_payment() {
         kind: PaymentKind::Lightning,
         amount: Some(Amount::from_sat(100)),
         reservation: None,
+        max_fee: None,
     };
     assert!(
         grant
@@ -213,4 +215,143 @@ fn kinds_alone_limit_no_amount_and_a_grant_pays_only_its_payment() {
     assert!(grant.covers(PaymentKind::Lightning, None).is_err());
     assert_eq!(sats(1_234_567), "1,234,567");
     assert_eq!(sats(12), "12");
+}
+
+/// An approved payment is let through once, and only the payment approved: on a real
+/// database, through the engine.
+#[tokio::test]
+async fn an_approval_lets_through_only_its_own_payment_and_only_once() {
+    use crate::store::approvals::HeldRequestRecord;
+    use crate::store::{DeviceRecord, EventRetention, Store, StoreConfig};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (store, _) = Store::open_async(&dir.path().join("berth.redb"), &StoreConfig::default())
+        .await
+        .expect("store");
+    let device = "00000000000000bb";
+    store
+        .add_device(
+            DeviceRecord {
+                id: device.into(),
+                name: "child".into(),
+                scopes: 0b111,
+                token_hash: [8; 32],
+                created_at_us: 1,
+                console_session: false,
+            },
+            8,
+        )
+        .await
+        .expect("device");
+    let events = crate::events::EventHub::open(store.clone(), EventRetention::default())
+        .await
+        .expect("events");
+    let layout = crate::datadir::Layout::new(dir.path().to_path_buf());
+    let engine = Engine::new(
+        store.clone(),
+        layout.clone(),
+        crate::keys::Seeds::new(layout.seed_files(), Default::default()),
+        events,
+        crate::engine::autopilot::Policy::default(),
+        Policy::default(),
+    );
+    let rules = Rules::parse(
+        Some(1_000),
+        &[(5_000, "week")],
+        None,
+        Some(25),
+        Some("approve"),
+    )
+    .expect("rules");
+    assert!(
+        engine
+            .spending()
+            .set_rules(device, Some(rules))
+            .await
+            .expect("set")
+    );
+    let who = Spender::Device(device.into());
+    let sat = |n| Some(Amount::from_sat(n));
+    let asked = match engine
+        .spending()
+        .authorize(&who, PaymentKind::Ark, sat(2_000))
+        .await
+    {
+        Err(EngineError::NeedsApproval(asked)) => *asked,
+        other => panic!("expected NeedsApproval, got {other:?}"),
+    };
+    assert_eq!(asked.max_fee, sat(25), "the fee cap is held with it");
+    let request = HeldRequestRecord {
+        method: "POST".into(),
+        path: "/api/v1/wallet/send".into(),
+        body: "{}".into(),
+        idempotency_key: None,
+    };
+    let approval = engine
+        .approvals()
+        .hold(asked, None, request)
+        .await
+        .expect("hold");
+    let id = approvals::parse_id(&approval.id).expect("id");
+    let approved = Spender::Approved {
+        device: device.into(),
+        approval: id,
+    };
+    // Not approved yet: nothing runs.
+    let early = engine
+        .spending()
+        .authorize(&approved, PaymentKind::Ark, sat(2_000))
+        .await
+        .expect_err("pending");
+    assert!(early.to_string().contains("not approved"), "{early}");
+    engine
+        .approvals()
+        .decide(id, true)
+        .await
+        .expect("decide")
+        .expect("found");
+    // Another amount, another kind, another device: not the payment approved.
+    for (who, kind, amount) in [
+        (&approved, PaymentKind::Ark, sat(2_001)),
+        (&approved, PaymentKind::Lightning, sat(2_000)),
+        (
+            &Spender::Approved {
+                device: "00000000000000cc".into(),
+                approval: id,
+            },
+            PaymentKind::Ark,
+            sat(2_000),
+        ),
+    ] {
+        let wrong = engine
+            .spending()
+            .authorize(who, kind, amount)
+            .await
+            .expect_err("not the one approved");
+        assert!(wrong.to_string().contains("not the payment"), "{wrong}");
+    }
+    let grant = engine
+        .spending()
+        .authorize(&approved, PaymentKind::Ark, sat(2_000))
+        .await
+        .expect("the approved payment");
+    assert_eq!(grant.max_fee, sat(25));
+    assert!(grant.reservation.is_some(), "counted against the budget");
+    let again = engine
+        .spending()
+        .authorize(&approved, PaymentKind::Ark, sat(2_000))
+        .await
+        .expect_err("once");
+    assert!(again.to_string().contains("already ran"), "{again}");
+    engine.spending().finish(grant, Outcome::Done).await;
+    let view = engine
+        .spending()
+        .rules(device)
+        .await
+        .expect("rules")
+        .expect("some");
+    assert_eq!(
+        view.budgets[0].used,
+        Amount::from_sat(2_000),
+        "an approved payment counts against the budget"
+    );
 }
