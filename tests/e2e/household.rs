@@ -4,7 +4,8 @@
 //! (403, naming what is left) above them; a Lightning payment the payee's node fails
 //! after it was under way gives its amount back when its movement fails; the next day
 //! (the rules' clock moved forward at a restart, not waited for) the budget is whole
-//! again.
+//! again. And (the second scenario) a payment above the allowance that the owner
+//! approves in the console settles once.
 
 use serde_json::{Value, json};
 
@@ -188,4 +189,173 @@ fn a_childs_phone_pays_within_its_allowance() {
         (ln.external.invoice_status("allowance-3") == "paid").then_some(())
     });
     println!("{TEST}: allowance kept over Ark and Lightning; a failed payment's amount came back");
+}
+
+/// Scenario: above its allowance, a child's payment waits for the owner, who approves
+/// it in the console (its forms, with a session cookie, as `console_funding.rs` drives
+/// them; the pages themselves are driven in Chromium by `tests/integration/browser.rs`);
+/// it then settles, once, as it was asked: a Lightning invoice paid by the outside node
+/// and an Ark payment bob receives, each taken from alice's balance once. The fee cap
+/// refuses an offboard whose server fee is over it.
+#[test]
+#[ignore = "needs the regtest stack with Core Lightning: run scripts/e2e"]
+fn an_approved_payment_settles_once() {
+    let Some(stack) = Stack::start_with_lightning("approval") else {
+        return;
+    };
+    let ln = stack.ln();
+    let alice = stack.berthd("alice");
+    let bob = stack.berthd("bob");
+    crate::board_and_confirm(&stack, &alice, 600_000);
+    let height = stack.bitcoind.height();
+    ln.internal.wait_for_block(height);
+    ln.external.wait_for_block(height);
+    let port = alice.port();
+
+    let uri = harness::open_window(&alice.datadir, "read,receive,send");
+    let code = harness::uri_param(&uri, "t").to_string();
+    let paired = alice.post_ok("/api/v1/pair", json!({ "code": code, "name": "Child" }));
+    let child = format!("Bearer {}", paired["token"].as_str().expect("token"));
+    let id = paired["device"]["id"].as_str().expect("id").to_string();
+    let (status, _, body) = alice.call_with(
+        "PUT",
+        &format!("/api/v1/devices/{id}/rules"),
+        Some(json!({
+            "max_payment_sat": 10_000,
+            "kinds": ["ark", "lightning", "offboard"],
+            "max_fee_sat": 1,
+            "over_limit": "approve",
+        })),
+        &[],
+    );
+    assert_eq!(status, 200, "{body}");
+
+    // The fee cap: this server's offboard fee (its fixed 100 vbytes at the chain's rate)
+    // is over 1 sat, so the offboard is refused, within the amount limit.
+    let bitcoin_address = stack.bitcoind.new_address();
+    let (status, refused) = as_child(
+        port,
+        &child,
+        "POST",
+        "/api/v1/wallet/send-onchain",
+        json!({ "destination": bitcoin_address, "amount_sat": 5_000 }),
+    );
+    assert_eq!(status, 403, "{refused}");
+    assert!(
+        refused["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("exceeds this device's fee cap of 1 sat"),
+        "{refused}"
+    );
+
+    let spendable = || alice.get_ok("/api/v1/wallet/balance")["spendable_sat"].as_u64();
+    let pay = |path: &str, key: &str, body: Value| {
+        let body = body.to_string();
+        let (status, raw) = harness::request(
+            port,
+            "POST",
+            path,
+            &[
+                ("Authorization", &child),
+                ("Content-Type", "application/json"),
+                ("Idempotency-Key", key),
+            ],
+            Some(&body),
+        );
+        (status, harness::json_of(&raw))
+    };
+
+    // Over the limit: a Lightning invoice waits for the owner.
+    let (invoice, _) = ln.external.invoice(Some(20_000_000), "approved-1");
+    let before = spendable().expect("balance");
+    let (status, waiting) = pay(
+        "/api/v1/lightning/pay",
+        "approve-ln",
+        json!({ "destination": invoice }),
+    );
+    assert_eq!(status, 202, "{waiting}");
+    let approval = waiting["approval_id"].as_str().expect("id").to_string();
+    assert_eq!(ln.external.invoice_status("approved-1"), "unpaid");
+
+    // The owner approves it in the console.
+    let cookie = harness::console_session(port, &alice.datadir, "read,receive,send,admin", "Owner");
+    let origin = format!("http://127.0.0.1:{port}");
+    let page = |path: &str| {
+        harness::try_request(port, "GET", path, &[("Cookie", &cookie)], None).expect("GET")
+    };
+    let (status, listed) = page("/console/approvals");
+    assert_eq!(status, 200);
+    assert!(
+        listed.contains("20,000 sat, lightning") && listed.contains(&approval),
+        "{listed}"
+    );
+    let (status, _) = harness::post_form(
+        port,
+        &format!("/console/approvals/{approval}/approve"),
+        &[("Origin", &origin), ("Cookie", &cookie)],
+        "",
+    );
+    assert_eq!(status, 303);
+    wait_for("the approved Lightning payment to settle", 120, || {
+        (ln.external.invoice_status("approved-1") == "paid").then_some(())
+    });
+    let (_, answered) = page("/console/approvals");
+    assert!(
+        answered.contains("executed") && answered.contains("paid"),
+        "{answered}"
+    );
+    // Once: the device's retry gets the run's answer; nothing is paid again.
+    let (status, again) = pay(
+        "/api/v1/lightning/pay",
+        "approve-ln",
+        json!({ "destination": invoice }),
+    );
+    assert_eq!(status, 200, "{again}");
+    let (status, _, _) = alice.call_with(
+        "POST",
+        &format!("/api/v1/approvals/{approval}/approve"),
+        None,
+        &[],
+    );
+    assert_eq!(status, 422, "approved once");
+    let after = wait_for("alice's balance after the payment", 60, || {
+        alice.post("/api/v1/wallet/sync", json!({}));
+        let now = spendable()?;
+        (now < before).then_some(now)
+    });
+    assert_eq!(
+        before - after,
+        20_000,
+        "paid once (this server's Lightning fee is 0)"
+    );
+
+    // An Ark payment over the limit, approved by the API: bob receives it once.
+    let bob_address = bob.post_ok("/api/v1/wallet/addresses/next", json!({}))["address"]
+        .as_str()
+        .expect("address")
+        .to_string();
+    let (status, waiting) = pay(
+        "/api/v1/wallet/send",
+        "approve-ark",
+        json!({ "destination": bob_address, "amount_sat": 15_000 }),
+    );
+    assert_eq!(status, 202, "{waiting}");
+    let approval = waiting["approval_id"].as_str().expect("id");
+    let approved = alice.post_ok(&format!("/api/v1/approvals/{approval}/approve"), json!({}));
+    assert_eq!(approved["state"], "executed", "{approved}");
+    assert_eq!(approved["result"]["status"], 200, "{approved}");
+    let received = wait_for("bob to receive the approved payment", 120, || {
+        bob.post("/api/v1/wallet/sync", json!({}));
+        let balance = bob.get_ok("/api/v1/wallet/balance");
+        let total = balance["spendable_sat"].as_u64()?
+            + balance["pending_in_round_sat"].as_u64().unwrap_or(0);
+        (total > 0).then_some(total)
+    });
+    assert_eq!(received, 15_000, "bob got it once");
+    let (_, me) = as_child(port, &child, "GET", "/api/v1/devices/me", Value::Null);
+    assert_eq!(me["approvals"], json!([]), "nothing waits: {me}");
+    println!(
+        "approval: a Lightning and an Ark payment over the allowance settled once after approval"
+    );
 }
