@@ -61,7 +61,10 @@ pub struct PendingOffboard {
 /// How a granted offboard went: broadcast, done; paused, its movement's end decides.
 fn offboard_outcome(outcome: &OffboardOutcome) -> Outcome {
     match outcome {
-        OffboardOutcome::Broadcast(_) => Outcome::Done,
+        OffboardOutcome::Broadcast(result) => Outcome::Paid {
+            movement_id: Some(result.movement_id.0),
+            payment_hash: None,
+        },
         OffboardOutcome::Pending(p) => Outcome::Pending {
             movement_id: p.movement_id.map(|m| m.0),
             payment_hash: None,

@@ -86,7 +86,10 @@ impl Ark<'_> {
         grant: Grant,
     ) -> Result<ArkPayment, EngineError> {
         let outcome = |paid: &ArkPayment| match paid {
-            ArkPayment::Sent(_) => Outcome::Done,
+            ArkPayment::Sent(movement) => Outcome::Paid {
+                movement_id: Some(movement.0),
+                payment_hash: None,
+            },
             ArkPayment::Pending { movement_id } => Outcome::Pending {
                 movement_id: movement_id.map(|m| m.0),
                 payment_hash: None,

@@ -355,6 +355,24 @@ fn an_approved_payment_settles_once() {
     assert_eq!(received, 15_000, "bob got it once");
     let (_, me) = as_child(port, &child, "GET", "/api/v1/devices/me", Value::Null);
     assert_eq!(me["approvals"], json!([]), "nothing waits: {me}");
+    // The history names the device that paid, on both payments' movements.
+    let named = wait_for("both payments named with the child's device", 60, || {
+        let history = alice.get_ok("/api/v1/wallet/history");
+        let named: Vec<String> = history
+            .as_array()?
+            .iter()
+            .filter(|m| m["metadata"]["device"]["id"] == id.as_str())
+            .map(|m| {
+                format!(
+                    "{}/{}",
+                    m["subsystem"]["name"].as_str().unwrap_or_default(),
+                    m["metadata"]["device"]["name"].as_str().unwrap_or_default()
+                )
+            })
+            .collect();
+        (named.len() == 2).then_some(named)
+    });
+    assert!(named.iter().all(|n| n.ends_with("/Child")), "{named:?}");
     println!(
         "approval: a Lightning and an Ark payment over the allowance settled once after approval"
     );

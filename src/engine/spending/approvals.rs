@@ -221,6 +221,7 @@ impl Approvals<'_> {
         amount: Option<Amount>,
     ) -> Result<Grant, EngineError> {
         let reservation = new_id("making a reservation id")?;
+        let device_of_grant = device.to_owned();
         let device = device.to_owned();
         let now = now();
         let started = self
@@ -259,6 +260,7 @@ impl Approvals<'_> {
                 amount,
                 reservation: reserved.then_some(reservation),
                 max_fee: max_fee.map(Amount::from_sat),
+                device: Some(device_of_grant),
             }),
         }
     }

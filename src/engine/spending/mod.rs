@@ -27,6 +27,9 @@ mod follower;
 use crate::engine::{Engine, EngineError};
 use crate::store::spending::{BudgetRecord, Reserved, SpendReservationRecord, SpendingRulesRecord};
 
+/// The key of a movement's metadata that names the paired device that paid.
+pub const PAYER_KEY: &str = "device";
+
 /// For tests of periods without waiting for them: seconds added to the clock the rules
 /// read. Ships in the release binary like the store's fault trigger (the binary tested
 /// is the binary run), off unless set, and berthd warns at start when it is.
@@ -382,6 +385,9 @@ pub struct Grant {
     reservation: Option<[u8; 16]>,
     /// The most the payment's fee may be.
     max_fee: Option<Amount>,
+    /// The paired device that pays (named in its movement's metadata): `None` for the
+    /// owner and Nostr Wallet Connect (which names its own connection).
+    device: Option<String>,
 }
 
 impl Grant {
@@ -420,6 +426,12 @@ pub enum Outcome {
     Failed,
     /// It is done: the amount stays spent.
     Done,
+    /// It is done, and this is its movement (or the Lightning send of this payment
+    /// hash): the amount stays spent, and the movement names the device that paid.
+    Paid {
+        movement_id: Option<u32>,
+        payment_hash: Option<[u8; 32]>,
+    },
     /// It goes on in the background: its end decides (its movement, or the Lightning
     /// send of this payment hash).
     Pending {
@@ -723,6 +735,7 @@ impl Spending<'_> {
                     amount: None,
                     reservation: None,
                     max_fee: None,
+                    device: None,
                 });
             }
             Spender::Approved { device, approval } => {
@@ -750,12 +763,14 @@ impl Spending<'_> {
                 amount: None,
                 reservation: None,
                 max_fee: None,
+                device: Some(device_id),
             }),
             Reserved::Taken { max_fee } => Ok(Grant {
                 kind,
                 amount,
                 reservation: Some(reservation),
                 max_fee: max_fee.map(Amount::from_sat),
+                device: Some(device_id),
             }),
             Reserved::Refused(Stop::Forbidden(message))
             | Reserved::Refused(Stop::OverLimit {
@@ -788,6 +803,9 @@ impl Spending<'_> {
     /// goes back) or waits for the payment's end. A failure to record it is logged:
     /// the payment's own answer is what the client needs.
     pub async fn finish(&self, grant: Grant, outcome: Outcome) {
+        if let Some(device) = &grant.device {
+            self.name_the_payer(device, outcome).await;
+        }
         let Some(id) = grant.reservation else {
             return;
         };
@@ -796,7 +814,7 @@ impl Spending<'_> {
         let store = &self.engine.store;
         let done = match outcome {
             Outcome::Failed => store.spending_finish(id, false).await.map(drop),
-            Outcome::Done => store.spending_finish(id, true).await.map(drop),
+            Outcome::Done | Outcome::Paid { .. } => store.spending_finish(id, true).await.map(drop),
             Outcome::Pending {
                 movement_id,
                 payment_hash,
@@ -814,6 +832,57 @@ impl Spending<'_> {
             && let Err(e) = Box::pin(self.engine.end_finished_reservations(&[])).await
         {
             tracing::warn!(target: "berth::spending", error = %e, "cannot look at reserved payments");
+        }
+    }
+
+    /// Name the device that made a payment in its movement's metadata
+    /// (`"device": {"id", "name"}`), so the history, the events and the accounting
+    /// export say who paid. Best effort, logged: the payment is made either way. A
+    /// payment whose movement is not known when it answers (an Ark payment paused
+    /// before its movement existed) stays unnamed.
+    async fn name_the_payer(&self, device: &str, outcome: Outcome) {
+        let (movement_id, payment_hash) = match outcome {
+            Outcome::Failed | Outcome::Done => return,
+            Outcome::Paid {
+                movement_id,
+                payment_hash,
+            }
+            | Outcome::Pending {
+                movement_id,
+                payment_hash,
+            } => (movement_id, payment_hash),
+        };
+        let engine = self.engine;
+        let named = async {
+            let movement = match (movement_id, payment_hash) {
+                (Some(id), _) => Some(id),
+                (None, Some(hash)) => engine
+                    .lightning()
+                    .send_movement(ark::lightning::PaymentHash::from(hash))
+                    .await?
+                    .map(|m| m.id.0),
+                (None, None) => None,
+            };
+            let Some(movement) = movement else {
+                return Ok::<_, EngineError>(());
+            };
+            let name = engine
+                .store
+                .devices()
+                .await?
+                .into_iter()
+                .find(|d| d.id == device)
+                .map(|d| d.name)
+                .unwrap_or_default();
+            let patch = serde_json::json!({ PAYER_KEY: { "id": device, "name": name } });
+            engine
+                .ark()
+                .patch_movement_metadata(movement, &patch)
+                .await?;
+            Ok(())
+        };
+        if let Err(e) = Box::pin(named).await {
+            tracing::warn!(target: "berth::spending", error = %e, "cannot name the device in a payment's movement");
         }
     }
 

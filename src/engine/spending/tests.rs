@@ -196,6 +196,7 @@ fn kinds_alone_limit_no_amount_and_a_grant_pays_only_its_payment() {
         amount: Some(Amount::from_sat(100)),
         reservation: None,
         max_fee: None,
+        device: None,
     };
     assert!(
         grant
