@@ -80,7 +80,11 @@ impl HouseholdSection {
                     r.max_fee_sat,
                     r.over_limit.as_deref(),
                 )
-                .and_then(|rules| rules.check().map(|()| rules))
+                .and_then(|mut rules| {
+                    rules.own_history =
+                        crate::engine::spending::Rules::own_history_of(r.history.as_deref())?;
+                    rules.check().map(|()| rules)
+                })
                 .map_err(|e| format!("household.new_devices: {e}"))?;
                 Some(rules)
             }
@@ -106,6 +110,9 @@ pub struct NewDeviceRules {
     pub max_fee_sat: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub over_limit: Option<String>,
+    /// `all` or `own`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub history: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]

@@ -190,6 +190,7 @@ struct RulesPage {
     /// (kind, allowed), every kind.
     kinds: Vec<(&'static str, bool)>,
     approve: bool,
+    own_history: bool,
     has_rules: bool,
     usage: Vec<BudgetRow>,
     error: Option<String>,
@@ -239,6 +240,7 @@ fn rules_page(
                 .collect(),
             approve: rules
                 .is_some_and(|r| r.over_limit == crate::engine::spending::OverLimit::Approve),
+            own_history: rules.is_some_and(|r| r.own_history),
             has_rules: rules.is_some(),
             usage: view
                 .map(|v| {
@@ -302,6 +304,8 @@ pub(super) struct RulesForm {
     exit: Option<String>,
     /// `approve` or `refuse`.
     over_limit: String,
+    /// Checked: the device sees only its own payments.
+    own_history: Option<String>,
     /// Set by the "Remove the rules" button.
     remove: Option<String>,
 }
@@ -342,13 +346,14 @@ impl RulesForm {
         .collect();
         // Every kind ticked is no limit on kinds.
         let kinds = (kinds.len() < PaymentKind::ALL.len()).then_some(kinds);
-        let rules = Rules::parse(
+        let mut rules = Rules::parse(
             optional_sats("Most per payment", &self.max_payment_sat)?,
             &budgets,
             kinds.as_deref(),
             optional_sats("Most fee per payment", &self.max_fee_sat)?,
             Some(self.over_limit.as_str()),
         )?;
+        rules.own_history = self.own_history.is_some();
         rules.check()?;
         Ok(rules)
     }
@@ -411,6 +416,9 @@ pub(super) fn summary(view: Option<&RulesView>) -> String {
     }
     if view.rules.over_limit == crate::engine::spending::OverLimit::Approve {
         parts.push("asks you above its limits".into());
+    }
+    if view.rules.own_history {
+        parts.push("sees only its own payments".into());
     }
     if parts.is_empty() {
         "none".into()

@@ -275,7 +275,12 @@ pub(super) fn forbidden(message: &'static str) -> Response {
 async fn home(State(state): State<AppState>, headers: HeaderMap) -> Response {
     match session::signed_in(&headers, &state.devices) {
         Some(who) if who.scopes.allows(Scope::Read) => {
-            overview::overview(&state, who.scopes.allows(Scope::Admin)).await
+            // A device whose rules say `history: own` sees only its own payments.
+            let own = match state.engine.spending().own_history(&who.device_id).await {
+                Ok(own) => own.then_some(who.device_id.as_str()),
+                Err(e) => return (ApiError::from(e)).into_response(),
+            };
+            overview::overview(&state, who.scopes.allows(Scope::Admin), own).await
         }
         Some(_) => forbidden("this device may not see the wallet (it lacks the read scope)"),
         None => signed_out(&state, StatusCode::OK, None),

@@ -93,8 +93,9 @@ const ALERTS: usize = 5;
 const ALERTS_AMONG: u64 = 500;
 
 /// The overview; `admin`: the viewer may administer the box (it sees the payments
-/// waiting for approval, and every device's approval events among the alerts).
-pub(super) async fn overview(state: &AppState, admin: bool) -> Response {
+/// waiting for approval, and every device's approval events among the alerts); `own`:
+/// the viewer is a device that sees only its own payments.
+pub(super) async fn overview(state: &AppState, admin: bool, own: Option<&str>) -> Response {
     let now = crate::api::status::snapshot(state, crate::api::status::Reading::WithBalances).await;
     if let Some(e) = &now.wallet.unreadable {
         tracing::error!(target: "berth::console", error = %e, "cannot read the wallet");
@@ -206,19 +207,27 @@ pub(super) async fn overview(state: &AppState, admin: bool) -> Response {
         }
     });
     let movements = match &wallet {
-        WalletView::Loaded { .. } => engine
-            .reads()
-            .history_page(None, MOVEMENTS)
-            .await
-            .unwrap_or_default()
-            .into_iter()
-            .map(|m| MovementRow {
-                when: m.time.created_at.format("%Y-%m-%d %H:%M").to_string(),
-                what: format!("{} {}", m.subsystem.name, m.subsystem.kind),
-                sats: m.effective_balance.to_sat(),
-                status: format!("{:?}", m.status).to_lowercase(),
-            })
-            .collect(),
+        WalletView::Loaded { .. } => match own {
+            None => engine
+                .reads()
+                .history_page(None, MOVEMENTS)
+                .await
+                .unwrap_or_default(),
+            Some(device) => {
+                let mut all = engine.reads().history(None).await.unwrap_or_default();
+                all.retain(|m| crate::engine::spending::paid_by(m, device));
+                all.truncate(MOVEMENTS);
+                all
+            }
+        }
+        .into_iter()
+        .map(|m| MovementRow {
+            when: m.time.created_at.format("%Y-%m-%d %H:%M").to_string(),
+            what: format!("{} {}", m.subsystem.name, m.subsystem.kind),
+            sats: m.effective_balance.to_sat(),
+            status: format!("{:?}", m.status).to_lowercase(),
+        })
+        .collect(),
         _ => Vec::new(),
     };
     let alerts = recent_alerts(state, admin).await;

@@ -28,6 +28,7 @@ pub mod backup;
 mod boards;
 mod exits;
 mod fees;
+pub mod labels;
 mod lifecycle;
 pub mod lightning;
 pub mod lnurl;

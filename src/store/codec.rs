@@ -26,9 +26,9 @@ use bitcoin::Weight;
 
 use crate::store::error::StoreError;
 use crate::store::records::{
-    ActionCheckpointRow, ApprovalRecord, DeviceRecord, IdempotencyEntry, NwcConnectionRecord,
-    NwcRequestRecord, SpendReservationRecord, SpendingRulesRecord, StoredEvent, VtxoRow,
-    WalletSetup,
+    ActionCheckpointRow, ApprovalRecord, DeviceRecord, IdempotencyEntry, LabelRecord,
+    NwcConnectionRecord, NwcRequestRecord, SpendReservationRecord, SpendingRulesRecord,
+    StoredEvent, VtxoRow, WalletSetup,
 };
 
 /// One kind of stored record: its Rust type, its redb type name and its encoding.
@@ -292,6 +292,11 @@ json_record!(
 json_record!(
     /// [`SpendingRulesRecord`] as JSON.
     SpendingRulesRecordKind, SpendingRulesRecord, "berth.spending_rules"
+);
+
+json_record!(
+    /// [`LabelRecord`] as JSON.
+    LabelRecordKind, LabelRecord, "berth.label"
 );
 
 json_record!(

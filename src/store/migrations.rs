@@ -19,7 +19,7 @@ const MIGRATIONS: [Migration; SCHEMA_VERSION as usize] = [
     add_vtxo_totals,
     add_nwc_tables,
     add_spending_tables,
-    add_approvals_table,
+    add_approvals_and_labels,
 ];
 
 fn create_v1(tx: &redb::WriteTransaction) -> Result<(), StoreError> {
@@ -98,10 +98,13 @@ fn add_spending_tables(tx: &redb::WriteTransaction) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// Version 8: payments held for the owner's approval. Additive: it starts empty.
-fn add_approvals_table(tx: &redb::WriteTransaction) -> Result<(), StoreError> {
-    tx.open_table(schema::SPENDING_APPROVALS)
-        .map_err(|e| from_redb("adding the approvals table", e))?;
+/// Version 8: payments held for the owner's approval, and imported labels. Additive:
+/// they start empty.
+fn add_approvals_and_labels(tx: &redb::WriteTransaction) -> Result<(), StoreError> {
+    const CTX: &str = "adding the approvals and labels tables";
+    let e = |e| from_redb(CTX, e);
+    tx.open_table(schema::SPENDING_APPROVALS).map_err(e)?;
+    tx.open_table(schema::LABELS).map_err(e)?;
     Ok(())
 }
 

@@ -27,6 +27,7 @@ pub mod error;
 mod events;
 pub mod faults;
 pub mod idempotency;
+pub mod labels;
 pub mod migrations;
 pub mod nwc;
 pub mod records;

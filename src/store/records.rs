@@ -200,6 +200,9 @@ pub struct SpendingRulesRecord {
     /// The most one payment's fee may be (absent in records written before it existed).
     #[serde(default)]
     pub max_fee_sat: Option<u64>,
+    /// The device sees only its own payments in the history and the events.
+    #[serde(default)]
+    pub own_history: bool,
 }
 
 /// One budget of a device: at most `amount_sat` per `period`.
@@ -229,6 +232,22 @@ pub struct SpendReservationRecord {
     /// hash (Lightning).
     pub movement_id: Option<u32>,
     pub payment_hash: Option<[u8; 32]>,
+}
+
+/// A BIP-329 label record as imported (`engine::labels`). Stored as JSON (record kind
+/// `berth.label`, version 1), keyed by its type and reference.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct LabelRecord {
+    /// `tx`, `addr`, `pubkey`, `input`, `output` or `xpub`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    #[serde(rename = "ref")]
+    pub reference: String,
+    pub label: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spendable: Option<bool>,
 }
 
 /// A payment held for the owner's approval (`engine::spending::approvals`). Stored as

@@ -14,10 +14,10 @@ use redb::TableDefinition;
 
 use crate::store::codec::{
     ActionCheckpointRecord, ApprovalRecordKind, BdkChangeSetRecord, DeviceRecordKind, EventRecord,
-    ExitChildTxRecord, ExitRecord, FullVtxoRecord, IdempotencyRecord, MovementRecord,
-    NwcConnectionRecordKind, NwcRequestRecordKind, PaidInvoiceRecord, PropertiesRecord,
-    RoundStateRecord, SettledReceiveRecord, SpendReservationRecordKind, SpendingRulesRecordKind,
-    Stored, VtxoRowRecord, VtxoStateRecord, WalletSetupRecord,
+    ExitChildTxRecord, ExitRecord, FullVtxoRecord, IdempotencyRecord, LabelRecordKind,
+    MovementRecord, NwcConnectionRecordKind, NwcRequestRecordKind, PaidInvoiceRecord,
+    PropertiesRecord, RoundStateRecord, SettledReceiveRecord, SpendReservationRecordKind,
+    SpendingRulesRecordKind, Stored, VtxoRowRecord, VtxoStateRecord, WalletSetupRecord,
 };
 
 /// The schema version this code writes. Bump it together with a migration in
@@ -237,6 +237,11 @@ pub const SPENDING_RESERVATIONS: TableDefinition<[u8; 16], Stored<SpendReservati
 pub const SPENDING_APPROVALS: TableDefinition<[u8; 16], Stored<ApprovalRecordKind>> =
     TableDefinition::new("spending_approvals");
 
+/// BIP-329 labels imported by the owner, by `<type>:<ref>` (since schema version 8):
+/// kept whether or not a movement has the reference yet.
+// <&str "<type>:<ref>", Stored<LabelRecordKind>>
+pub const LABELS: TableDefinition<&str, Stored<LabelRecordKind>> = TableDefinition::new("labels");
+
 /// Index: NWC requests by when they were received, for pruning. One row per
 /// [`NWC_REQUESTS`] row.
 // <(u64 received at µs, [u8; 32] event id), ()>
@@ -282,5 +287,6 @@ pub fn create_all(tx: &redb::WriteTransaction) -> Result<(), redb::TableError> {
     tx.open_table(SPENDING_RULES)?;
     tx.open_table(SPENDING_RESERVATIONS)?;
     tx.open_table(SPENDING_APPROVALS)?;
+    tx.open_table(LABELS)?;
     Ok(())
 }

@@ -136,7 +136,8 @@ macro_rules! every_table {
             NWC_REQUESTS_BY_TIME,
             SPENDING_RULES,
             SPENDING_RESERVATIONS,
-            SPENDING_APPROVALS
+            SPENDING_APPROVALS,
+            LABELS
         )
     };
 }

@@ -373,6 +373,140 @@ fn an_approved_payment_settles_once() {
         (named.len() == 2).then_some(named)
     });
     assert!(named.iter().all(|n| n.ends_with("/Child")), "{named:?}");
+
+    // The accounting export: a label on the Lightning payment (one a spreadsheet would
+    // take for a formula), a BIP-329 label for bob's address, imported; the history as
+    // CSV, read by Python's csv module.
+    let history = alice.get_ok("/api/v1/wallet/history");
+    let lightning = history
+        .as_array()
+        .expect("movements")
+        .iter()
+        .find(|m| {
+            m["metadata"]["device"]["id"] == id.as_str()
+                && m["subsystem"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .contains("lightning")
+        })
+        .expect("the Lightning payment")["id"]
+        .as_u64()
+        .expect("id");
+    let (status, _, body) = alice.call_with(
+        "POST",
+        &format!("/api/v1/history/{lightning}/metadata"),
+        Some(json!({ "label": "=1+1 Pocket money" })),
+        &[],
+    );
+    assert_eq!(status, 200, "{body}");
+    let bip329 = json!({ "type": "addr", "ref": bob_address, "label": "Bob, pocket money" });
+    let (status, raw) = harness::request(
+        port,
+        "POST",
+        "/api/v1/import/labels",
+        &[(
+            "Authorization",
+            &format!("Bearer {}", harness::token(&alice.datadir)),
+        )],
+        Some(&bip329.to_string()),
+    );
+    assert_eq!(status, 200, "{raw}");
+    assert_eq!(harness::json_of(&raw)["applied"], 1, "{raw}");
+    let (status, raw) = harness::request(
+        port,
+        "GET",
+        "/api/v1/export/history.csv",
+        &[("Authorization", &child)],
+        None,
+    );
+    assert_eq!(status, 200, "{raw}");
+    let csv = harness::python_csv(harness::body_of(&raw));
+    let rows = csv["rows"].as_array().expect("rows");
+    assert_eq!(
+        rows.len(),
+        history.as_array().expect("movements").len(),
+        "{csv}"
+    );
+    assert!(
+        rows.iter()
+            .any(|r| r["kind"].as_str().unwrap_or_default().contains("board")),
+        "the board is a row: {csv}"
+    );
+    let row = |label: &str| {
+        rows.iter()
+            .find(|r| r["label"] == label)
+            .unwrap_or_else(|| panic!("no row labelled {label}: {csv}"))
+            .clone()
+    };
+    let paid_ln = row("'=1+1 Pocket money");
+    assert_eq!(paid_ln["device"], "Child", "{paid_ln}");
+    assert_eq!(paid_ln["amount_sat"], "-20000", "{paid_ln}");
+    assert_eq!(paid_ln["status"], "successful", "{paid_ln}");
+    let paid_ark = row("Bob, pocket money");
+    assert_eq!(paid_ark["device"], "Child", "{paid_ark}");
+    assert_eq!(paid_ark["amount_sat"], "-15000", "{paid_ark}");
+    assert!(
+        paid_ark["destination"]
+            .as_str()
+            .unwrap_or_default()
+            .contains(&bob_address),
+        "{paid_ark}"
+    );
+
+    // Its own history only: the owner sets `history: own`; the child then sees its two
+    // payments and nothing else (not the owner's board), in the history, the CSV and the
+    // movement events; the owner still sees everything.
+    let (status, _, body) = alice.call_with(
+        "PUT",
+        &format!("/api/v1/devices/{id}/rules"),
+        Some(json!({ "max_payment_sat": 10_000, "over_limit": "approve", "history": "own" })),
+        &[],
+    );
+    assert_eq!(status, 200, "{body}");
+    let (_, own) = as_child(port, &child, "GET", "/api/v1/wallet/history", Value::Null);
+    let own = own.as_array().expect("movements").clone();
+    assert_eq!(own.len(), 2, "{own:?}");
+    assert!(
+        own.iter()
+            .all(|m| m["metadata"]["device"]["id"] == id.as_str()),
+        "{own:?}"
+    );
+    let all = alice.get_ok("/api/v1/wallet/history");
+    assert!(
+        all.as_array().expect("movements").len() > 2,
+        "the owner sees all: {all}"
+    );
+    let (_, raw) = harness::request(
+        port,
+        "GET",
+        "/api/v1/export/history.csv",
+        &[("Authorization", &child)],
+        None,
+    );
+    assert_eq!(
+        harness::python_csv(harness::body_of(&raw))["rows"]
+            .as_array()
+            .map(Vec::len),
+        Some(2)
+    );
+    let (_, events) = as_child(
+        port,
+        &child,
+        "GET",
+        "/api/v1/notifications/wait?after=0&timeout=0",
+        Value::Null,
+    );
+    let events = events["notifications"]
+        .as_array()
+        .expect("notifications")
+        .clone();
+    assert!(!events.is_empty(), "its own payments' updates");
+    assert!(
+        events
+            .iter()
+            .all(|e| e["movement"]["metadata"]["device"]["id"] == id.as_str()),
+        "{events:?}"
+    );
     println!(
         "approval: a Lightning and an Ark payment over the allowance settled once after approval"
     );

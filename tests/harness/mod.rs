@@ -966,3 +966,27 @@ pub fn foreign_ark_address() -> String {
         .expect("address")
         .to_string()
 }
+
+/// CSV text as Python's `csv.DictReader` reads it: a list of rows by column name.
+pub fn python_csv(text: &str) -> serde_json::Value {
+    use std::io::Write as _;
+    let mut child = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import csv, json, sys; r = csv.DictReader(sys.stdin); \
+             print(json.dumps({'columns': r.fieldnames, 'rows': list(r)}))",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(text.as_bytes())
+        .expect("write");
+    let out = child.wait_with_output().expect("python3 ran");
+    assert!(out.status.success(), "python's csv refused it");
+    serde_json::from_slice(&out.stdout).expect("json")
+}

@@ -336,7 +336,8 @@ fn a_restart_keeps_a_pending_approval() {
 #[test]
 fn newly_paired_devices_start_with_the_owners_rules() {
     let toml = "[household.new_devices]\nmax_payment_sat = 5000\nkinds = [\"ark\", \"lightning\"]\n\
-                max_fee_sat = 10\nover_limit = \"approve\"\nbudgets = [{ amount_sat = 20000, period = \"week\" }]\n";
+                max_fee_sat = 10\nover_limit = \"approve\"\nhistory = \"own\"\n\
+                budgets = [{ amount_sat = 20000, period = \"week\" }]\n";
     let (_tmp, datadir, daemon, admin) = berthd_with_offline_wallet(toml, &[]);
     let (_, phone) = pair_device(&daemon, &datadir, "read,receive,send");
     let (status, rules, _) = call(
@@ -355,6 +356,7 @@ fn newly_paired_devices_start_with_the_owners_rules() {
             "kinds": ["ark", "lightning"],
             "max_fee_sat": 10,
             "over_limit": "approve",
+            "history": "own",
         }),
         "{rules}"
     );

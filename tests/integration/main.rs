@@ -22,6 +22,7 @@ mod daemon_backups;
 mod daemon_wallet;
 mod disk_faults;
 mod egress;
+mod export;
 mod files;
 mod headless;
 mod lan;

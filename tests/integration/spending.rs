@@ -168,6 +168,7 @@ fn a_devices_rules_refuse_what_is_over_them_before_the_wallet_is_touched() {
         ),
         (json!({ "over_limit": "approve" }), "needs a limit"),
         (json!({ "over_limit": "ask" }), "ask"),
+        (json!({ "history": "mine" }), "mine"),
         (json!({ "kinds": ["keysend"] }), "keysend"),
         (
             json!({ "budgets": [{ "amount_sat": 5, "period": "day" }, { "amount_sat": 9, "period": "day" }] }),

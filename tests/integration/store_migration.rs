@@ -246,6 +246,7 @@ fn fixture_rules() -> berth::store::spending::SpendingRulesRecord {
         kinds: Some(vec!["ark".into()]),
         over_limit: "refuse".into(),
         max_fee_sat: None,
+        own_history: false,
     }
 }
 
@@ -280,7 +281,7 @@ async fn version_6_fixture_migrates_and_keeps_its_wallet_connections() {
     db.verify_invariants().await.expect("invariants");
 }
 
-/// Version 8 added the approvals table, empty at migration; a version-7 box keeps its
+/// Version 8 added the approvals and labels tables, empty at migration; a version-7 box keeps its
 /// devices' rules (written before `max_fee_sat` existed: none) and holds approvals after.
 #[tokio::test]
 async fn version_7_fixture_migrates_and_keeps_its_spending_rules() {
@@ -292,6 +293,7 @@ async fn version_7_fixture_migrates_and_keeps_its_spending_rules() {
         Some(fixture_rules())
     );
     assert!(db.approvals().await.expect("approvals").is_empty());
+    assert!(db.labels().await.expect("labels").is_empty());
     let approval = berth::store::approvals::ApprovalRecord {
         device_id: device,
         kind: "ark".into(),

@@ -460,6 +460,23 @@ pub async fn grant(
         .await?)
 }
 
+/// The device whose own payments are all `caller` may see of the history (its rules
+/// say `history: own`); `None`: it sees all of it.
+pub async fn history_viewer(
+    state: &crate::api::AppState,
+    caller: &crate::access::Caller,
+) -> Result<Option<String>, ApiError> {
+    match &caller.credential {
+        crate::access::Credential::Admin => Ok(None),
+        crate::access::Credential::Device(id) => Ok(state
+            .engine
+            .spending()
+            .own_history(id)
+            .await?
+            .then(|| id.clone())),
+    }
+}
+
 /// The egress policy's client, on the share of the credential named `key`
 /// (`access::Credential::key`).
 pub fn outbound<'a>(

@@ -1,15 +1,18 @@
 //! The `history` group: the wallet's movements.
 
 use crate::api::routes::route;
+use axum::Extension;
 use axum::Json;
 use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use serde::Deserialize;
 
+use crate::access::Caller;
 use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorResponse, NotFoundResponse};
 use crate::api::routes::Routes;
-use crate::api::v1::common::{Fresh, Movement, Page, PageQuery, RenderedPage};
+use crate::api::v1::common::{Fresh, Movement, Page, PageQuery, RenderedPage, history_viewer};
+use crate::engine::spending::paid_by;
 
 /// The group's routes, each with who may call it (`api::routes`).
 pub(super) fn routes(routes: Routes) -> Routes {
@@ -52,6 +55,7 @@ pub struct HistoryQuery {
 )]
 pub async fn list(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     query: Result<Query<HistoryQuery>, QueryRejection>,
     page: Result<Query<PageQuery>, QueryRejection>,
 ) -> Result<Fresh<RenderedPage>, ApiError> {
@@ -70,22 +74,25 @@ pub async fn list(
             ));
         }
     };
-    history_page(&state, method.as_ref(), &page).await
+    let viewer = history_viewer(&state, &caller).await?;
+    history_page(&state, method.as_ref(), &page, viewer.as_deref()).await
 }
 
 /// The history, whole or one page. A page of the unfiltered history is read from the
 /// store directly (its cost does not grow with the history), newest id first; the
 /// cursor is the last movement's id. Such a page, as sent, is kept until the wallet's
-/// database next changes (`page_cache`).
+/// database next changes (`page_cache`). `viewer`: a device that sees only its own
+/// payments (`history: own`), whose pages are made from the whole history, filtered.
 pub(crate) async fn history_page(
     state: &AppState,
     method: Option<&bark::movement::PaymentMethod>,
     page: &PageQuery,
+    viewer: Option<&str>,
 ) -> Result<Fresh<RenderedPage>, ApiError> {
     let key = |m: &Movement| m.id.to_string();
     let freshness = state.engine.freshness().await?;
     let page = match (method, page.limit()?) {
-        (None, Some(limit)) => {
+        (None, Some(limit)) if viewer.is_none() => {
             let before = match &page.cursor {
                 None => None,
                 Some(cursor) => Some(cursor.parse::<u32>().map_err(|_| {
@@ -111,6 +118,9 @@ pub(crate) async fn history_page(
         }
         _ => {
             let mut movements = state.engine.reads().history(method).await?;
+            if let Some(device) = viewer {
+                movements.retain(|m| paid_by(m, device));
+            }
             if page.limit()?.is_some() {
                 // Pages go by id, like the unfiltered ones.
                 movements.sort_by_key(|m| std::cmp::Reverse(m.id.0));

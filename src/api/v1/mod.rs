@@ -12,6 +12,7 @@ pub mod boards;
 pub mod common;
 pub mod devices;
 pub mod exits;
+pub mod export;
 pub mod fees;
 pub mod history;
 pub mod lightning;
@@ -27,7 +28,7 @@ use crate::api::routes::Routes;
 
 /// Every `/api/v1` route, declared by its group (`api::routes`).
 pub fn routes() -> Routes {
-    let groups: [fn(Routes) -> Routes; 15] = [
+    let groups: [fn(Routes) -> Routes; 16] = [
         wallet::routes,
         onchain::routes,
         bitcoin::routes,
@@ -43,6 +44,7 @@ pub fn routes() -> Routes {
         nwc::routes,
         rules::routes,
         approvals::routes,
+        export::routes,
     ];
     groups
         .into_iter()

@@ -186,10 +186,16 @@ impl Serialize for Delivered {
     }
 }
 
-/// Which notification types a client receives, and (`viewer`: a paired device) that
-/// approval events reach only the device they are about (admin credentials see all).
+/// Which notification types a client receives; and, for a paired device (`viewer`),
+/// that approval events reach it only when they are about it, and, when its rules say
+/// `history: own` (`own_only`), movement events only of its own payments (admin
+/// credentials see all).
 #[derive(Debug, Clone)]
-pub struct TypeFilter(HashSet<EventKind>, Option<String>);
+pub struct TypeFilter {
+    kinds: HashSet<EventKind>,
+    viewer: Option<String>,
+    own_only: bool,
+}
 
 /// Every notification type by its API name, and whether a client that does not ask
 /// (`types=` absent) receives it: barkd's three are sent to everyone; Berth's own
@@ -238,7 +244,11 @@ impl TypeFilter {
     fn parse(types: Option<&str>) -> Result<Self, ApiError> {
         let Some(types) = types else {
             let standard = TYPES.iter().filter(|t| t.2).map(|t| t.0).collect();
-            return Ok(TypeFilter(standard, None));
+            return Ok(TypeFilter {
+                kinds: standard,
+                viewer: None,
+                own_only: false,
+            });
         };
         let mut set = HashSet::new();
         for name in types.split(',').map(str::trim).filter(|s| !s.is_empty()) {
@@ -259,27 +269,39 @@ impl TypeFilter {
                 "types: name at least one notification type".into(),
             ));
         }
-        Ok(TypeFilter(set, None))
+        Ok(TypeFilter {
+            kinds: set,
+            viewer: None,
+            own_only: false,
+        })
     }
 
-    /// For `credential`: a device sees only its own approvals' events.
-    fn seen_by(mut self, credential: &crate::access::Credential) -> Self {
-        self.1 = match credential {
-            crate::access::Credential::Admin => None,
-            crate::access::Credential::Device(id) => Some(id.clone()),
-        };
-        self
+    /// For `credential`: a device sees only its own approvals' events, and only its
+    /// own payments' movements when its rules say so.
+    async fn seen_by(
+        mut self,
+        state: &AppState,
+        credential: &crate::access::Credential,
+    ) -> Result<Self, ApiError> {
+        if let crate::access::Credential::Device(id) = credential {
+            self.own_only = state.engine.spending().own_history(id).await?;
+            self.viewer = Some(id.clone());
+        }
+        Ok(self)
     }
 
     fn wants(&self, kind: EventKind) -> bool {
-        self.0.contains(&kind)
+        self.kinds.contains(&kind)
     }
 
     /// Whether this client may see `event` (of a type it wants).
     fn may_see(&self, event: &Event) -> bool {
-        let Some(viewer) = &self.1 else {
+        let Some(viewer) = &self.viewer else {
             return true;
         };
+        if let Some(movement) = &event.movement {
+            return !self.own_only || crate::engine::spending::paid_by(movement, viewer);
+        }
         if !matches!(
             event.kind,
             EventKind::ApprovalRequested | EventKind::ApprovalUpdated
@@ -381,7 +403,9 @@ pub async fn wait_notification(
     query: Result<Query<WaitQuery>, QueryRejection>,
 ) -> Result<Json<WaitNotificationResponse>, ApiError> {
     let Query(query) = query?;
-    let types = TypeFilter::parse(query.types.as_deref())?.seen_by(&caller.credential);
+    let types = TypeFilter::parse(query.types.as_deref())?
+        .seen_by(&state, &caller.credential)
+        .await?;
     let timeout = query.timeout.unwrap_or(WAIT_WINDOW_SECS);
     if timeout > WAIT_WINDOW_SECS {
         return Err(ApiError::BadRequest(format!(
@@ -518,7 +542,7 @@ pub async fn notifications_socket(
         .ok_or(ApiError::Unauthorized(
             "invalid, used or expired websocket ticket",
         ))?;
-    let types = types.seen_by(&owner);
+    let types = types.seen_by(&state, &owner).await?;
     let hub = Arc::clone(&state.events);
     let devices = Arc::clone(&state.devices);
     let cursor = query.after.unwrap_or_else(|| hub.latest_id());
@@ -648,7 +672,9 @@ pub async fn notifications_sse(
     query: Result<Query<SseQuery>, QueryRejection>,
 ) -> Result<Response, ApiError> {
     let Query(query) = query?;
-    let types = TypeFilter::parse(query.types.as_deref())?.seen_by(&caller.credential);
+    let types = TypeFilter::parse(query.types.as_deref())?
+        .seen_by(&state, &caller.credential)
+        .await?;
     let last_event_id = match headers.get("last-event-id") {
         None => None,
         Some(value) => Some(

@@ -52,6 +52,10 @@ pub struct SpendingRules {
     /// owner's approval, `/api/v1/approvals`). A kind not allowed is always refused.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub over_limit: Option<String>,
+    /// What of the history the device sees: `all` (the default) or `own` (only its own
+    /// payments: in the history, the exports and the movement events).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub history: Option<String>,
 }
 
 /// One budget.
@@ -107,14 +111,17 @@ impl SpendingRules {
             .iter()
             .map(|b| (b.amount_sat, b.period.as_str()))
             .collect();
-        Rules::parse(
+        let mut rules = Rules::parse(
             self.max_payment_sat,
             &budgets,
             self.kinds.as_deref(),
             self.max_fee_sat,
             self.over_limit.as_deref(),
         )
-        .map_err(ApiError::BadRequest)
+        .map_err(ApiError::BadRequest)?;
+        rules.own_history =
+            Rules::own_history_of(self.history.as_deref()).map_err(ApiError::BadRequest)?;
+        Ok(rules)
     }
 }
 
@@ -136,6 +143,7 @@ impl From<&Rules> for SpendingRules {
                 .map(|k| k.iter().map(|k| k.as_str().to_string()).collect()),
             max_fee_sat: r.max_fee.map(Amount::to_sat),
             over_limit: Some(r.over_limit.as_str().into()),
+            history: Some(if r.own_history { "own" } else { "all" }.into()),
         }
     }
 }

@@ -30,6 +30,15 @@ use crate::store::spending::{BudgetRecord, Reserved, SpendReservationRecord, Spe
 /// The key of a movement's metadata that names the paired device that paid.
 pub const PAYER_KEY: &str = "device";
 
+/// Whether paired device `device` made movement `m` (its metadata names it).
+pub fn paid_by(m: &bark::movement::Movement, device: &str) -> bool {
+    m.metadata
+        .get(PAYER_KEY)
+        .and_then(|d| d.get("id"))
+        .and_then(|id| id.as_str())
+        == Some(device)
+}
+
 /// For tests of periods without waiting for them: seconds added to the clock the rules
 /// read. Ships in the release binary like the store's fault trigger (the binary tested
 /// is the binary run), off unless set, and berthd warns at start when it is.
@@ -235,6 +244,9 @@ pub struct Rules {
     /// The most a payment's fee may be, as the wallet estimates it just before paying.
     pub max_fee: Option<Amount>,
     pub over_limit: OverLimit,
+    /// The device sees only its own payments (the history, the exports, the movement
+    /// events): household members need not see each other's spending.
+    pub own_history: bool,
 }
 
 impl Rules {
@@ -291,7 +303,17 @@ impl Rules {
             kinds,
             max_fee: max_fee_sat.map(|s| sat("max_fee_sat", s)).transpose()?,
             over_limit,
+            own_history: false,
         })
+    }
+
+    /// The `history` setting's form: `all` (or absent) or `own`; `true` for `own`.
+    pub fn own_history_of(history: Option<&str>) -> Result<bool, String> {
+        match history {
+            None | Some("all") => Ok(false),
+            Some("own") => Ok(true),
+            Some(other) => Err(format!("history: {other:?}; all or own")),
+        }
     }
 
     /// What is wrong with these rules as a whole, if anything.
@@ -609,6 +631,7 @@ fn rules_of(record: &SpendingRulesRecord) -> Rules {
             .map(|k| k.iter().filter_map(|k| PaymentKind::parse(k)).collect()),
         max_fee: record.max_fee_sat.map(Amount::from_sat),
         over_limit: OverLimit::parse(&record.over_limit).unwrap_or_default(),
+        own_history: record.own_history,
     }
 }
 
@@ -649,6 +672,16 @@ impl Spending<'_> {
             })
             .collect();
         Ok(Some(RulesView { rules, budgets }))
+    }
+
+    /// Whether `device_id` sees only its own payments.
+    pub async fn own_history(&self, device_id: &str) -> Result<bool, EngineError> {
+        Ok(self
+            .engine
+            .store
+            .spending_rules(device_id)
+            .await?
+            .is_some_and(|r| r.own_history))
     }
 
     /// A newly paired device starts with the owner's rules for new devices
@@ -709,6 +742,7 @@ impl Spending<'_> {
                         .map(|k| k.iter().map(|k| k.as_str().to_string()).collect()),
                     over_limit: rules.over_limit.as_str().into(),
                     max_fee_sat: rules.max_fee.map(Amount::to_sat),
+                    own_history: rules.own_history,
                 })
             })
             .await?;

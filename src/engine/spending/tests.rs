@@ -46,6 +46,7 @@ fn record(
         kinds: kinds.map(|k| k.iter().map(|k| (*k).to_string()).collect()),
         over_limit: "refuse".into(),
         max_fee_sat: None,
+        own_history: false,
     }
 }
 

@@ -206,10 +206,12 @@ pub async fn send(
 #[deprecated]
 pub async fn movements(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     page: Result<Query<PageQuery>, QueryRejection>,
 ) -> Result<Fresh<crate::api::v1::common::RenderedPage>, ApiError> {
     let Query(page) = page?;
-    crate::api::v1::history::history_page(&state, None, &page).await
+    let viewer = crate::api::v1::common::history_viewer(&state, &caller).await?;
+    crate::api::v1::history::history_page(&state, None, &page, viewer.as_deref()).await
 }
 
 /// `GET /api/v1/wallet/history` (deprecated: `GET /api/v1/history`)
@@ -233,10 +235,12 @@ pub async fn movements(
 #[deprecated]
 pub async fn history(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     page: Result<Query<PageQuery>, QueryRejection>,
 ) -> Result<Fresh<crate::api::v1::common::RenderedPage>, ApiError> {
     let Query(page) = page?;
-    crate::api::v1::history::history_page(&state, None, &page).await
+    let viewer = crate::api::v1::common::history_viewer(&state, &caller).await?;
+    crate::api::v1::history::history_page(&state, None, &page, viewer.as_deref()).await
 }
 
 #[derive(Debug, Serialize, ToSchema)]
