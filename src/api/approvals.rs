@@ -29,11 +29,11 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use crate::access::{Caller, Credential};
-use crate::api::error::{ApiError, ErrorResponse};
+use crate::api::error::{ApiError, ErrorResponse, NeedsApproval};
 use crate::api::idempotency;
 use crate::api::routes::RouteTable;
 use crate::engine::Engine;
-use crate::engine::spending::approvals::{Approval, Asked};
+use crate::engine::spending::approvals::Approval;
 use crate::store::approvals::{HeldAnswerRecord, HeldRequestRecord, state};
 use crate::store::idempotency::IdempotencyKeys;
 
@@ -43,10 +43,6 @@ const MAX_REQUEST: usize = 64 * 1024;
 const MAX_ANSWER: usize = 64 * 1024;
 /// The longest the expiry task sleeps.
 const MAX_SLEEP: Duration = Duration::from_secs(60);
-
-/// On an answer: the engine says this payment needs the owner's approval.
-#[derive(Debug, Clone)]
-pub struct NeedsApproval(pub Box<Asked>);
 
 /// The answer to a request held for approval (202).
 #[derive(Debug, Serialize, ToSchema)]

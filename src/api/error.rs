@@ -185,6 +185,11 @@ impl From<axum::extract::rejection::JsonRejection> for ApiError {
     }
 }
 
+/// On an answer: the engine says this payment needs the owner's approval (the
+/// approvals layer, `api::approvals`, holds it).
+#[derive(Debug, Clone)]
+pub struct NeedsApproval(pub Box<crate::engine::spending::approvals::Asked>);
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let (status, code) = self.parts();
@@ -213,7 +218,7 @@ impl IntoResponse for ApiError {
                 .into_response(),
             ApiError::NeedsApproval(asked) => (
                 status,
-                axum::Extension(crate::api::approvals::NeedsApproval(asked)),
+                axum::Extension(NeedsApproval(asked)),
                 Json(ErrorResponse { message, code }),
             )
                 .into_response(),

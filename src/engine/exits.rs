@@ -15,7 +15,7 @@ use bark::exit::{ExitError, ExitStateKind};
 use bark::onchain::OnchainWalletTrait;
 use bark::persist::BarkPersister;
 
-use super::spending::{Grant, Outcome, PaymentKind};
+use super::spending::{Outcome, PaymentKind, Spender};
 use super::{Engine, EngineError, LoadedWallet};
 
 /// How often the driver looks at the chain tip while an exit is live. Without a new
@@ -201,12 +201,11 @@ impl Engine {
 
 impl Exits<'_> {
     /// Start exits for every unspent VTXO; how many were started.
-    pub async fn start_all(&self, grant: Grant) -> Result<usize, EngineError> {
+    pub async fn start_all(&self, who: &Spender) -> Result<usize, EngineError> {
+        let spending = self.engine.spending();
+        let grant = spending.authorize(who, PaymentKind::Exit, None).await?;
         let payment = Box::pin(self.start_all_now());
-        self.engine
-            .spending()
-            .spend(grant, PaymentKind::Exit, None, payment, |_| Outcome::Done)
-            .await
+        spending.spend(grant, payment, |_| Outcome::Done).await
     }
 
     async fn start_all_now(&self) -> Result<usize, EngineError> {
@@ -222,12 +221,11 @@ impl Exits<'_> {
 
     /// Start exits for these VTXOs (each spendable or locked); how many were started
     /// (one already exiting is skipped).
-    pub async fn start_vtxos(&self, ids: &[VtxoId], grant: Grant) -> Result<usize, EngineError> {
+    pub async fn start_vtxos(&self, ids: &[VtxoId], who: &Spender) -> Result<usize, EngineError> {
+        let spending = self.engine.spending();
+        let grant = spending.authorize(who, PaymentKind::Exit, None).await?;
         let payment = Box::pin(self.start_vtxos_now(ids));
-        self.engine
-            .spending()
-            .spend(grant, PaymentKind::Exit, None, payment, |_| Outcome::Done)
-            .await
+        spending.spend(grant, payment, |_| Outcome::Done).await
     }
 
     async fn start_vtxos_now(&self, ids: &[VtxoId]) -> Result<usize, EngineError> {
@@ -337,13 +335,12 @@ impl Exits<'_> {
         destination: &str,
         ids: Option<&[VtxoId]>,
         fee_rate: Option<bitcoin::FeeRate>,
-        grant: Grant,
+        who: &Spender,
     ) -> Result<bitcoin::Txid, EngineError> {
+        let spending = self.engine.spending();
+        let grant = spending.authorize(who, PaymentKind::Exit, None).await?;
         let payment = Box::pin(self.claim_now(destination, ids, fee_rate));
-        self.engine
-            .spending()
-            .spend(grant, PaymentKind::Exit, None, payment, |_| Outcome::Done)
-            .await
+        spending.spend(grant, payment, |_| Outcome::Done).await
     }
 
     async fn claim_now(

@@ -19,7 +19,7 @@ use bark::lnurllib::lightning_address::LightningAddress;
 use bark::lnurllib::lnurl::LnUrl;
 use bitcoin::Amount;
 
-use super::spending::{Grant, Outcome, PaymentKind};
+use super::spending::{Outcome, PaymentKind, Spender};
 use crate::engine::{Engine, EngineError};
 
 /// Longest a Lightning call waits for the Ark server (bark's own gRPC timeout is ten
@@ -302,9 +302,15 @@ impl Lightning<'_> {
         amount: Option<Amount>,
         comment: Option<String>,
         out: crate::engine::lnurl::Outbound<'_>,
-        grant: Grant,
+        who: &Spender,
     ) -> Result<PaymentStarted, EngineError> {
+        // What the rules count: an invoice's or offer's own amount, or the one asked.
         let paying = destination.amount(amount);
+        let grant = self
+            .engine
+            .spending()
+            .authorize(who, PaymentKind::Lightning, paying)
+            .await?;
         let fees = self.engine.fees();
         let estimate = async {
             match paying {
@@ -328,10 +334,7 @@ impl Lightning<'_> {
                 payment_hash: Some(started.payment_hash.into()),
             },
         };
-        self.engine
-            .spending()
-            .spend(grant, PaymentKind::Lightning, paying, payment, outcome)
-            .await
+        self.engine.spending().spend(grant, payment, outcome).await
     }
 
     async fn pay_now(

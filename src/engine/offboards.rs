@@ -23,7 +23,7 @@ use bark::movement::{MovementId, MovementStatus};
 use bark::persist::BarkPersister as _;
 
 use super::offchain::Ark;
-use super::spending::{Grant, Outcome, PaymentKind};
+use super::spending::{Outcome, PaymentKind, Spender};
 use super::{Engine, EngineError, LoadedWallet};
 
 /// How long a request waits for an offboard bark paused to be broadcast before it
@@ -273,24 +273,17 @@ impl Ark<'_> {
     pub async fn offboard_all(
         &self,
         address: Option<&str>,
-        grant: Grant,
+        who: &Spender,
     ) -> Result<OffboardOutcome, EngineError> {
         let estimate = async {
             let to = self.engine.payout_address(address).await?.to_string();
             self.engine.fees().offboard_all(&to).await
         };
         let spending = self.engine.spending();
+        let grant = spending.authorize(who, PaymentKind::Offboard, None).await?;
         let grant = spending.check_fee(grant, estimate).await?;
         let payment = Box::pin(self.offboard_all_now(address));
-        spending
-            .spend(
-                grant,
-                PaymentKind::Offboard,
-                None,
-                payment,
-                offboard_outcome,
-            )
-            .await
+        spending.spend(grant, payment, offboard_outcome).await
     }
 
     async fn offboard_all_now(
@@ -319,24 +312,17 @@ impl Ark<'_> {
         &self,
         ids: &[VtxoId],
         address: Option<&str>,
-        grant: Grant,
+        who: &Spender,
     ) -> Result<OffboardOutcome, EngineError> {
         let estimate = async {
             let to = self.engine.payout_address(address).await?.to_string();
             self.engine.fees().offboard(&to, ids).await
         };
         let spending = self.engine.spending();
+        let grant = spending.authorize(who, PaymentKind::Offboard, None).await?;
         let grant = spending.check_fee(grant, estimate).await?;
         let payment = Box::pin(self.offboard_vtxos_now(ids, address));
-        spending
-            .spend(
-                grant,
-                PaymentKind::Offboard,
-                None,
-                payment,
-                offboard_outcome,
-            )
-            .await
+        spending.spend(grant, payment, offboard_outcome).await
     }
 
     async fn offboard_vtxos_now(
@@ -369,22 +355,17 @@ impl Ark<'_> {
         &self,
         destination: &str,
         amount: bitcoin::Amount,
-        grant: Grant,
+        who: &Spender,
     ) -> Result<OffboardOutcome, EngineError> {
         let spending = self.engine.spending();
+        let grant = spending
+            .authorize(who, PaymentKind::Offboard, Some(amount))
+            .await?;
         let grant = spending
             .check_fee(grant, self.engine.fees().send_onchain(destination, amount))
             .await?;
         let payment = Box::pin(self.send_onchain_now(destination, amount));
-        spending
-            .spend(
-                grant,
-                PaymentKind::Offboard,
-                Some(amount),
-                payment,
-                offboard_outcome,
-            )
-            .await
+        spending.spend(grant, payment, offboard_outcome).await
     }
 
     async fn send_onchain_now(

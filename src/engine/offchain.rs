@@ -9,7 +9,7 @@ use bitcoin::Amount;
 use bark::movement::MovementId;
 use bark::persist::BarkPersister;
 
-use super::spending::{Grant, Outcome, PaymentKind};
+use super::spending::{Outcome, PaymentKind, Spender};
 use super::{Engine, EngineError};
 use crate::store::StoreError;
 
@@ -83,7 +83,7 @@ impl Ark<'_> {
         &self,
         destination: &ark::Address,
         amount: Amount,
-        grant: Grant,
+        who: &Spender,
     ) -> Result<ArkPayment, EngineError> {
         let outcome = |paid: &ArkPayment| match paid {
             ArkPayment::Sent(movement) => Outcome::Paid {
@@ -97,12 +97,13 @@ impl Ark<'_> {
         };
         let spending = self.engine.spending();
         let grant = spending
+            .authorize(who, PaymentKind::Ark, Some(amount))
+            .await?;
+        let grant = spending
             .check_fee(grant, self.engine.fees().arkoor(amount))
             .await?;
         let payment = Box::pin(self.send_now(destination, amount));
-        spending
-            .spend(grant, PaymentKind::Ark, Some(amount), payment, outcome)
-            .await
+        spending.spend(grant, payment, outcome).await
     }
 
     async fn send_now(

@@ -3,7 +3,7 @@
 use bark::onchain::OnchainWalletTrait;
 use bdk_wallet::Balance;
 
-use super::spending::{Grant, Outcome, PaymentKind};
+use super::spending::{Outcome, PaymentKind, Spender};
 use super::{Engine, EngineError};
 
 /// The chain's regular (3-block) fee rate, refreshed first.
@@ -77,19 +77,18 @@ impl Onchain<'_> {
     pub async fn send(
         &self,
         destinations: &[(String, bitcoin::Amount)],
-        grant: Grant,
+        who: &Spender,
     ) -> Result<bitcoin::Txid, EngineError> {
         let total = destinations
             .iter()
             .try_fold(bitcoin::Amount::ZERO, |sum, (_, a)| sum.checked_add(*a))
             .ok_or_else(|| EngineError::InvalidRequest("the amounts add up to too much".into()))?;
+        let spending = self.engine.spending();
+        let grant = spending
+            .authorize(who, PaymentKind::Onchain, Some(total))
+            .await?;
         let payment = Box::pin(self.send_now(destinations));
-        self.engine
-            .spending()
-            .spend(grant, PaymentKind::Onchain, Some(total), payment, |_| {
-                Outcome::Done
-            })
-            .await
+        spending.spend(grant, payment, |_| Outcome::Done).await
     }
 
     async fn send_now(
@@ -120,15 +119,12 @@ impl Onchain<'_> {
     pub async fn drain(
         &self,
         destination: &str,
-        grant: Grant,
+        who: &Spender,
     ) -> Result<bitcoin::Txid, EngineError> {
+        let spending = self.engine.spending();
+        let grant = spending.authorize(who, PaymentKind::Onchain, None).await?;
         let payment = Box::pin(self.drain_now(destination));
-        self.engine
-            .spending()
-            .spend(grant, PaymentKind::Onchain, None, payment, |_| {
-                Outcome::Done
-            })
-            .await
+        spending.spend(grant, payment, |_| Outcome::Done).await
     }
 
     async fn drain_now(&self, destination: &str) -> Result<bitcoin::Txid, EngineError> {

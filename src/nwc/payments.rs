@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 
 use crate::engine::EngineError;
 use crate::engine::lightning::LightningDestination;
-use crate::engine::spending::{PaymentKind, Spender};
+use crate::engine::spending::Spender;
 use crate::nwc::errors::{failure, invalid, params, payment_failure, whole_sats};
 use crate::nwc::methods::Outcome;
 use crate::nwc::protocol::{self, Code, Failure, Response};
@@ -254,26 +254,17 @@ impl Nwc {
             caller: &connection.record.id,
         };
         // The connection's own limits were checked above (devices' rules are not its).
-        let paid = match self
+        let paid = self
             .engine
-            .spending()
-            .authorize(&Spender::Nwc, PaymentKind::Lightning, None)
-            .await
-        {
-            Ok(grant) => {
-                self.engine
-                    .lightning()
-                    .pay(
-                        &LightningDestination::Bolt11(invoice),
-                        explicit,
-                        None,
-                        outbound,
-                        grant,
-                    )
-                    .await
-            }
-            Err(e) => Err(e),
-        };
+            .lightning()
+            .pay(
+                &LightningDestination::Bolt11(invoice),
+                explicit,
+                None,
+                outbound,
+                &Spender::Nwc,
+            )
+            .await;
         self.mark_in_history(connection, hash, p.metadata);
         match paid {
             Ok(started) if started.preimage.is_some() => {

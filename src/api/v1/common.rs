@@ -443,23 +443,6 @@ impl From<&bark::movement::Movement> for Movement {
     }
 }
 
-/// Leave from the engine for `caller` to make a payment of `kind` and `amount`
-/// (`engine::spending`): refused, 403 `spending_rule`, when a rule of the caller's
-/// device forbids it; the admin token has no rules.
-pub async fn grant(
-    state: &crate::api::AppState,
-    caller: &crate::access::Caller,
-    kind: crate::engine::spending::PaymentKind,
-    amount: Option<bitcoin::Amount>,
-) -> Result<crate::engine::spending::Grant, ApiError> {
-    let who = crate::engine::spending::Spender::of(caller);
-    Ok(state
-        .engine
-        .spending()
-        .authorize(&who, kind, amount)
-        .await?)
-}
-
 /// The device whose own payments are all `caller` may see of the history (its rules
 /// say `history: own`); `None`: it sees all of it.
 pub async fn history_viewer(

@@ -21,9 +21,9 @@ use crate::access::Caller;
 use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorResponse, NotFoundResponse};
 use crate::api::routes::Routes;
-use crate::api::v1::common::{WalletVtxoInfo, amount, grant, outbound};
+use crate::api::v1::common::{WalletVtxoInfo, amount, outbound};
 use crate::engine::lightning::{LightningDestination, receive_phase, send_phase};
-use crate::engine::spending::PaymentKind;
+use crate::engine::spending::Spender;
 
 /// The group's routes, each with who may call it (`api::routes`).
 pub(super) fn routes(routes: Routes) -> Routes {
@@ -104,13 +104,7 @@ pub async fn pay(
         .map(|sats| amount("amount_sat", sats))
         .transpose()?;
     let key = caller.credential.key();
-    let grant = grant(
-        &state,
-        &caller,
-        PaymentKind::Lightning,
-        destination.amount(amount),
-    )
-    .await?;
+    let who = Spender::of(&caller);
     let started = state
         .engine
         .lightning()
@@ -119,7 +113,7 @@ pub async fn pay(
             amount,
             req.comment,
             outbound(&state, &key),
-            grant,
+            &who,
         )
         .await?;
     Ok(Json(LightningPayResponse {

@@ -11,8 +11,8 @@ use crate::access::Caller;
 use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorResponse};
 use crate::api::routes::Routes;
-use crate::api::v1::common::{Page, PageQuery, amount, grant};
-use crate::engine::spending::PaymentKind;
+use crate::api::v1::common::{Page, PageQuery, amount};
+use crate::engine::spending::Spender;
 
 /// The group's routes, each with who may call it (`api::routes`).
 pub(super) fn routes(routes: Routes) -> Routes {
@@ -162,11 +162,11 @@ pub async fn onchain_send(
 ) -> Result<Json<Send>, ApiError> {
     let Json(req) = body?;
     let paying = amount("amount_sat", req.amount_sat)?;
-    let grant = grant(&state, &caller, PaymentKind::Onchain, Some(paying)).await?;
+    let who = Spender::of(&caller);
     let txid = state
         .engine
         .onchain()
-        .send(&[(req.destination, paying)], grant)
+        .send(&[(req.destination, paying)], &who)
         .await?;
     Ok(Json(Send {
         txid: txid.to_string(),
@@ -224,12 +224,8 @@ pub async fn onchain_send_many(
         .iter()
         .map(|d| parse_destination(d))
         .collect::<Result<Vec<_>, _>>()?;
-    let total = destinations
-        .iter()
-        .try_fold(bitcoin::Amount::ZERO, |sum, (_, a)| sum.checked_add(*a))
-        .ok_or_else(|| ApiError::BadRequest("the amounts add up to too much".into()))?;
-    let grant = grant(&state, &caller, PaymentKind::Onchain, Some(total)).await?;
-    let txid = state.engine.onchain().send(&destinations, grant).await?;
+    let who = Spender::of(&caller);
+    let txid = state.engine.onchain().send(&destinations, &who).await?;
     Ok(Json(Send {
         txid: txid.to_string(),
     }))
@@ -263,12 +259,8 @@ pub async fn onchain_drain(
     body: Result<Json<OnchainDrainRequest>, JsonRejection>,
 ) -> Result<Json<Send>, ApiError> {
     let Json(req) = body?;
-    let grant = grant(&state, &caller, PaymentKind::Onchain, None).await?;
-    let txid = state
-        .engine
-        .onchain()
-        .drain(&req.destination, grant)
-        .await?;
+    let who = Spender::of(&caller);
+    let txid = state.engine.onchain().drain(&req.destination, &who).await?;
     Ok(Json(Send {
         txid: txid.to_string(),
     }))

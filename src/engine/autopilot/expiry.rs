@@ -3,7 +3,7 @@
 //! `vtxo-expiring` alerts, joining a round with VTXOs at risk, and starting exits as
 //! the last resort. The rules are in the module docs of `autopilot`.
 
-use crate::engine::spending::{PaymentKind, Spender};
+use crate::engine::spending::Spender;
 use std::collections::HashSet;
 
 use ark::VtxoId;
@@ -243,11 +243,7 @@ impl Autopilot {
             }
         }
         // The autopilot's own exits protect the wallet's funds: no device's rules.
-        let grant = engine
-            .spending()
-            .authorize(&Spender::Owner, PaymentKind::Exit, None)
-            .await?;
-        let started = engine.exits().start_vtxos(&ids, grant).await?;
+        let started = engine.exits().start_vtxos(&ids, &Spender::Owner).await?;
         let amount: Amount = facts
             .iter()
             .filter(|f| ids.contains(&f.id))

@@ -257,7 +257,6 @@ impl Approvals<'_> {
             Some(Err(message)) => Err(EngineError::Refused(message)),
             Some(Ok((max_fee, reserved))) => Ok(Grant {
                 kind,
-                amount,
                 reservation: reserved.then_some(reservation),
                 max_fee: max_fee.map(Amount::from_sat),
                 device: Some(device_of_grant),

@@ -20,8 +20,8 @@ use crate::access::Caller;
 use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorResponse, NotFoundResponse};
 use crate::api::routes::Routes;
-use crate::api::v1::common::{Fresh, grant, parse_vtxo_id, parse_vtxo_ids};
-use crate::engine::spending::PaymentKind;
+use crate::api::v1::common::{Fresh, parse_vtxo_id, parse_vtxo_ids};
+use crate::engine::spending::Spender;
 
 pub use model::{BlockRef, ExitError, ExitProgressStatus, ExitTransactionStatus};
 
@@ -71,8 +71,8 @@ pub async fn exit_start_all(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
 ) -> Result<Json<ExitStartResponse>, ApiError> {
-    let grant = grant(&state, &caller, PaymentKind::Exit, None).await?;
-    let started = state.engine.exits().start_all(grant).await?;
+    let who = Spender::of(&caller);
+    let started = state.engine.exits().start_all(&who).await?;
     Ok(Json(ExitStartResponse {
         message: "Exit started successfully".into(),
         started,
@@ -109,8 +109,8 @@ pub async fn exit_start_vtxos(
 ) -> Result<Json<ExitStartResponse>, ApiError> {
     let Json(req) = body?;
     let ids = parse_vtxo_ids(&req.vtxos)?;
-    let grant = grant(&state, &caller, PaymentKind::Exit, None).await?;
-    let started = state.engine.exits().start_vtxos(&ids, grant).await?;
+    let who = Spender::of(&caller);
+    let started = state.engine.exits().start_vtxos(&ids, &who).await?;
     Ok(Json(ExitStartResponse {
         message: "Exit started successfully".into(),
         started,
@@ -409,11 +409,11 @@ pub async fn exit_claim_all(
 ) -> Result<Json<ExitClaimResponse>, ApiError> {
     let Json(req) = body?;
     let fee_rate = fee_rate_per_kvb(req.fee_rate)?;
-    let grant = grant(&state, &caller, PaymentKind::Exit, None).await?;
+    let who = Spender::of(&caller);
     let txid = state
         .engine
         .exits()
-        .claim(&req.destination, None, fee_rate, grant)
+        .claim(&req.destination, None, fee_rate, &who)
         .await?;
     Ok(Json(ExitClaimResponse {
         message: "Exit claimed successfully".into(),
@@ -458,11 +458,11 @@ pub async fn exit_claim_vtxos(
         return Err(ApiError::BadRequest("vtxos must not be empty".into()));
     }
     let fee_rate = fee_rate_per_kvb(req.fee_rate)?;
-    let grant = grant(&state, &caller, PaymentKind::Exit, None).await?;
+    let who = Spender::of(&caller);
     let txid = state
         .engine
         .exits()
-        .claim(&req.destination, Some(&ids), fee_rate, grant)
+        .claim(&req.destination, Some(&ids), fee_rate, &who)
         .await?;
     Ok(Json(ExitClaimResponse {
         message: "Exit claimed successfully".into(),

@@ -13,8 +13,8 @@ use utoipa::ToSchema;
 use crate::access::Caller;
 use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorResponse, NotFoundResponse};
-use crate::api::v1::common::{Fresh, Movement, PageQuery, amount, grant, outbound, parse_vtxo_ids};
-use crate::engine::spending::PaymentKind;
+use crate::api::v1::common::{Fresh, Movement, PageQuery, amount, outbound, parse_vtxo_ids};
+use crate::engine::spending::Spender;
 use crate::engine::{ArkPayment, OffboardOutcome};
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -125,9 +125,9 @@ pub async fn send(
                 "a comment can only be sent to a Lightning address".into(),
             ));
         }
-        let grant = grant(&state, &caller, PaymentKind::Ark, Some(amount)).await?;
+        let who = Spender::of(&caller);
         return Ok(
-            match state.engine.ark().send(&address, amount, grant).await? {
+            match state.engine.ark().send(&address, amount, &who).await? {
                 ArkPayment::Sent(movement) => SendAnswer::Done(SendResponse {
                     message: "Payment sent successfully".into(),
                     payment_hash: None,
@@ -155,13 +155,7 @@ pub async fn send(
             .map(|sats| amount("amount_sat", sats))
             .transpose()?;
         let key = caller.credential.key();
-        let grant = grant(
-            &state,
-            &caller,
-            PaymentKind::Lightning,
-            destination.amount(amount),
-        )
-        .await?;
+        let who = Spender::of(&caller);
         let started = state
             .engine
             .lightning()
@@ -170,7 +164,7 @@ pub async fn send(
                 amount,
                 req.comment,
                 outbound(&state, &key),
-                grant,
+                &who,
             )
             .await?;
         return Ok(SendAnswer::Done(SendResponse {
@@ -351,11 +345,11 @@ pub async fn offboard_all(
     body: Result<Json<OffboardAllRequest>, JsonRejection>,
 ) -> Result<OffboardResponse, ApiError> {
     let Json(req) = body?;
-    let grant = grant(&state, &caller, PaymentKind::Offboard, None).await?;
+    let who = Spender::of(&caller);
     let outcome = state
         .engine
         .ark()
-        .offboard_all(req.address.as_deref(), grant)
+        .offboard_all(req.address.as_deref(), &who)
         .await?;
     Ok(outcome.into())
 }
@@ -395,11 +389,11 @@ pub async fn offboard_vtxos(
 ) -> Result<OffboardResponse, ApiError> {
     let Json(req) = body?;
     let ids = parse_vtxo_ids(&req.vtxos)?;
-    let grant = grant(&state, &caller, PaymentKind::Offboard, None).await?;
+    let who = Spender::of(&caller);
     let outcome = state
         .engine
         .ark()
-        .offboard_vtxos(&ids, req.address.as_deref(), grant)
+        .offboard_vtxos(&ids, req.address.as_deref(), &who)
         .await?;
     Ok(outcome.into())
 }
@@ -439,11 +433,11 @@ pub async fn send_onchain(
 ) -> Result<OffboardResponse, ApiError> {
     let Json(req) = body?;
     let paying = amount("amount_sat", req.amount_sat)?;
-    let grant = grant(&state, &caller, PaymentKind::Offboard, Some(paying)).await?;
+    let who = Spender::of(&caller);
     let outcome = state
         .engine
         .ark()
-        .send_onchain(&req.destination, paying, grant)
+        .send_onchain(&req.destination, paying, &who)
         .await?;
     Ok(outcome.into())
 }
