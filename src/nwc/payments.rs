@@ -36,6 +36,14 @@ pub const MAX_INVOICES: usize = 20;
 /// The longest metadata an app may attach to a payment, as JSON (the spec's bound:
 /// longer is dropped, not refused).
 const MAX_METADATA: usize = 4096;
+
+/// An app's `pay_invoice` metadata as kept: a JSON object of at most [`MAX_METADATA`]
+/// characters (as NIP-47 bounds it); anything else is dropped.
+fn within_bound(metadata: Option<Value>) -> Option<Value> {
+    metadata.filter(|m| {
+        m.is_object() && serde_json::to_string(m).is_ok_and(|s| s.chars().count() <= MAX_METADATA)
+    })
+}
 /// How long berthd looks for a payment's movement to mark it with its connection.
 const TAG_WITHIN: Duration = Duration::from_secs(60);
 
@@ -341,9 +349,7 @@ impl Nwc {
         hash: PaymentHash,
         metadata: Option<Value>,
     ) {
-        let metadata = metadata.filter(|m| {
-            m.is_object() && serde_json::to_string(m).is_ok_and(|s| s.len() <= MAX_METADATA)
-        });
+        let metadata = within_bound(metadata);
         let mut mark = json!({
             "connection_id": connection.record.id,
             "connection": connection.record.name,
@@ -380,5 +386,24 @@ impl Nwc {
                 tokio::time::sleep(SETTLE_POLL).await;
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_apps_metadata_is_kept_up_to_4096_characters() {
+        // {"note":"…"} is 11 characters around the note.
+        let of = |n: usize| Some(json!({ "note": "é".repeat(n) }));
+        assert_eq!(
+            within_bound(of(4096 - 11)),
+            of(4096 - 11),
+            "at the bound: kept"
+        );
+        assert_eq!(within_bound(of(4096 - 10)), None, "one over: dropped");
+        assert_eq!(within_bound(Some(json!("a string"))), None, "not an object");
+        assert_eq!(within_bound(None), None);
     }
 }

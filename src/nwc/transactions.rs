@@ -149,12 +149,18 @@ fn created_at(tx: &Value) -> i64 {
     tx["created_at"].as_i64().unwrap_or(0)
 }
 
+/// How many transactions one answer holds: the app's `limit` (default
+/// [`DEFAULT_LIMIT`]), at most [`MAX_LIMIT`] so that an answer fits a relay's event.
+fn page_limit(asked: Option<usize>) -> usize {
+    asked.unwrap_or(DEFAULT_LIMIT).min(MAX_LIMIT)
+}
+
 impl Nwc {
     /// The wallet's Lightning payments, newest first: settled ones, and with `unpaid`
     /// also those pending or failed and the invoices not paid yet.
     pub(super) async fn list_transactions(&self, params: Value) -> Result<Value, Failure> {
         let p: ListTransactions = self::params(params)?;
-        let limit = p.limit.unwrap_or(DEFAULT_LIMIT).min(MAX_LIMIT);
+        let limit = page_limit(p.limit);
         let offset = p.offset.unwrap_or(0);
         let from = p.from.unwrap_or(0);
         let until = p.until.unwrap_or_else(|| Utc::now().timestamp());
@@ -225,6 +231,15 @@ mod tests {
     use bitcoin::secp256k1::{Secp256k1, SecretKey};
 
     use super::*;
+
+    #[test]
+    fn an_answer_holds_at_most_fifty_transactions() {
+        assert_eq!(page_limit(None), DEFAULT_LIMIT);
+        assert_eq!(page_limit(Some(7)), 7);
+        assert_eq!(page_limit(Some(50)), 50);
+        assert_eq!(page_limit(Some(1_000)), MAX_LIMIT);
+        assert_eq!(MAX_LIMIT, 50);
+    }
 
     fn invoice() -> Bolt11Invoice {
         let secp = Secp256k1::new();

@@ -35,6 +35,24 @@ fn as_child(port: u16, child: &str, method: &str, path: &str, body: Value) -> (u
     (status, value)
 }
 
+/// Pair a child's device on `alice` (read, receive, send) and give it `rules`: its
+/// bearer and its id.
+fn pair_child(alice: &crate::stack::Berthd, rules: Value) -> (String, String) {
+    let uri = harness::open_window(&alice.datadir, "read,receive,send");
+    let code = harness::uri_param(&uri, "t").to_string();
+    let paired = alice.post_ok("/api/v1/pair", json!({ "code": code, "name": "Child" }));
+    let child = format!("Bearer {}", paired["token"].as_str().expect("token"));
+    let id = paired["device"]["id"].as_str().expect("id").to_string();
+    let (status, _, body) = alice.call_with(
+        "PUT",
+        &format!("/api/v1/devices/{id}/rules"),
+        Some(rules),
+        &[],
+    );
+    assert_eq!(status, 200, "{body}");
+    (child, id)
+}
+
 fn used_today(port: u16, child: &str) -> u64 {
     let (status, me) = as_child(port, child, "GET", "/api/v1/devices/me", Value::Null);
     assert_eq!(status, 200, "{me}");
@@ -56,22 +74,14 @@ fn a_childs_phone_pays_within_its_allowance() {
     ln.external.wait_for_block(height);
 
     // The owner pairs the child's phone and gives it rules.
-    let uri = harness::open_window(&alice.datadir, "read,receive,send");
-    let code = harness::uri_param(&uri, "t").to_string();
-    let paired = alice.post_ok("/api/v1/pair", json!({ "code": code, "name": "Child" }));
-    let child = format!("Bearer {}", paired["token"].as_str().expect("token"));
-    let id = paired["device"]["id"].as_str().expect("id").to_string();
-    let (status, _, body) = alice.call_with(
-        "PUT",
-        &format!("/api/v1/devices/{id}/rules"),
-        Some(json!({
+    let (child, _) = pair_child(
+        &alice,
+        json!({
             "max_payment_sat": 50_000,
             "budgets": [{ "amount_sat": 100_000, "period": "day" }],
             "kinds": ["ark", "lightning"],
-        })),
-        &[],
+        }),
     );
-    assert_eq!(status, 200, "{body}");
     let port = alice.port();
 
     // Within the allowance: an Ark payment to bob, and a Lightning invoice.
@@ -212,23 +222,15 @@ fn an_approved_payment_settles_once() {
     ln.external.wait_for_block(height);
     let port = alice.port();
 
-    let uri = harness::open_window(&alice.datadir, "read,receive,send");
-    let code = harness::uri_param(&uri, "t").to_string();
-    let paired = alice.post_ok("/api/v1/pair", json!({ "code": code, "name": "Child" }));
-    let child = format!("Bearer {}", paired["token"].as_str().expect("token"));
-    let id = paired["device"]["id"].as_str().expect("id").to_string();
-    let (status, _, body) = alice.call_with(
-        "PUT",
-        &format!("/api/v1/devices/{id}/rules"),
-        Some(json!({
+    let (child, id) = pair_child(
+        &alice,
+        json!({
             "max_payment_sat": 10_000,
             "kinds": ["ark", "lightning", "offboard"],
             "max_fee_sat": 1,
             "over_limit": "approve",
-        })),
-        &[],
+        }),
     );
-    assert_eq!(status, 200, "{body}");
 
     // The fee cap: this server's offboard fee (its fixed 100 vbytes at the chain's rate)
     // is over 1 sat, so the offboard is refused, within the amount limit.
