@@ -11,7 +11,7 @@ use serde::Deserialize;
 
 use crate::api::AppState;
 use crate::api::error::ApiError;
-use crate::console::{Frame, page, qr_svg, see_other};
+use crate::console::{Frame, optional_sats, page, qr_svg, see_other};
 use crate::nwc::{ConnectionView, NewConnection, Renewal};
 
 struct AppRow {
@@ -114,16 +114,6 @@ pub(super) struct ConnectForm {
     budget_renewal: String,
     /// Checked: the app may pay; unchecked: it may only receive and read.
     pay: Option<String>,
-}
-
-fn optional_sats(what: &str, text: &str) -> Result<Option<u64>, String> {
-    let text = text.trim();
-    if text.is_empty() {
-        return Ok(None);
-    }
-    text.parse::<u64>()
-        .map(Some)
-        .map_err(|_| format!("{what}: a whole number of sats, or empty for none"))
 }
 
 /// `POST /console/apps`: connect an app; the page shows its link and QR code once.

@@ -13,9 +13,9 @@ use serde::Deserialize;
 
 use crate::api::AppState;
 use crate::api::error::ApiError;
-use crate::console::{Frame, page, see_other};
+use crate::console::{Frame, optional_sats, page, see_other};
 use crate::engine::spending::approvals::{Approval, parse_id};
-use crate::engine::spending::{PaymentKind, Period, Rules, RulesView};
+use crate::engine::spending::{PaymentKind, Period, Rules, RulesView, sats};
 use crate::store::approvals::state;
 
 struct ApprovalRow {
@@ -38,19 +38,6 @@ struct ApprovalsPage {
     signed_in: bool,
     pending: Vec<ApprovalRow>,
     ended: Vec<ApprovalRow>,
-}
-
-/// A sat amount as people write it (12,345).
-fn sats(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
 
 fn approval_row(a: &Approval, names: &[(String, String)]) -> ApprovalRow {
@@ -308,16 +295,6 @@ pub(super) struct RulesForm {
     own_history: Option<String>,
     /// Set by the "Remove the rules" button.
     remove: Option<String>,
-}
-
-fn optional_sats(what: &str, text: &str) -> Result<Option<u64>, String> {
-    let text = text.trim().replace(',', "");
-    if text.is_empty() {
-        return Ok(None);
-    }
-    text.parse::<u64>()
-        .map(Some)
-        .map_err(|_| format!("{what}: a whole number of sats, or empty for none"))
 }
 
 impl RulesForm {

@@ -258,6 +258,18 @@ pub(super) fn qr_svg(text: &str) -> Option<String> {
 }
 
 /// A redirect after a form post (303: the browser follows with a GET).
+/// A form's amount field: a whole number of sats (written with or without thousands'
+/// commas), or empty for none; `what` names the field in the error.
+pub(super) fn optional_sats(what: &str, text: &str) -> Result<Option<u64>, String> {
+    let text = text.trim().replace(',', "");
+    if text.is_empty() {
+        return Ok(None);
+    }
+    text.parse::<u64>()
+        .map(Some)
+        .map_err(|_| format!("{what}: a whole number of sats, or empty for none"))
+}
+
 pub(super) fn see_other(to: &'static str, cookie: Option<HeaderValue>) -> Response {
     let mut response = (StatusCode::SEE_OTHER, [(header::LOCATION, to)]).into_response();
     if let Some(cookie) = cookie {

@@ -289,5 +289,14 @@ mod tests {
         assert!(bad.starts_with("line 1: not a BIP-329 record"), "{bad}");
         let bad = parse_jsonl("{\"type\":\"addr\",\"ref\":\"\"}").expect_err("empty ref");
         assert!(bad.contains("ref must be"), "{bad}");
+        let line = "{\"type\":\"addr\",\"ref\":\"a\",\"label\":\"x\"}\n";
+        assert_eq!(
+            parse_jsonl(&line.repeat(MAX_IMPORT))
+                .expect("at the bound")
+                .len(),
+            MAX_IMPORT
+        );
+        let over = parse_jsonl(&line.repeat(MAX_IMPORT + 1)).expect_err("one over");
+        assert!(over.starts_with("line 10001: at most 10000"), "{over}");
     }
 }

@@ -204,3 +204,104 @@ impl Store {
         .await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::StoreConfig;
+
+    fn approval(device: &str, state: &str, at: u64) -> ApprovalRecord {
+        ApprovalRecord {
+            device_id: device.into(),
+            kind: "ark".into(),
+            amount_sat: Some(2_000),
+            max_fee_sat: None,
+            destination: None,
+            reason: "over".into(),
+            created_at_us: at,
+            expires_at_us: at + 1,
+            state: state.into(),
+            decided_at_us: None,
+            started: false,
+            request: HeldRequestRecord {
+                method: "POST".into(),
+                path: "/api/v1/wallet/send".into(),
+                body: "{}".into(),
+                idempotency_key: None,
+            },
+            result: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn waiting_approvals_are_bounded_and_only_the_newest_ended_ones_are_kept() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (store, _) = Store::open_async(&dir.path().join("db.redb"), &StoreConfig::default())
+            .await
+            .expect("open");
+        let id = |n: u16| {
+            let mut id = [0u8; 16];
+            id[..2].copy_from_slice(&n.to_be_bytes());
+            id
+        };
+        // Per device: the sixth waiting one is refused; another device's is not.
+        for n in 0..5 {
+            let held = store
+                .approval_hold(id(n), approval("a", state::PENDING, u64::from(n)), 5, 7)
+                .await
+                .expect("hold");
+            assert_eq!(held, Held::Held);
+        }
+        let sixth = approval("a", state::PENDING, 5);
+        assert_eq!(
+            store
+                .approval_hold(id(5), sixth.clone(), 5, 7)
+                .await
+                .expect("hold"),
+            Held::TooMany
+        );
+        for n in 5..7 {
+            let held = store
+                .approval_hold(id(n), approval("b", state::PENDING, u64::from(n)), 5, 7)
+                .await
+                .expect("hold");
+            assert_eq!(held, Held::Held);
+        }
+        // For the box: the eighth waiting one is refused, whoever asks.
+        assert_eq!(
+            store
+                .approval_hold(id(7), approval("c", state::PENDING, 7), 5, 7)
+                .await
+                .expect("hold"),
+            Held::TooMany
+        );
+        assert_eq!(
+            store.approvals().await.expect("list").len(),
+            7,
+            "nothing written"
+        );
+        // Ended ones past KEEP_ENDED: the oldest go as new ones are held.
+        let ended = u16::try_from(KEEP_ENDED).expect("small") + 3;
+        for n in 0..ended {
+            let at = 1_000 + u64::from(n);
+            let record = approval("d", state::DENIED, at);
+            let held = store
+                .approval_hold(id(100 + n), record, 5, 50)
+                .await
+                .expect("hold an ended one");
+            assert_eq!(held, Held::Held);
+        }
+        let all = store.approvals().await.expect("list");
+        let kept: Vec<u64> = all
+            .iter()
+            .filter(|(_, r)| state::ended(&r.state))
+            .map(|(_, r)| r.created_at_us)
+            .collect();
+        assert_eq!(kept.len(), KEEP_ENDED, "the newest ended ones");
+        assert!(
+            kept.iter().all(|at| *at >= 1_003),
+            "the oldest went: {kept:?}"
+        );
+        assert_eq!(all.len(), KEEP_ENDED + 7, "every waiting one stays");
+    }
+}

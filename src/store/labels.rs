@@ -82,3 +82,63 @@ impl Store {
         .await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::StoreConfig;
+
+    fn label(reference: String, label: &str) -> LabelRecord {
+        LabelRecord {
+            kind: "addr".into(),
+            reference,
+            label: label.into(),
+            origin: None,
+            spendable: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn at_most_ten_thousand_labels_are_kept_and_an_import_over_it_writes_nothing() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (store, _) = Store::open_async(&dir.path().join("db.redb"), &StoreConfig::default())
+            .await
+            .expect("open");
+        let all: Vec<LabelRecord> = (0..MAX_LABELS)
+            .map(|n| label(format!("a{n}"), "x"))
+            .collect();
+        assert_eq!(
+            store.put_labels(all).await.expect("put"),
+            Put::Done {
+                set: 10_000,
+                removed: 0
+            }
+        );
+        // One more is refused, nothing written; replacing one is not "more".
+        assert_eq!(
+            store
+                .put_labels(vec![label("new".into(), "x"), label("a0".into(), "")])
+                .await
+                .expect("put"),
+            Put::Done { set: 1, removed: 1 },
+            "one removed makes room for one"
+        );
+        assert_eq!(
+            store
+                .put_labels(vec![label("newer".into(), "x")])
+                .await
+                .expect("put"),
+            Put::TooMany
+        );
+        let kept = store.labels().await.expect("labels");
+        assert_eq!(kept.len(), 10_000);
+        assert!(!kept.iter().any(|l| l.reference == "newer"));
+        assert!(
+            store
+                .put_labels(vec![label("a1".into(), "renamed")])
+                .await
+                .expect("put")
+                == Put::Done { set: 1, removed: 0 }
+        );
+    }
+}

@@ -18,7 +18,7 @@ use std::time::Duration as StdDuration;
 use bitcoin::Amount;
 use chrono::{DateTime, Utc};
 
-use super::{Grant, PaymentKind, Spending, new_id, now, take};
+use super::{Grant, PaymentKind, new_id, now, take};
 use crate::engine::{Engine, EngineError};
 use crate::events::{Alert, EventKind, vocabulary::ApprovalAlert};
 use crate::store::approvals::{
@@ -325,7 +325,8 @@ impl Approvals<'_> {
     }
 
     /// At start: approvals approved but not run yet (to run now), after marking those
-    /// whose run a stop cut short executed, their outcome unknown.
+    /// whose run a stop cut short executed, their outcome unknown (and that answer made
+    /// their `Idempotency-Key`'s, which would otherwise replay the 202 for a day).
     pub async fn recover(&self) -> Result<Vec<Approval>, EngineError> {
         let mut to_run = Vec::new();
         for (id, r) in self.engine.store.approvals().await? {
@@ -342,6 +343,15 @@ impl Approvals<'_> {
                     })
                     .to_string(),
                 };
+                if let Some(key) = r.request.idempotency_key {
+                    self.engine
+                        .store
+                        .finish_idempotency_key(
+                            key,
+                            Some((answer.status, answer.body.clone().into_bytes())),
+                        )
+                        .await?;
+                }
                 self.ran(id, answer).await?;
             } else {
                 to_run.push(Approval::new(id, r, now_us()));
@@ -381,12 +391,5 @@ impl Approvals<'_> {
         if let Err(e) = self.engine.events.alert(kind, alert).await {
             tracing::error!(target: "berth::spending", error = %e, "cannot record an approval's event");
         }
-    }
-}
-
-impl Spending<'_> {
-    /// The approvals (a shortcut for the API's handlers).
-    pub fn approvals(&self) -> Approvals<'_> {
-        self.engine.approvals()
     }
 }

@@ -134,8 +134,8 @@ impl std::fmt::Display for Stop {
     }
 }
 
-fn sats(amount: u64) -> String {
-    // 12,345 as people write it.
+/// A sat amount as people write it (12,345): in refusals, and on the console's pages.
+pub fn sats(amount: u64) -> String {
     let digits = amount.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
     for (i, c) in digits.chars().enumerate() {

@@ -197,17 +197,13 @@ fn kinds_alone_limit_no_amount_and_amounts_read_as_people_write_them() {
     assert_eq!(sats(12), "12");
 }
 
-/// An approved payment is let through once, and only the payment approved: on a real
-/// database, through the engine.
-#[tokio::test]
-async fn an_approval_lets_through_only_its_own_payment_and_only_once() {
-    use crate::store::approvals::HeldRequestRecord;
+/// An engine over a real store in `dir`, with a paired device whose rules hold payments
+/// over 1,000 sat (a 5,000 sat weekly budget, a 25 sat fee cap) for approval.
+async fn engine_with_a_device(dir: &std::path::Path, device: &str) -> std::sync::Arc<Engine> {
     use crate::store::{DeviceRecord, EventRetention, Store, StoreConfig};
-    let dir = tempfile::tempdir().expect("tempdir");
-    let (store, _) = Store::open_async(&dir.path().join("berth.redb"), &StoreConfig::default())
+    let (store, _) = Store::open_async(&dir.join("berth.redb"), &StoreConfig::default())
         .await
         .expect("store");
-    let device = "00000000000000bb";
     store
         .add_device(
             DeviceRecord {
@@ -225,9 +221,9 @@ async fn an_approval_lets_through_only_its_own_payment_and_only_once() {
     let events = crate::events::EventHub::open(store.clone(), EventRetention::default())
         .await
         .expect("events");
-    let layout = crate::datadir::Layout::new(dir.path().to_path_buf());
+    let layout = crate::datadir::Layout::new(dir.to_path_buf());
     let engine = Engine::new(
-        store.clone(),
+        store,
         layout.clone(),
         crate::keys::Seeds::new(layout.seed_files(), Default::default()),
         events,
@@ -249,6 +245,17 @@ async fn an_approval_lets_through_only_its_own_payment_and_only_once() {
             .await
             .expect("set")
     );
+    engine
+}
+
+/// An approved payment is let through once, and only the payment approved: on a real
+/// database, through the engine.
+#[tokio::test]
+async fn an_approval_lets_through_only_its_own_payment_and_only_once() {
+    use crate::store::approvals::HeldRequestRecord;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let device = "00000000000000bb";
+    let engine = engine_with_a_device(dir.path(), device).await;
     let who = Spender::Device(device.into());
     let sat = |n| Some(Amount::from_sat(n));
     let asked = match engine
@@ -334,4 +341,84 @@ async fn an_approval_lets_through_only_its_own_payment_and_only_once() {
         Amount::from_sat(2_000),
         "an approved payment counts against the budget"
     );
+}
+
+/// A stop in the middle of an approved payment: at the next start the approval is
+/// executed with its outcome unknown, and its `Idempotency-Key` answers that, not the
+/// 202 any more; it never runs again.
+#[tokio::test]
+async fn an_approved_payment_cut_short_by_a_stop_is_not_run_again_and_its_key_says_so() {
+    use crate::store::approvals::HeldRequestRecord;
+    use crate::store::idempotency::Claim;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let device = "00000000000000bb";
+    let engine = engine_with_a_device(dir.path(), device).await;
+    let keys = engine.idempotency_keys();
+    let (key, request) = ([0x4b; 32], [0x52; 32]);
+    assert_eq!(
+        keys.claim(key, request, 1, u64::MAX / 2)
+            .await
+            .expect("claim"),
+        Claim::Claimed
+    );
+    keys.finish(key, Some((202, b"{}".to_vec())))
+        .await
+        .expect("the 202 kept");
+    let sat = |n| Some(Amount::from_sat(n));
+    let who = Spender::Device(device.into());
+    let Err(EngineError::NeedsApproval(asked)) = engine
+        .spending()
+        .authorize(&who, PaymentKind::Ark, sat(2_000))
+        .await
+    else {
+        panic!("expected NeedsApproval");
+    };
+    let held = HeldRequestRecord {
+        method: "POST".into(),
+        path: "/api/v1/wallet/send".into(),
+        body: "{}".into(),
+        idempotency_key: Some(key),
+    };
+    let approval = engine
+        .approvals()
+        .hold(*asked, None, held)
+        .await
+        .expect("hold");
+    let id = approvals::parse_id(&approval.id).expect("id");
+    engine.approvals().decide(id, true).await.expect("decide");
+    // Let through (started), then the stop: no answer recorded.
+    let grant = engine
+        .spending()
+        .authorize(
+            &Spender::Approved {
+                device: device.into(),
+                approval: id,
+            },
+            PaymentKind::Ark,
+            sat(2_000),
+        )
+        .await
+        .expect("let through");
+    drop(grant);
+    let to_run = engine.approvals().recover().await.expect("recover");
+    assert!(to_run.is_empty(), "started once: never run again");
+    let after = engine
+        .approvals()
+        .get(id)
+        .await
+        .expect("get")
+        .expect("found");
+    assert_eq!(after.record.state, "executed");
+    assert_eq!(after.record.result.as_ref().map(|r| r.status), Some(409));
+    match keys
+        .claim(key, request, 2, u64::MAX / 2)
+        .await
+        .expect("claim")
+    {
+        Claim::Replay { status, body } => {
+            assert_eq!(status, 409);
+            assert!(String::from_utf8_lossy(&body).contains("outcome is unknown"));
+        }
+        other => panic!("expected the 409 replayed, got {other:?}"),
+    }
 }
