@@ -303,6 +303,7 @@ impl Daemon {
             Arc::clone(&engine),
             Arc::clone(&devices),
             engine.idempotency_keys(),
+            Arc::clone(&nwc),
         );
         let state = AppState {
             approvals: Arc::clone(&approvals),

@@ -99,6 +99,7 @@ pub async fn layer(
             .map_or_else(|| parts.uri.path().to_string(), ToString::to_string),
         body: String::from_utf8_lossy(&bytes).into_owned(),
         idempotency_key: key,
+        nwc_key: None,
     };
     let response = next
         .run(Request::from_parts(parts, Body::from(bytes.clone())))
@@ -112,18 +113,15 @@ pub async fn layer(
         .hold(*asked, destination(&bytes), held)
         .await
     {
-        Ok(approval) => {
-            runner.wake();
-            (
-                StatusCode::ACCEPTED,
-                axum::Json(AwaitingApproval {
-                    status: "awaiting-approval".into(),
-                    message: approval.message(),
-                    approval_id: approval.id,
-                }),
-            )
-                .into_response()
-        }
+        Ok(approval) => (
+            StatusCode::ACCEPTED,
+            axum::Json(AwaitingApproval {
+                status: "awaiting-approval".into(),
+                message: approval.message(),
+                approval_id: approval.id,
+            }),
+        )
+            .into_response(),
         Err(e) => ApiError::from(e).into_response(),
     }
 }
@@ -137,8 +135,8 @@ pub struct Runner {
     /// router is built. (It holds the API's state, which holds this runner: a cycle
     /// that lives as long as the process, as the router does.)
     routes: OnceLock<Router>,
-    /// Wakes the expiry task when an approval ends early or is held.
-    wake: tokio::sync::Notify,
+    /// Runs (and ends) the approvals of Nostr Wallet Connect payments.
+    nwc: Arc<crate::nwc::Nwc>,
 }
 
 impl Runner {
@@ -146,13 +144,14 @@ impl Runner {
         engine: Arc<Engine>,
         devices: Arc<crate::access::devices::Devices>,
         keys: IdempotencyKeys,
+        nwc: Arc<crate::nwc::Nwc>,
     ) -> Arc<Runner> {
         Arc::new(Runner {
             engine,
             devices,
             keys,
             routes: OnceLock::new(),
-            wake: tokio::sync::Notify::new(),
+            nwc,
         })
     }
 
@@ -166,7 +165,11 @@ impl Runner {
         let Some(id) = crate::engine::spending::approvals::parse_id(&approval.id) else {
             return;
         };
-        let answer = self.answer(id, approval).await;
+        let answer = if approval.record.request.nwc_key.is_some() {
+            self.nwc.run_approved(id, approval).await
+        } else {
+            self.answer(id, approval).await
+        };
         let key = approval.record.request.idempotency_key;
         if let Some(key) = key
             && let Err(e) = self
@@ -244,6 +247,10 @@ impl Runner {
 
     /// The owner denied `approval`, or it expired: its key's final answer is a refusal.
     pub async fn ended_unrun(&self, approval: &Approval) {
+        if approval.record.request.nwc_key.is_some() {
+            self.nwc.approval_ended(approval).await;
+            return;
+        }
         let Some(key) = approval.record.request.idempotency_key else {
             return;
         };
@@ -265,19 +272,17 @@ impl Runner {
         }
     }
 
-    /// Wake the expiry task (an approval was held: its expiry may be the next).
-    pub fn wake(&self) {
-        self.wake.notify_one();
-    }
-
     /// At start: run what was approved before a stop; then expire approvals on time.
     /// Stopped by aborting it: a run cut short is marked at the next start.
     pub fn spawn(self: &Arc<Self>) -> tokio::task::JoinHandle<()> {
         let runner = Arc::clone(self);
         tokio::spawn(async move {
             match runner.engine.approvals().recover().await {
-                Ok(approved) => {
-                    for approval in approved {
+                Ok(recovered) => {
+                    for approval in &recovered.cut_short {
+                        runner.nwc.resume_approved(approval).await;
+                    }
+                    for approval in recovered.to_run {
                         runner.run(&approval).await;
                     }
                 }
@@ -303,9 +308,10 @@ impl Runner {
                     .map(|at| Duration::from_micros(at.saturating_sub(now)))
                     .unwrap_or(MAX_SLEEP)
                     .min(MAX_SLEEP);
+                let approvals = runner.engine.approvals();
                 tokio::select! {
                     () = tokio::time::sleep(sleep + Duration::from_millis(50)) => {}
-                    () = runner.wake.notified() => {}
+                    () = approvals.held() => {}
                 }
             }
         })

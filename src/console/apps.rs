@@ -19,6 +19,8 @@ struct AppRow {
     name: String,
     methods: String,
     limits: String,
+    /// The owner's spending rules for it, in a few words.
+    rules: String,
     spent: String,
     last_used: String,
 }
@@ -41,7 +43,7 @@ struct AppsPage {
     error: Option<String>,
 }
 
-fn row(v: ConnectionView) -> AppRow {
+fn row(v: ConnectionView, rules: String) -> AppRow {
     let mut limits = Vec::new();
     if let Some(max) = v.max_payment_sat {
         limits.push(format!("{max} sat a payment"));
@@ -65,6 +67,7 @@ fn row(v: ConnectionView) -> AppRow {
         } else {
             limits.join("; ")
         },
+        rules,
         spent: format!("{} sat in {} payments", v.spent_total_sat, v.payments),
         last_used: v
             .last_used_at
@@ -81,6 +84,18 @@ async fn apps_page(state: &AppState, created: Option<NewApp>, error: Option<Stri
             return StatusCode::INTERNAL_SERVER_ERROR.into_response();
         }
     };
+    let mut rows = Vec::with_capacity(apps.len());
+    for app in apps {
+        let key = crate::engine::spending::connection_rules_key(&app.id);
+        let rules = match state.engine.spending().rules(&key).await {
+            Ok(view) => crate::console::household::summary(view.as_ref()),
+            Err(e) => {
+                tracing::error!(target: "berth::console", error = %e, "cannot read an app's rules");
+                "unknown".into()
+            }
+        };
+        rows.push(row(app, rules));
+    }
     let frame = Frame::new(state);
     let status = if error.is_some() {
         StatusCode::BAD_REQUEST
@@ -93,7 +108,7 @@ async fn apps_page(state: &AppState, created: Option<NewApp>, error: Option<Stri
             hostname: frame.hostname,
             pin: frame.pin,
             signed_in: true,
-            apps: apps.into_iter().map(row).collect(),
+            apps: rows,
             created,
             error,
         },

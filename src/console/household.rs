@@ -1,6 +1,7 @@
 //! The household pages: payments waiting for the owner's approval (approve or deny
-//! them, see what became of the others) and each device's spending rules (see its
-//! budgets used, edit its rules). The same engine calls as the API's
+//! them, see what became of the others) and spending rules (see the budgets used, edit
+//! the rules) of each device, of each app connected over Nostr Wallet Connect, and the
+//! rules new devices start with. The same engine calls as the API's
 //! (`api::v1::approvals`, `api::v1::rules`); approved payments run through the same
 //! runner (`api::approvals`).
 
@@ -42,10 +43,10 @@ struct ApprovalsPage {
 
 fn approval_row(a: &Approval, names: &[(String, String)]) -> ApprovalRow {
     let r = &a.record;
-    let device = names.iter().find(|(id, _)| *id == r.device_id).map_or_else(
-        || format!("removed device {}", r.device_id),
-        |(_, n)| n.clone(),
-    );
+    let device = names
+        .iter()
+        .find(|(id, _)| *id == r.device_id)
+        .map_or_else(|| format!("removed {}", r.device_id), |(_, n)| n.clone());
     let at = |us| Approval::at(us).format("%Y-%m-%d %H:%M UTC").to_string();
     let outcome = match (&r.result, r.state.as_str()) {
         (Some(answer), _) if (200..300).contains(&answer.status) => "paid".to_string(),
@@ -79,14 +80,28 @@ fn approval_row(a: &Approval, names: &[(String, String)]) -> ApprovalRow {
     }
 }
 
+/// The names of who may ask for approval, by rules' key: devices, and apps connected
+/// over Nostr Wallet Connect.
 async fn device_names(state: &AppState) -> Vec<(String, String)> {
-    match state.devices.list().await {
+    let mut names: Vec<(String, String)> = match state.devices.list().await {
         Ok(list) => list.into_iter().map(|d| (d.id, d.name)).collect(),
         Err(e) => {
             tracing::error!(target: "berth::console", error = %e, "cannot list devices");
             Vec::new()
         }
+    };
+    match state.nwc.list().await {
+        Ok(list) => names.extend(list.into_iter().map(|c| {
+            (
+                crate::engine::spending::connection_rules_key(&c.id),
+                format!("{} (app)", c.name),
+            )
+        })),
+        Err(e) => {
+            tracing::error!(target: "berth::console", error = %e, "cannot list wallet connections");
+        }
     }
+    names
 }
 
 /// `GET /console/approvals`
@@ -162,14 +177,69 @@ struct BudgetRow {
     renews: String,
 }
 
+/// Whose rules a rules page shows and edits.
+struct Subject {
+    /// The rules' key: a device's id, a connection's key, the new devices' key.
+    key: String,
+    heading: String,
+    intro: &'static str,
+    /// Where the form posts, and where a saved form goes back to.
+    action: String,
+    back: &'static str,
+    /// Whose history can be limited to its own payments (a device's, new devices').
+    history: bool,
+}
+
+impl Subject {
+    fn device(device: &crate::access::devices::Device) -> Subject {
+        Subject {
+            key: device.id.clone(),
+            heading: format!("Spending rules of {}", device.name),
+            intro: "What this device may pay.",
+            action: format!("/console/devices/{}/rules", device.id),
+            back: "/console/devices",
+            history: true,
+        }
+    }
+
+    fn app(connection: &crate::nwc::ConnectionView) -> Subject {
+        Subject {
+            key: crate::engine::spending::connection_rules_key(&connection.id),
+            heading: format!("Spending rules of {}", connection.name),
+            intro: "What this app may pay over Nostr Wallet Connect, beside the limits it \
+                was connected with. Above them it is refused, or waits for you: the app \
+                gets its answer once you decide.",
+            action: format!("/console/apps/{}/rules", connection.id),
+            back: "/console/apps",
+            history: false,
+        }
+    }
+
+    fn new_devices() -> Subject {
+        Subject {
+            key: crate::store::spending::NEW_DEVICES_KEY.into(),
+            heading: "Rules for new devices".into(),
+            intro: "The rules every device paired from now on starts with (a phone, an app, \
+                a browser signed in to this console), unless it may administer the box. \
+                Devices paired before keep theirs. These replace [household] new_devices in \
+                berth.toml.",
+            action: "/console/household/new-devices".into(),
+            back: "/console/devices",
+            history: true,
+        }
+    }
+}
+
 #[derive(Template)]
 #[template(path = "rules.html")]
 struct RulesPage {
     hostname: String,
     pin: Option<String>,
     signed_in: bool,
-    device_id: String,
-    device_name: String,
+    heading: String,
+    intro: &'static str,
+    action: String,
+    history: bool,
     max_payment: String,
     max_fee: String,
     /// (period, its budget or empty), every period.
@@ -185,7 +255,7 @@ struct RulesPage {
 
 fn rules_page(
     state: &AppState,
-    device: &crate::access::devices::Device,
+    subject: Subject,
     view: Option<&RulesView>,
     error: Option<String>,
 ) -> Response {
@@ -202,8 +272,10 @@ fn rules_page(
             hostname: frame.hostname,
             pin: frame.pin,
             signed_in: true,
-            device_id: device.id.clone(),
-            device_name: device.name.clone(),
+            heading: subject.heading,
+            intro: subject.intro,
+            action: subject.action,
+            history: subject.history,
             max_payment: blank(rules.and_then(|r| r.max_payment)),
             max_fee: blank(rules.and_then(|r| r.max_fee)),
             budgets: Period::ALL
@@ -270,8 +342,44 @@ pub(super) async fn device_rules(
         Ok(device) => device,
         Err(response) => return response,
     };
-    match state.engine.spending().rules(&id).await {
-        Ok(view) => rules_page(&state, &device, view.as_ref(), None),
+    show_rules(&state, Subject::device(&device)).await
+}
+
+async fn show_rules(state: &AppState, subject: Subject) -> Response {
+    match state.engine.spending().rules(&subject.key).await {
+        Ok(view) => rules_page(state, subject, view.as_ref(), None),
+        Err(e) => console_error(e.into()),
+    }
+}
+
+async fn find_app(state: &AppState, id: &str) -> Result<crate::nwc::ConnectionView, Response> {
+    match state.nwc.list().await {
+        Ok(list) => list
+            .into_iter()
+            .find(|c| c.id == id)
+            .ok_or_else(|| console_error(ApiError::not_found("no such app"))),
+        Err(e) => Err(console_error(e.into())),
+    }
+}
+
+/// `GET /console/apps/{id}/rules`
+pub(super) async fn app_rules(State(state): State<AppState>, Path(id): Path<String>) -> Response {
+    match find_app(&state, &id).await {
+        Ok(app) => show_rules(&state, Subject::app(&app)).await,
+        Err(response) => response,
+    }
+}
+
+/// `GET /console/household/new-devices`
+pub(super) async fn new_device_rules(State(state): State<AppState>) -> Response {
+    match state.engine.spending().new_device_rules().await {
+        Ok(rules) => {
+            let view = rules.rules.map(|rules| RulesView {
+                rules,
+                budgets: Vec::new(),
+            });
+            rules_page(&state, Subject::new_devices(), view.as_ref(), None)
+        }
         Err(e) => console_error(e.into()),
     }
 }
@@ -298,7 +406,8 @@ pub(super) struct RulesForm {
 }
 
 impl RulesForm {
-    fn rules(&self) -> Result<Rules, String> {
+    /// The rules of the form; `history`: whether its history choice applies.
+    fn rules(&self, history: bool) -> Result<Rules, String> {
         let mut budgets = Vec::new();
         for (period, text) in [
             ("day", &self.budget_day),
@@ -330,7 +439,7 @@ impl RulesForm {
             optional_sats("Most fee per payment", &self.max_fee_sat)?,
             Some(self.over_limit.as_str()),
         )?;
-        rules.own_history = self.own_history.is_some();
+        rules.own_history = history && self.own_history.is_some();
         rules.check()?;
         Ok(rules)
     }
@@ -342,27 +451,67 @@ pub(super) async fn set_device_rules(
     Path(id): Path<String>,
     form: Result<Form<RulesForm>, FormRejection>,
 ) -> Response {
+    match find_device(&state, &id).await {
+        Ok(device) => save_rules(&state, Subject::device(&device), form).await,
+        Err(response) => response,
+    }
+}
+
+/// `POST /console/apps/{id}/rules`: set (or remove) an app's rules.
+pub(super) async fn set_app_rules(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    form: Result<Form<RulesForm>, FormRejection>,
+) -> Response {
+    match find_app(&state, &id).await {
+        Ok(app) => save_rules(&state, Subject::app(&app), form).await,
+        Err(response) => response,
+    }
+}
+
+/// `POST /console/household/new-devices`: set (or remove) the rules new devices start
+/// with.
+pub(super) async fn set_new_device_rules(
+    State(state): State<AppState>,
+    form: Result<Form<RulesForm>, FormRejection>,
+) -> Response {
+    save_rules(&state, Subject::new_devices(), form).await
+}
+
+async fn save_rules(
+    state: &AppState,
+    subject: Subject,
+    form: Result<Form<RulesForm>, FormRejection>,
+) -> Response {
     let Ok(Form(form)) = form else {
         return (StatusCode::BAD_REQUEST, "a malformed form").into_response();
-    };
-    let device = match find_device(&state, &id).await {
-        Ok(device) => device,
-        Err(response) => return response,
     };
     let rules = if form.remove.is_some() {
         None
     } else {
-        match form.rules() {
+        match form.rules(subject.history) {
             Ok(rules) => Some(rules),
             Err(message) => {
-                let view = state.engine.spending().rules(&id).await.ok().flatten();
-                return rules_page(&state, &device, view.as_ref(), Some(message));
+                let view = state
+                    .engine
+                    .spending()
+                    .rules(&subject.key)
+                    .await
+                    .ok()
+                    .flatten();
+                return rules_page(state, subject, view.as_ref(), Some(message));
             }
         }
     };
-    match state.engine.spending().set_rules(&id, rules).await {
-        Ok(true) => see_other("/console/devices", None),
-        Ok(false) => console_error(ApiError::not_found("no such device")),
+    let spending = state.engine.spending();
+    let saved = if subject.key == crate::store::spending::NEW_DEVICES_KEY {
+        spending.set_new_device_rules(rules).await.map(|()| true)
+    } else {
+        spending.set_rules(&subject.key, rules).await
+    };
+    match saved {
+        Ok(true) => see_other(subject.back, None),
+        Ok(false) => console_error(ApiError::not_found("it was removed meanwhile")),
         Err(e) => console_error(e.into()),
     }
 }
@@ -383,6 +532,16 @@ pub(super) fn summary(view: Option<&RulesView>) -> String {
             sats(b.budget.amount.to_sat()),
             b.budget.period.as_str()
         ));
+    }
+    // Rules not yet anyone's (new devices'): the budgets alone.
+    if view.budgets.is_empty() {
+        for b in &view.rules.budgets {
+            parts.push(format!(
+                "{} sat a {}",
+                sats(b.amount.to_sat()),
+                b.period.as_str()
+            ));
+        }
     }
     if let Some(kinds) = &view.rules.kinds {
         let names: Vec<&str> = kinds.iter().map(|k| k.as_str()).collect();

@@ -95,6 +95,26 @@ fn declare<D: routes::Declare>(table: D) -> D {
         .page("/console/apps", Page(Admin), apps::apps)
         .form("/console/apps", Page(Admin), apps::connect)
         .form("/console/apps/{id}/revoke", Page(Admin), apps::revoke)
+        .page(
+            "/console/apps/{id}/rules",
+            Page(Admin),
+            household::app_rules,
+        )
+        .form(
+            "/console/apps/{id}/rules",
+            Page(Admin),
+            household::set_app_rules,
+        )
+        .page(
+            "/console/household/new-devices",
+            Page(Admin),
+            household::new_device_rules,
+        )
+        .form(
+            "/console/household/new-devices",
+            Page(Admin),
+            household::set_new_device_rules,
+        )
         .page("/console/backups", Page(Read), backups::backups)
         .form("/console/backups", Page(Admin), backups::back_up_now)
         .form(
@@ -208,6 +228,8 @@ struct DevicesPage {
     signed_in: bool,
     own_id: String,
     devices: Vec<DeviceRow>,
+    /// The rules new devices start with, in a few words.
+    new_devices: String,
     pairing: Option<PairingView>,
 }
 
@@ -426,10 +448,26 @@ async fn devices_page(
             created_at: d.created_at.format("%Y-%m-%d %H:%M UTC").to_string(),
         });
     }
+    let new_devices = match state.engine.spending().new_device_rules().await {
+        Ok(rules) => household::summary(
+            rules
+                .rules
+                .map(|rules| crate::engine::spending::RulesView {
+                    rules,
+                    budgets: Vec::new(),
+                })
+                .as_ref(),
+        ),
+        Err(e) => {
+            tracing::error!(target: "berth::console", error = %e, "cannot read the rules for new devices");
+            "unknown".into()
+        }
+    };
     let frame = Frame::new(state);
     page(
         StatusCode::OK,
         &DevicesPage {
+            new_devices,
             hostname: frame.hostname,
             pin: frame.pin,
             signed_in: true,

@@ -308,6 +308,9 @@ pub struct Engine {
     backup_key: Arc<watch::Sender<crate::engine::backup::HeldKey>>,
     /// The owner's household settings: how long approvals wait, new devices' rules.
     spending_policy: spending::Policy,
+    /// Told when an approval is held, so the task that expires them (`api::approvals`)
+    /// sleeps until the right time whichever way the payment came.
+    approval_held: tokio::sync::Notify,
 }
 
 impl Engine {
@@ -332,6 +335,7 @@ impl Engine {
             exit_lock: Mutex::new(()),
             backup_key: Arc::new(watch::Sender::new(Default::default())),
             spending_policy,
+            approval_held: tokio::sync::Notify::new(),
         })
     }
 

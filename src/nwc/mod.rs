@@ -24,10 +24,12 @@
 //! relay tasks read. `connections.rs` makes, lists and revokes connections;
 //! `requests.rs` takes a request from a relay to its answer; `methods.rs` executes the
 //! methods that read and receive, `payments.rs` those that pay; `transactions.rs` the
-//! wallet's Lightning payments as NIP-47 transactions; `notifications.rs` tells apps of
+//! wallet's Lightning payments as NIP-47 transactions; `approvals.rs` the payments that
+//! wait for the owner's approval; `notifications.rs` tells apps of
 //! payments; `errors.rs` what each error code means (and `docs/nwc.md`); `budget.rs`
 //! the limits; `protocol.rs` the messages; `relay.rs` one relay.
 
+mod approvals;
 mod budget;
 mod connections;
 mod errors;

@@ -16,12 +16,12 @@ use bark::actions::lightning::pay::LightningSendState;
 use bitcoin::hashes::{Hash, sha256};
 use chrono::Utc;
 use nostr::{Event, EventId};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::engine::EngineError;
 use crate::engine::lightning::LightningDestination;
-use crate::engine::spending::Spender;
+use crate::engine::spending::{PaymentKind, Spender};
 use crate::nwc::errors::{failure, invalid, params, payment_failure, whole_sats};
 use crate::nwc::methods::Outcome;
 use crate::nwc::protocol::{self, Code, Failure, Response};
@@ -47,14 +47,19 @@ fn within_bound(metadata: Option<Value>) -> Option<Value> {
 /// How long berthd looks for a payment's movement to mark it with its connection.
 const TAG_WITHIN: Duration = Duration::from_secs(60);
 
-#[derive(Deserialize)]
-struct PayInvoice {
+/// One invoice to pay, as the app sent it (and as a payment held for the owner's
+/// approval keeps it, `nwc::approvals`).
+#[derive(Deserialize, Serialize)]
+pub(super) struct PayInvoice {
     /// `multi_pay_invoice` only: the `d` of its answer.
-    id: Option<String>,
-    invoice: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    pub invoice: String,
     /// msat, for an invoice without an amount.
-    amount: Option<u64>,
-    metadata: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub amount: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Value>,
 }
 
 #[derive(Deserialize)]
@@ -98,6 +103,29 @@ impl Answering {
                 "pay_invoice"
             },
         })
+    }
+}
+
+impl PayInvoice {
+    /// The invoice, the amount it pays (msat) and the amount asked for an invoice
+    /// without one, or why it cannot be paid.
+    pub(super) fn read(&self) -> Result<(Bolt11Invoice, u64, Option<bitcoin::Amount>), Failure> {
+        let invoice = Bolt11Invoice::from_str(self.invoice.trim()).map_err(|e| {
+            invalid(format!(
+                "invoice: not a BOLT11 invoice ({e}); offers are not served"
+            ))
+        })?;
+        let (amount_msat, explicit) = match (invoice.amount_milli_satoshis(), self.amount) {
+            (Some(msat), _) => (msat, None),
+            (None, Some(msat)) => (msat, Some(whole_sats(msat)?)),
+            (None, None) => {
+                return Err(invalid("the invoice has no amount: give amount (msat)"));
+            }
+        };
+        if amount_msat == 0 {
+            return Err(invalid("the amount is zero"));
+        }
+        Ok((invoice, amount_msat, explicit))
     }
 }
 
@@ -167,8 +195,9 @@ impl Nwc {
         Outcome::Recorded
     }
 
-    /// Pay one invoice: the limits and the budget first (one transaction that also
-    /// records the request), then the balance, then bark.
+    /// Pay one invoice: the connection's limits and budget first (one transaction that
+    /// also records the request), then the owner's rules for it, then the balance, then
+    /// bark.
     async fn pay(
         self: &Arc<Self>,
         connection: &Arc<Connection>,
@@ -176,25 +205,7 @@ impl Nwc {
         encryption: protocol::Encryption,
         p: PayInvoice,
     ) -> Outcome {
-        let prepared = (|| {
-            let invoice = Bolt11Invoice::from_str(p.invoice.trim()).map_err(|e| {
-                invalid(format!(
-                    "invoice: not a BOLT11 invoice ({e}); offers are not served"
-                ))
-            })?;
-            let (amount_msat, explicit) = match (invoice.amount_milli_satoshis(), p.amount) {
-                (Some(msat), _) => (msat, None),
-                (None, Some(msat)) => (msat, Some(whole_sats(msat)?)),
-                (None, None) => {
-                    return Err(invalid("the invoice has no amount: give amount (msat)"));
-                }
-            };
-            if amount_msat == 0 {
-                return Err(invalid("the amount is zero"));
-            }
-            Ok((invoice, amount_msat, explicit))
-        })();
-        let (invoice, amount_msat, explicit) = match prepared {
+        let (invoice, amount_msat, explicit) = match p.read() {
             Ok(prepared) => prepared,
             Err(failure) => return Outcome::Answer(Err(failure)),
         };
@@ -211,6 +222,7 @@ impl Nwc {
             answer: None,
             request: (to.key != to.request.to_bytes()).then(|| to.request.to_bytes()),
             d: to.d.clone(),
+            approval: None,
         };
         let recorded = pending.clone();
         let begun = self
@@ -241,6 +253,39 @@ impl Nwc {
                 )));
             }
         };
+        // The owner's rules for this connection (`docs/household.md`), before the
+        // wallet is read: over them, the payment is refused, or waits for the owner,
+        // even while the wallet is offline. (Its own payment checks them again and
+        // reserves the amount, atomically.)
+        let spender = Spender::Nwc(connection.record.id.clone());
+        let paying = LightningDestination::Bolt11(invoice.clone()).amount(explicit);
+        if let Err(e) = self
+            .engine
+            .spending()
+            .precheck(&spender, PaymentKind::Lightning, paying)
+            .await
+        {
+            return self.stopped(to, &p, e).await;
+        }
+        self.make(connection, to, record, p, &spender).await
+    }
+
+    /// Make a payment begun and let through by the connection's limits: the balance,
+    /// then bark, then its answer (now, or once bark settles it in the background).
+    /// Also how a payment the owner approved runs (`nwc::approvals`).
+    pub(super) async fn make(
+        self: &Arc<Self>,
+        connection: &Arc<Connection>,
+        to: &Answering,
+        record: NwcRequestRecord,
+        p: PayInvoice,
+        spender: &Spender,
+    ) -> Outcome {
+        let (invoice, amount_msat, explicit) = match p.read() {
+            Ok(read) => read,
+            Err(failure) => return self.finish(to, Err(failure), false).await,
+        };
+        let hash = PaymentHash::from(&invoice);
         // The balance, after the limits: a payment the wallet cannot make is not begun.
         match self.engine.reads().balance().await {
             Ok(balance) if balance.spendable.to_sat() * 1000 < amount_msat => {
@@ -261,7 +306,6 @@ impl Nwc {
             egress: &self.egress,
             caller: &connection.record.id,
         };
-        // The connection's own limits were checked above (devices' rules are not its).
         let paid = self
             .engine
             .lightning()
@@ -270,9 +314,16 @@ impl Nwc {
                 explicit,
                 None,
                 outbound,
-                &Spender::Nwc,
+                spender,
             )
             .await;
+        let paid = match paid {
+            // Stopped by the owner's rules before anything was paid.
+            Err(e @ (EngineError::Refused(_) | EngineError::NeedsApproval(_))) => {
+                return self.stopped(to, &p, e).await;
+            }
+            paid => paid,
+        };
         self.mark_in_history(connection, hash, p.metadata);
         match paid {
             Ok(started) if started.preimage.is_some() => {
@@ -290,7 +341,12 @@ impl Nwc {
     }
 
     /// Record a payment's answer (the budget given back unless `paid`) and hand it on.
-    async fn finish(&self, to: &Answering, outcome: Result<Value, Failure>, paid: bool) -> Outcome {
+    pub(super) async fn finish(
+        &self,
+        to: &Answering,
+        outcome: Result<Value, Failure>,
+        paid: bool,
+    ) -> Outcome {
         let content = Response::of(to.method, outcome.clone()).to_json();
         if let Err(e) = self.store.nwc_finish_payment(to.key, content, paid).await {
             tracing::error!(target: "berth::nwc", error = %e, "cannot record a payment's answer");

@@ -293,6 +293,10 @@ impl Nwc {
         };
         match record.answer {
             Some(ref answer) => self.reply(connection, &to, encryption, answer),
+            // Held for the owner's approval: its approval says when it is answered.
+            None if let Some(approval) = record.approval => {
+                self.answer_held(connection, to, record, approval);
+            }
             None => {
                 let this = Arc::clone(self);
                 let connection = Arc::clone(connection);

@@ -228,6 +228,7 @@ mod tests {
                 path: "/api/v1/wallet/send".into(),
                 body: "{}".into(),
                 idempotency_key: None,
+                nwc_key: None,
             },
             result: None,
         }

@@ -23,6 +23,7 @@ use crate::store::codec::Envelope;
 use crate::store::error::{RedbResultExt, StoreError};
 pub use crate::store::records::{NwcConnectionRecord, NwcRequestRecord};
 use crate::store::schema::{NWC_CONNECTIONS, NWC_REQUESTS, NWC_REQUESTS_BY_TIME};
+use crate::store::spending::connection_rules_key;
 
 /// What [`Store::nwc_begin_payment`] found.
 #[derive(Debug)]
@@ -114,6 +115,7 @@ impl Store {
             table
                 .insert(id.as_str(), Envelope::encode(&record)?)
                 .ctx(CTX)?;
+            crate::store::spending::forget_device(tx, &connection_rules_key(&id), CTX)?;
             Ok(Some(record))
         })
         .await
@@ -217,6 +219,36 @@ impl Store {
                     .ctx(CTX)?;
             }
             request.answer = Some(answer);
+            requests
+                .insert(event_id, Envelope::encode(&request)?)
+                .ctx(CTX)?;
+            Ok(true)
+        })
+        .await
+    }
+
+    /// Mark the unanswered payment of event `event_id` as waiting for approval
+    /// `approval`. False (nothing written) if the row is gone or answered already.
+    pub async fn nwc_await_approval(
+        &self,
+        event_id: [u8; 32],
+        approval: [u8; 16],
+    ) -> Result<bool, StoreError> {
+        const CTX: &str = "holding a wallet connection's payment for approval";
+        self.write(CTX, move |tx| {
+            let mut requests = tx.open_table(NWC_REQUESTS).ctx(CTX)?;
+            let Some(mut request) = requests
+                .get(event_id)
+                .ctx(CTX)?
+                .map(|v| v.value().decode())
+                .transpose()?
+            else {
+                return Ok(false);
+            };
+            if request.answer.is_some() {
+                return Ok(false);
+            }
+            request.approval = Some(approval);
             requests
                 .insert(event_id, Envelope::encode(&request)?)
                 .ctx(CTX)?;
@@ -393,6 +425,7 @@ mod tests {
             answer: None,
             request: None,
             d: None,
+            approval: None,
         }
     }
 

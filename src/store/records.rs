@@ -287,6 +287,11 @@ pub struct HeldRequestRecord {
     /// The request's `Idempotency-Key`, as the idempotency records keep it (a hash in
     /// the caller's namespace), whose answer becomes the final one.
     pub idempotency_key: Option<[u8; 32]>,
+    /// A Nostr Wallet Connect payment instead (the key of its request's record, in
+    /// `nwc_requests`): `method` is the NIP-47 method, `path` empty, `body` the
+    /// invoice's parameters; `nwc` runs it again and answers the app.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nwc_key: Option<[u8; 32]>,
 }
 
 /// An HTTP answer: status and JSON body.
@@ -374,4 +379,8 @@ pub struct NwcRequestRecord {
     /// One invoice of a `multi_pay_invoice`: its answer's `d` tag.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub d: Option<String>,
+    /// The payment waits for the owner's approval (the approval's id): it is answered
+    /// when the owner decides, not from bark's state before then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<[u8; 16]>,
 }

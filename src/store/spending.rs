@@ -2,8 +2,9 @@
 //! (`engine::spending` decides what the rules mean; the store keeps them whole and
 //! changes them only inside one transaction).
 //!
-//! - [`SPENDING_RULES`]: device id → [`SpendingRulesRecord`]: the device's limits and
-//!   how much of each budget its period has used.
+//! - [`SPENDING_RULES`]: device id (or a Nostr Wallet Connect connection's key,
+//!   [`connection_rules_key`]) → [`SpendingRulesRecord`]: the device's limits and how
+//!   much of each budget its period has used.
 //! - [`SPENDING_RESERVATIONS`]: reservation id → [`SpendReservationRecord`]: a payment
 //!   whose amount was taken from its device's budgets and whose outcome is not known
 //!   yet. It is written in the same transaction that checks the rules and takes the
@@ -11,8 +12,8 @@
 //!   budget; it is removed when the payment ends ([`Store::spending_finish`]), giving
 //!   the amount back if the payment failed. A restart keeps both.
 //!
-//! Removing a device removes its rules (`store::tokens`); its reservations stay until
-//! their payments end.
+//! Removing a device removes its rules (`store::tokens`), revoking a connection its
+//! (`store::nwc`); their reservations stay until their payments end.
 
 use redb::ReadableTable;
 
@@ -20,7 +21,7 @@ use crate::store::Store;
 use crate::store::codec::Envelope;
 use crate::store::error::{RedbResultExt, StoreError};
 pub use crate::store::records::{BudgetRecord, SpendReservationRecord, SpendingRulesRecord};
-use crate::store::schema::{DEVICES, SPENDING_RESERVATIONS, SPENDING_RULES};
+use crate::store::schema::{DEVICES, NWC_CONNECTIONS, SPENDING_RESERVATIONS, SPENDING_RULES};
 
 /// What [`Store::spending_reserve`] came to.
 #[derive(Debug)]
@@ -65,13 +66,26 @@ impl Store {
         const CTX: &str = "setting a device's spending rules";
         let device_id = device_id.to_owned();
         self.write(CTX, move |tx| {
-            if tx
-                .open_table(DEVICES)
-                .ctx(CTX)?
-                .get(device_id.as_str())
-                .ctx(CTX)?
-                .is_none()
-            {
+            let exists = match device_id.strip_prefix(CONNECTION_PREFIX) {
+                _ if device_id == NEW_DEVICES_KEY => true,
+                // A connection that is revoked takes no rules (its revocation removed
+                // them).
+                Some(connection) => tx
+                    .open_table(NWC_CONNECTIONS)
+                    .ctx(CTX)?
+                    .get(connection)
+                    .ctx(CTX)?
+                    .map(|v| v.value().decode())
+                    .transpose()?
+                    .is_some_and(|c| c.revoked_at_us.is_none()),
+                None => tx
+                    .open_table(DEVICES)
+                    .ctx(CTX)?
+                    .get(device_id.as_str())
+                    .ctx(CTX)?
+                    .is_some(),
+            };
+            if !exists {
                 return Ok(false);
             }
             let mut rules = tx.open_table(SPENDING_RULES).ctx(CTX)?;
@@ -230,6 +244,26 @@ impl Store {
         })
         .await
     }
+}
+
+/// The key of a Nostr Wallet Connect connection's rules (and reservations, and
+/// approvals) where a paired device's id is used: its id behind this prefix, which no
+/// device id has.
+const CONNECTION_PREFIX: &str = "nwc:";
+
+/// The key of the rules newly paired devices start with, as the owner last set them
+/// (`engine::spending::Spending::set_new_device_rules`): no device id or connection
+/// key begins with `~`.
+pub const NEW_DEVICES_KEY: &str = "~new-devices";
+
+/// The rules' key of Nostr Wallet Connect connection `id`.
+pub fn connection_rules_key(id: &str) -> String {
+    format!("{CONNECTION_PREFIX}{id}")
+}
+
+/// The connection whose rules' key this is, if it is one's.
+pub fn connection_of(key: &str) -> Option<&str> {
+    key.strip_prefix(CONNECTION_PREFIX)
 }
 
 /// Remove a device's rules (inside the transaction that removes the device).

@@ -7,7 +7,9 @@
 //! `payment_sent` (under NIP-44 and NIP-04); `list_transactions` is the history's
 //! Lightning part; the history and the events name the connection; berthd killed
 //! while a payment is under way answers it once after the restart, paid once;
-//! `multi_pay_invoice` pays each invoice and answers each with its `d` tag. Prints
+//! `multi_pay_invoice` pays each invoice and answers each with its `d` tag; above the
+//! owner's rules for the connection a payment waits, and the owner's approval pays it
+//! once and answers the app. Prints
 //! the latency of `get_balance` and `pay_invoice` through the relay.
 
 use std::time::Instant;
@@ -397,6 +399,61 @@ fn an_app_pays_and_is_paid_over_nostr_wallet_connect() {
     ] {
         assert!(metrics.contains(&line), "{line} in {metrics}");
     }
+
+    // The owner's rules on the connection: above 10,000 sat a payment waits for the
+    // owner. The app (Alby's SDK, still waiting) gets the preimage once the owner
+    // approves; the payee is paid once, and the approval records the app's answer.
+    let id = id.to_string();
+    let (status, _, set) = alice.call_with(
+        "PUT",
+        &format!("/api/v1/nwc/connections/{id}/rules"),
+        Some(json!({ "max_payment_sat": 10_000, "over_limit": "approve" })),
+        &[],
+    );
+    assert_eq!(status, 200, "{set}");
+    let (big, big_hash) = ln.external.invoice(Some(15_000_000), "nwc-approved");
+    std::thread::scope(|scope| {
+        let app = scope.spawn(|| tools.call(&uri, "pay_invoice", json!({ "invoice": big })));
+        let waiting = wait_for("the app's payment to wait for the owner", 60, || {
+            let all = alice.get_ok("/api/v1/approvals");
+            all.as_array()?
+                .iter()
+                .find(|a| a["state"] == "pending")
+                .cloned()
+        });
+        assert_eq!(waiting["device_id"], format!("nwc:{id}"), "{waiting}");
+        assert_eq!(waiting["amount_sat"], 15_000, "{waiting}");
+        assert_eq!(ln.external.invoice_status("nwc-approved"), "unpaid");
+        let approval = waiting["id"].as_str().expect("id");
+        let ran = alice.post_ok(&format!("/api/v1/approvals/{approval}/approve"), json!({}));
+        assert_eq!(ran["state"], "executed", "{ran}");
+        let paid = app.join().expect("app thread");
+        let preimage = result(&paid)["preimage"].as_str().expect("preimage");
+        assert!(preimage_matches(preimage, &big_hash), "{paid}");
+        // Paid while the approve call ran (200, the preimage), or still under way
+        // then (202): the app is answered when it ends.
+        let recorded = alice.get_ok(&format!("/api/v1/approvals/{approval}"));
+        match recorded["result"]["status"].as_u64() {
+            Some(200) => assert_eq!(
+                recorded["result"]["body"]["result"]["preimage"], preimage,
+                "{recorded}"
+            ),
+            Some(202) => {}
+            _ => panic!("the approval's result: {recorded}"),
+        }
+    });
+    assert_eq!(ln.external.invoice_status("nwc-approved"), "paid");
+    let approved_sends = alice
+        .get_ok("/api/v1/history")
+        .as_array()
+        .expect("history")
+        .iter()
+        .filter(|m| {
+            m["subsystem"]["name"] == "bark.lightning_send"
+                && m["metadata"]["payment_hash"] == big_hash.as_str()
+        })
+        .count();
+    assert_eq!(approved_sends, 1, "paid once");
 
     // What an app waits for, through the relay on loopback.
     let balance = tools.client(&["bench", &uri, "get_balance", "25"]);

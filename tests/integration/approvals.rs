@@ -386,3 +386,93 @@ fn rules_for_new_devices_that_make_no_sense_stop_the_start() {
     );
     drop(tmp);
 }
+
+#[test]
+fn the_owner_sets_the_rules_new_devices_start_with_in_the_console() {
+    let toml = "[household.new_devices]\nmax_payment_sat = 5000\n";
+    let (_tmp, datadir, daemon, admin) = berthd_with_offline_wallet(toml, &[]);
+    let path = "/api/v1/household/new-device-rules";
+    let (status, from_file, _) = call(&daemon, "GET", path, &[("Authorization", &admin)], None);
+    assert_eq!(status, 200, "{from_file}");
+    assert_eq!(from_file["source"], "berth.toml", "{from_file}");
+    assert_eq!(from_file["rules"]["max_payment_sat"], 5000, "{from_file}");
+    let (_, before) = pair_device(&daemon, &datadir, "read,receive,send");
+
+    // The console's form replaces berth.toml's rules for devices paired from now on.
+    let cookie = console_session(daemon.port, &datadir, "read,receive,send,admin", "Laptop");
+    let (status, page) = daemon.get("/console/household/new-devices", &[("Cookie", &cookie)]);
+    assert_eq!(status, 200, "{page}");
+    assert!(
+        page.contains("Rules for new devices") && page.contains("5000"),
+        "{page}"
+    );
+    let (status, raw) = post_form(
+        daemon.port,
+        "/console/household/new-devices",
+        &[
+            ("Cookie", &cookie),
+            ("Origin", &format!("http://127.0.0.1:{}", daemon.port)),
+        ],
+        "max_payment_sat=700&max_fee_sat=&budget_day=&budget_week=2000&budget_month=\
+         &budget_year=&lightning=on&over_limit=approve&own_history=on",
+    );
+    assert_eq!(status, 303, "{raw}");
+    let (_, devices) = daemon.get("/console/devices", &[("Cookie", &cookie)]);
+    assert!(
+        devices
+            .contains("Rules for new devices: 700 sat a payment; 2,000 sat a week; only lightning"),
+        "{devices}"
+    );
+    let (_, set, _) = call(&daemon, "GET", path, &[("Authorization", &admin)], None);
+    assert_eq!(set["source"], "owner", "{set}");
+    let (_, phone) = pair_device(&daemon, &datadir, "read,receive,send");
+    let rules_of = |id: &str| {
+        call(
+            &daemon,
+            "GET",
+            &format!("/api/v1/devices/{id}/rules"),
+            &[("Authorization", &admin)],
+            None,
+        )
+        .1["rules"]
+            .clone()
+    };
+    assert_eq!(
+        rules_of(&phone),
+        json!({
+            "max_payment_sat": 700,
+            "budgets": [{ "amount_sat": 2000, "period": "week" }],
+            "kinds": ["lightning"],
+            "over_limit": "approve",
+            "history": "own",
+        })
+    );
+    assert_eq!(
+        rules_of(&before)["max_payment_sat"],
+        5000,
+        "paired before: kept"
+    );
+
+    // "None" by API: new devices start without rules, whatever berth.toml says.
+    let (status, none, _) = call(
+        &daemon,
+        "PUT",
+        path,
+        &[("Authorization", &admin)],
+        Some(json!({})),
+    );
+    assert_eq!(status, 200, "{none}");
+    assert_eq!(none["rules"], Value::Null, "{none}");
+    assert_eq!(none["source"], "owner", "{none}");
+    let (_, tablet) = pair_device(&daemon, &datadir, "read,receive,send");
+    assert_eq!(rules_of(&tablet), Value::Null);
+    // A device's own rules are not set through this path.
+    let (status, _, _) = call(
+        &daemon,
+        "PUT",
+        &format!("/api/v1/devices/nwc:{tablet}/rules"),
+        &[("Authorization", &admin)],
+        Some(json!({ "max_payment_sat": 1 })),
+    );
+    assert_eq!(status, 404);
+}

@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 use crate::harness::nwc::{Relay, Strict, TestCa, Tools, code, now, wait_for_info};
 use crate::harness::*;
 
+mod household;
 mod relays;
 
 /// berthd with a wallet (dead URLs: it holds nothing), allowed to reach the loopback

@@ -311,6 +311,7 @@ async fn version_7_fixture_migrates_and_keeps_its_spending_rules() {
             path: "/api/v1/wallet/send".into(),
             body: "{}".into(),
             idempotency_key: None,
+            nwc_key: None,
         },
         result: None,
     };

@@ -33,7 +33,8 @@ pub struct ApprovalInfo {
     /// `pending`, `approved` (its payment runs), `denied`, `expired` or `executed` (the
     /// approved request ran: `result` is its answer, which may be a failure).
     pub state: String,
-    /// The device that asked to pay.
+    /// The device that asked to pay, or `nwc:` and the id of the Nostr Wallet Connect
+    /// connection that did.
     pub device_id: String,
     /// `ark`, `lightning`, `onchain`, `offboard` or `exit`.
     pub kind: String,
@@ -44,7 +45,8 @@ pub struct ApprovalInfo {
     pub destination: Option<String>,
     /// The rule the payment is over, with the figures.
     pub reason: String,
-    /// The request that runs once approved (method and path; its body is run unchanged).
+    /// The request that runs once approved (method and path, its body run unchanged;
+    /// for a Nostr Wallet Connect payment, `nwc` and its NIP-47 method).
     pub request: String,
     pub created_at: DateTime<Utc>,
     pub expires_at: DateTime<Utc>,
@@ -57,9 +59,10 @@ pub struct ApprovalInfo {
 /// An approved request's answer.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ApprovalResult {
-    /// Its HTTP status.
+    /// Its HTTP status (a Nostr Wallet Connect payment's: 200 with a result, 202 while it
+    /// is under way, 422 with an error).
     pub status: u16,
-    /// Its JSON body.
+    /// Its JSON body (a Nostr Wallet Connect payment's: the NIP-47 response the app got).
     #[schema(value_type = Object)]
     pub body: serde_json::Value,
 }
@@ -76,7 +79,10 @@ impl From<&Approval> for ApprovalInfo {
             max_fee_sat: r.max_fee_sat,
             destination: r.destination.clone(),
             reason: r.reason.clone(),
-            request: format!("{} {}", r.request.method, r.request.path),
+            request: match r.request.nwc_key {
+                Some(_) => format!("nwc {}", r.request.method),
+                None => format!("{} {}", r.request.method, r.request.path),
+            },
             created_at: Approval::at(r.created_at_us),
             expires_at: Approval::at(r.expires_at_us),
             decided_at: r.decided_at_us.map(Approval::at),

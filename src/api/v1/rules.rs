@@ -1,7 +1,8 @@
 //! Spending rules of paired devices (a Berth extension, `docs/household.md`): the
 //! owner sets a device's limits with `PUT /api/v1/devices/{id}/rules` and reads them
 //! and their budgets with `GET`; a device reads its own with `GET /api/v1/devices/me`.
-//! The engine enforces them on every payment (`engine::spending`).
+//! The engine enforces them on every payment (`engine::spending`). A Nostr Wallet
+//! Connect connection carries the same rules (`/api/v1/nwc/connections/{id}/rules`).
 
 use crate::api::routes::route;
 use axum::extract::rejection::{JsonRejection, PathRejection};
@@ -23,6 +24,10 @@ pub(super) fn routes(routes: Routes) -> Routes {
         .admin(route!(get_device_rules))
         .admin(route!(set_device_rules))
         .read(route!(my_device))
+        .admin(route!(get_connection_rules))
+        .admin(route!(set_connection_rules))
+        .admin(route!(get_new_device_rules))
+        .admin(route!(set_new_device_rules))
 }
 
 /// A device's spending rules. Every field may be left out: an absent limit is no
@@ -86,6 +91,39 @@ pub struct DeviceRules {
     /// `null`: the device has no rules (it may spend as its scopes allow).
     pub rules: Option<SpendingRules>,
     pub budgets: Vec<BudgetStatus>,
+}
+
+/// A Nostr Wallet Connect connection's rules and where its budgets stand.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ConnectionRules {
+    pub connection_id: String,
+    /// `null`: the connection has no rules (its own limits apply, as they always do).
+    pub rules: Option<SpendingRules>,
+    pub budgets: Vec<BudgetStatus>,
+}
+
+/// The rules newly paired devices start with.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct NewDeviceRules {
+    /// `null`: new devices start without rules.
+    pub rules: Option<SpendingRules>,
+    /// Who set them: `owner` (in the console, or by `PUT` here; they replace
+    /// `berth.toml`'s) or `berth.toml` (`[household] new_devices`).
+    pub source: String,
+}
+
+impl From<crate::engine::spending::NewDeviceRules> for NewDeviceRules {
+    fn from(n: crate::engine::spending::NewDeviceRules) -> Self {
+        NewDeviceRules {
+            rules: n.rules.as_ref().map(SpendingRules::from),
+            source: if n.set_by_owner {
+                "owner"
+            } else {
+                "berth.toml"
+            }
+            .into(),
+        }
+    }
 }
 
 /// The caller as it sees itself.
@@ -265,6 +303,7 @@ pub async fn set_device_rules(
     let Path(id) = id?;
     let Json(body) = body?;
     let rules = body.parse()?;
+    device(&state, &id).await?;
     if !state.engine.spending().set_rules(&id, Some(rules)).await? {
         return Err(ApiError::NotFound {
             message: format!("no device {id}"),
@@ -329,4 +368,141 @@ pub async fn my_device(
         budgets: rules.budgets,
         approvals,
     }))
+}
+
+/// The connection `id` in use (not revoked), or 404.
+async fn connection(state: &AppState, id: &str) -> Result<(), ApiError> {
+    let found = state.nwc.list().await?.iter().any(|c| c.id == id);
+    if found {
+        Ok(())
+    } else {
+        Err(ApiError::NotFound {
+            message: format!("no connection {id}"),
+            resources: vec![id.to_string()],
+        })
+    }
+}
+
+async fn connection_rules_of(state: &AppState, id: &str) -> Result<ConnectionRules, ApiError> {
+    let key = crate::engine::spending::connection_rules_key(id);
+    let view = state.engine.spending().rules(&key).await?;
+    Ok(ConnectionRules {
+        connection_id: id.to_string(),
+        rules: view.as_ref().map(|v| SpendingRules::from(&v.rules)),
+        budgets: budgets(view.as_ref()),
+    })
+}
+
+/// `GET /api/v1/nwc/connections/{id}/rules`
+#[utoipa::path(
+    get,
+    path = "/nwc/connections/{id}/rules",
+    tag = "nwc",
+    summary = "A connection's spending rules",
+    description = "The spending rules the owner set for a Nostr Wallet Connect connection, and \
+        where each budget stands this period (admin scope). `rules` is `null` without rules. \
+        They apply beside the connection's own per-payment limit and budget (the ones apps \
+        read with `get_budget`).",
+    params(("id" = String, Path, description = "The connection's id")),
+    responses(
+        (status = 200, description = "The rules", body = ConnectionRules),
+        (status = 404, description = "No such connection", body = NotFoundResponse),
+        (status = 500, description = "Internal error", body = ErrorResponse),
+    )
+)]
+pub async fn get_connection_rules(
+    State(state): State<AppState>,
+    id: Result<Path<String>, PathRejection>,
+) -> Result<Json<ConnectionRules>, ApiError> {
+    let Path(id) = id?;
+    connection(&state, &id).await?;
+    Ok(Json(connection_rules_of(&state, &id).await?))
+}
+
+/// `PUT /api/v1/nwc/connections/{id}/rules`
+#[utoipa::path(
+    put,
+    path = "/nwc/connections/{id}/rules",
+    tag = "nwc",
+    summary = "Set a connection's spending rules",
+    description = "Replaces a Nostr Wallet Connect connection's spending rules (admin scope): \
+        the same rules as a paired device's (`PUT /api/v1/devices/{id}/rules`), enforced by the \
+        engine on the connection's payments, beside its own per-payment limit and budget. A \
+        payment over them is answered `QUOTA_EXCEEDED`, naming the rule; with `over_limit` \
+        `approve` it waits for the owner's approval, and the app is answered once the owner \
+        decides. `history` does not apply to a connection.",
+    params(("id" = String, Path, description = "The connection's id")),
+    request_body = SpendingRules,
+    responses(
+        (status = 200, description = "The rules as set", body = ConnectionRules),
+        (status = 400, description = "Malformed rules", body = ErrorResponse),
+        (status = 404, description = "No such connection", body = NotFoundResponse),
+        (status = 500, description = "Internal error", body = ErrorResponse),
+    )
+)]
+pub async fn set_connection_rules(
+    State(state): State<AppState>,
+    id: Result<Path<String>, PathRejection>,
+    body: Result<Json<SpendingRules>, JsonRejection>,
+) -> Result<Json<ConnectionRules>, ApiError> {
+    let Path(id) = id?;
+    let Json(body) = body?;
+    let rules = body.parse()?;
+    let key = crate::engine::spending::connection_rules_key(&id);
+    if !state.engine.spending().set_rules(&key, Some(rules)).await? {
+        return Err(ApiError::NotFound {
+            message: format!("no connection {id}"),
+            resources: vec![id],
+        });
+    }
+    Ok(Json(connection_rules_of(&state, &id).await?))
+}
+
+/// `GET /api/v1/household/new-device-rules`
+#[utoipa::path(
+    get,
+    path = "/household/new-device-rules",
+    tag = "devices",
+    summary = "The rules new devices start with",
+    description = "The spending rules a newly paired device without the admin scope starts \
+        with (admin scope): the owner's, as last set (console or `PUT` here), else \
+        `[household] new_devices` in `berth.toml`. `rules` is `null`: none.",
+    responses(
+        (status = 200, description = "The rules", body = NewDeviceRules),
+        (status = 500, description = "Internal error", body = ErrorResponse),
+    )
+)]
+pub async fn get_new_device_rules(
+    State(state): State<AppState>,
+) -> Result<Json<NewDeviceRules>, ApiError> {
+    Ok(Json(
+        state.engine.spending().new_device_rules().await?.into(),
+    ))
+}
+
+/// `PUT /api/v1/household/new-device-rules`
+#[utoipa::path(
+    put,
+    path = "/household/new-device-rules",
+    tag = "devices",
+    summary = "Set the rules new devices start with",
+    description = "Replaces the spending rules newly paired devices start with (admin scope); \
+        they replace `berth.toml`'s from now on. `{}` (no limit at all): new devices start \
+        without rules. Devices paired before keep theirs.",
+    request_body = SpendingRules,
+    responses(
+        (status = 200, description = "The rules as set", body = NewDeviceRules),
+        (status = 400, description = "Malformed rules", body = ErrorResponse),
+        (status = 500, description = "Internal error", body = ErrorResponse),
+    )
+)]
+pub async fn set_new_device_rules(
+    State(state): State<AppState>,
+    body: Result<Json<SpendingRules>, JsonRejection>,
+) -> Result<Json<NewDeviceRules>, ApiError> {
+    let Json(body) = body?;
+    let rules = body.parse()?;
+    let spending = state.engine.spending();
+    spending.set_new_device_rules(Some(rules)).await?;
+    Ok(Json(spending.new_device_rules().await?.into()))
 }

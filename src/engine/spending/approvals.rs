@@ -77,6 +77,14 @@ impl Approval {
     }
 }
 
+/// The approvals a start found approved ([`Approvals::recover`]).
+pub struct Recovered {
+    /// Approved, not run yet.
+    pub to_run: Vec<Approval>,
+    /// Their run was cut short by a stop: now executed, outcome unknown.
+    pub cut_short: Vec<Approval>,
+}
+
 /// An approval id from its hex form.
 pub fn parse_id(id: &str) -> Option<[u8; 16]> {
     <[u8; 16] as bitcoin::hex::FromHex>::from_hex(id).ok()
@@ -134,13 +142,21 @@ impl Approvals<'_> {
         if held == crate::store::approvals::Held::TooMany {
             return Err(EngineError::Refused(format!(
                 "{}; and the owner has not yet answered {MAX_WAITING_PER_DEVICE} payments of \
-                 this device (or {MAX_WAITING} of all devices) waiting for approval",
-                record.reason
+                 this {} (or {MAX_WAITING} in all) waiting for approval",
+                record.reason,
+                super::noun(&record.device_id)
             )));
         }
         let approval = Approval::new(id, record, at);
+        self.engine.approval_held.notify_one();
         self.tell(EventKind::ApprovalRequested, &approval).await;
         Ok(approval)
+    }
+
+    /// Resolves when an approval is held next (or was held since the last call): its
+    /// expiry may be the next one.
+    pub async fn held(&self) {
+        self.engine.approval_held.notified().await;
     }
 
     /// Every approval, newest first: the waiting ones and the newest ended ones
@@ -324,11 +340,12 @@ impl Approvals<'_> {
         Ok((expired, next))
     }
 
-    /// At start: approvals approved but not run yet (to run now), after marking those
-    /// whose run a stop cut short executed, their outcome unknown (and that answer made
-    /// their `Idempotency-Key`'s, which would otherwise replay the 202 for a day).
-    pub async fn recover(&self) -> Result<Vec<Approval>, EngineError> {
+    /// At start: approvals approved but not run yet (to run now), and those whose run
+    /// a stop cut short, now marked executed, their outcome unknown (and that answer
+    /// made their `Idempotency-Key`'s, which would otherwise replay the 202 for a day).
+    pub async fn recover(&self) -> Result<Recovered, EngineError> {
         let mut to_run = Vec::new();
+        let mut cut_short = Vec::new();
         for (id, r) in self.engine.store.approvals().await? {
             if r.state != state::APPROVED {
                 continue;
@@ -352,12 +369,12 @@ impl Approvals<'_> {
                         )
                         .await?;
                 }
-                self.ran(id, answer).await?;
+                cut_short.extend(self.ran(id, answer).await?);
             } else {
                 to_run.push(Approval::new(id, r, now_us()));
             }
         }
-        Ok(to_run)
+        Ok(Recovered { to_run, cut_short })
     }
 
     /// Raise an approval's event. A failure to record it is logged: the approval itself

@@ -11,9 +11,10 @@
 //! at once, the amount goes back; done, it stays; under way, the reservation waits for
 //! the payment's movement to end ([`Engine::spawn_spending_follower`]), across restarts.
 //!
+//! A Nostr Wallet Connect connection carries rules the same way, under its own key
+//! ([`connection_rules_key`]), beside the limits NIP-47 apps read (`nwc::budget`).
 //! Who has no rules: the admin token, the autopilot (its exits protect the wallet's
-//! own funds), Nostr Wallet Connect connections (their own limits, `docs/nwc.md`), and
-//! a device the owner has set none for. Periods are calendar periods in the box's time
+//! own funds), and a device or connection the owner has set none for. Periods are calendar periods in the box's time
 //! zone: a day from midnight, a week from Monday, a month from the 1st, a year from
 //! 1 January. `docs/household.md` is the owner's account.
 
@@ -33,7 +34,11 @@ pub use rules::{
 pub use rules::{CLOCK_OFFSET_ENV, MAX_BUDGETS};
 
 use crate::engine::{Engine, EngineError};
-use crate::store::spending::{BudgetRecord, Reserved, SpendReservationRecord, SpendingRulesRecord};
+pub use crate::store::spending::connection_rules_key;
+use crate::store::spending::{
+    BudgetRecord, NEW_DEVICES_KEY, Reserved, SpendReservationRecord, SpendingRulesRecord,
+    connection_of,
+};
 
 /// The key of a movement's metadata that names the paired device that paid.
 pub const PAYER_KEY: &str = "device";
@@ -51,6 +56,15 @@ pub fn paid_by(m: &bark::movement::Movement, device: &str) -> bool {
 /// period is longer.
 const KEEP_UNRESOLVED: StdDuration = StdDuration::from_secs(367 * 86_400);
 
+/// The rules newly paired devices start with ([`Spending::new_device_rules`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewDeviceRules {
+    /// `None`: new devices start without rules.
+    pub rules: Option<Rules>,
+    /// Set by the owner in the console or by API (otherwise: `berth.toml`'s).
+    pub set_by_owner: bool,
+}
+
 /// Who asks to spend.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Spender {
@@ -58,11 +72,21 @@ pub enum Spender {
     Owner,
     /// A paired device (a phone, an app, a console session): its rules, if it has any.
     Device(String),
-    /// A Nostr Wallet Connect connection: its own limits, checked by `nwc`.
-    Nwc,
-    /// A paired device running the payment the owner approved: let through once, if
-    /// it is the payment approved.
+    /// A Nostr Wallet Connect connection (its id): its rules, if it has any (its
+    /// NIP-47 limits are checked by `nwc`).
+    Nwc(String),
+    /// A paired device (or a connection, by its rules' key) running the payment the
+    /// owner approved: let through once, if it is the payment approved.
     Approved { device: String, approval: [u8; 16] },
+}
+
+/// What the rules' key `key` is, in refusals: a `device` or a `connection`.
+fn noun(key: &str) -> &'static str {
+    if connection_of(key).is_some() {
+        "connection"
+    } else {
+        "device"
+    }
 }
 
 impl Spender {
@@ -89,8 +113,8 @@ pub struct Grant {
     reservation: Option<[u8; 16]>,
     /// The most the payment's fee may be.
     max_fee: Option<Amount>,
-    /// The paired device that pays (named in its movement's metadata): `None` for the
-    /// owner and Nostr Wallet Connect (which names its own connection).
+    /// The rules' key of who pays (a paired device is named in its movement's
+    /// metadata; a connection names itself, `nwc`): `None` for the owner.
     device: Option<String>,
 }
 
@@ -158,6 +182,7 @@ fn check(
     now: &DateTime<Local>,
 ) -> Result<SpendReservationRecord, Stop> {
     renew(record, now);
+    let who = noun(device_id);
     let over = |message: String| Stop::OverLimit {
         message,
         approve: record_approves(record),
@@ -166,7 +191,7 @@ fn check(
         && !kinds.iter().any(|k| k == kind.as_str())
     {
         return Err(Stop::Forbidden(format!(
-            "this device may not make {} payments (allowed: {})",
+            "this {who} may not make {} payments (allowed: {})",
             kind.as_str(),
             if kinds.is_empty() {
                 "none".to_string()
@@ -179,11 +204,10 @@ fn check(
     let amount = match amount {
         Some(amount) => amount.to_sat(),
         None if limited => {
-            return Err(Stop::Forbidden(
-                "this device has spending limits, and the amount of this payment is not known \
+            return Err(Stop::Forbidden(format!(
+                "this {who} has spending limits, and the amount of this payment is not known \
                  before it is made (the whole balance, or every exit): ask the owner"
-                    .to_string(),
-            ));
+            )));
         }
         None => 0,
     };
@@ -191,7 +215,7 @@ fn check(
         && amount > max
     {
         return Err(over(format!(
-            "payment of {} sat exceeds this device's limit of {} sat per payment",
+            "payment of {} sat exceeds this {who}'s limit of {} sat per payment",
             sats(amount),
             sats(max)
         )));
@@ -200,7 +224,7 @@ fn check(
         let left = budget.amount_sat.saturating_sub(budget.used_sat);
         if amount > left {
             return Err(over(format!(
-                "payment of {} sat exceeds this device's budget: {} of {} sat left this {}",
+                "payment of {} sat exceeds this {who}'s budget: {} of {} sat left this {}",
                 sats(amount),
                 sats(left),
                 sats(budget.amount_sat),
@@ -338,16 +362,47 @@ impl Spending<'_> {
     }
 
     /// A newly paired device starts with the owner's rules for new devices
-    /// (`[household] new_devices`), unless it has the admin scope (which could lift
-    /// them) or there are none.
+    /// ([`Spending::new_device_rules`]), unless it has the admin scope (which could
+    /// lift them) or there are none.
     pub async fn start_device(&self, device_id: &str, admin: bool) -> Result<(), EngineError> {
-        match &self.engine.spending_policy.new_device_rules {
+        match self.new_device_rules().await?.rules {
             Some(rules) if !admin => {
-                self.set_rules(device_id, Some(rules.clone())).await?;
+                self.set_rules(device_id, Some(rules)).await?;
                 Ok(())
             }
             _ => Ok(()),
         }
+    }
+
+    /// The rules newly paired devices start with: the owner's, as last set in the
+    /// console (or `PUT /api/v1/household/new-device-rules`), which replace those of
+    /// `[household] new_devices` in `berth.toml`.
+    pub async fn new_device_rules(&self) -> Result<NewDeviceRules, EngineError> {
+        Ok(
+            match self.engine.store.spending_rules(NEW_DEVICES_KEY).await? {
+                Some(record) => {
+                    let rules = rules_of(&record);
+                    NewDeviceRules {
+                        rules: (rules != Rules::default()).then_some(rules),
+                        set_by_owner: true,
+                    }
+                }
+                None => NewDeviceRules {
+                    rules: self.engine.spending_policy.new_device_rules.clone(),
+                    set_by_owner: false,
+                },
+            },
+        )
+    }
+
+    /// Set the rules newly paired devices start with (`None`: none, whatever
+    /// `berth.toml` says). Devices paired before keep theirs.
+    pub async fn set_new_device_rules(&self, rules: Option<Rules>) -> Result<(), EngineError> {
+        // No rules at all is kept as such: it says "none", where no record would say
+        // "as berth.toml says".
+        self.set_rules(NEW_DEVICES_KEY, Some(rules.unwrap_or_default()))
+            .await?;
+        Ok(())
     }
 
     /// Replace a device's rules (`None`: none). What each budget whose period is kept
@@ -416,7 +471,7 @@ impl Spending<'_> {
         amount: Option<Amount>,
     ) -> Result<Grant, EngineError> {
         let device_id = match who {
-            Spender::Owner | Spender::Nwc => {
+            Spender::Owner => {
                 return Ok(Grant {
                     kind,
                     reservation: None,
@@ -432,6 +487,7 @@ impl Spending<'_> {
                     .await;
             }
             Spender::Device(id) => id.clone(),
+            Spender::Nwc(id) => connection_rules_key(id),
         };
         let reservation = new_id("making a reservation id")?;
         let now = now();
@@ -456,15 +512,53 @@ impl Spending<'_> {
                 max_fee: max_fee.map(Amount::from_sat),
                 device: Some(device_id),
             }),
-            Reserved::Refused(Stop::Forbidden(message))
-            | Reserved::Refused(Stop::OverLimit {
+            Reserved::Refused(stop) => Err(self.stopped(device_id, kind, amount, stop).await?),
+        }
+    }
+
+    /// What the rules would answer `who`'s payment of `kind` and `amount` now, without
+    /// reserving anything: for a transport that answers a refusal before it reads the
+    /// wallet (Nostr Wallet Connect reads the balance before paying). The payment's
+    /// own [`Spending::authorize`] decides, atomically.
+    pub async fn precheck(
+        &self,
+        who: &Spender,
+        kind: PaymentKind,
+        amount: Option<Amount>,
+    ) -> Result<(), EngineError> {
+        let key = match who {
+            Spender::Owner | Spender::Approved { .. } => return Ok(()),
+            Spender::Device(id) => id.clone(),
+            Spender::Nwc(id) => connection_rules_key(id),
+        };
+        let Some(mut record) = self.engine.store.spending_rules(&key).await? else {
+            return Ok(());
+        };
+        match check(&mut record, kind, amount, &key, &now()) {
+            Ok(_) => Ok(()),
+            Err(stop) => Err(self.stopped(key, kind, amount, stop).await?),
+        }
+    }
+
+    /// The error for a payment the rules' check stopped: refused, or (over a limit of
+    /// rules that say so) in need of the owner's approval.
+    async fn stopped(
+        &self,
+        device_id: String,
+        kind: PaymentKind,
+        amount: Option<Amount>,
+        stop: Stop,
+    ) -> Result<EngineError, EngineError> {
+        match stop {
+            Stop::Forbidden(message)
+            | Stop::OverLimit {
                 message,
                 approve: false,
-            }) => Err(EngineError::Refused(message)),
-            Reserved::Refused(Stop::OverLimit {
+            } => Ok(EngineError::Refused(message)),
+            Stop::OverLimit {
                 message,
                 approve: true,
-            }) => {
+            } => {
                 let max_fee = self
                     .engine
                     .store
@@ -472,7 +566,7 @@ impl Spending<'_> {
                     .await?
                     .and_then(|r| r.max_fee_sat)
                     .map(Amount::from_sat);
-                Err(EngineError::NeedsApproval(Box::new(approvals::Asked {
+                Ok(EngineError::NeedsApproval(Box::new(approvals::Asked {
                     device_id,
                     kind,
                     amount,
@@ -487,7 +581,7 @@ impl Spending<'_> {
     /// goes back) or waits for the payment's end. A failure to record it is logged:
     /// the payment's own answer is what the client needs.
     pub async fn finish(&self, grant: Grant, outcome: Outcome) {
-        if let Some(device) = &grant.device {
+        if let Some(device) = grant.device.as_ref().filter(|d| connection_of(d).is_none()) {
             self.name_the_payer(device, outcome).await;
         }
         let Some(id) = grant.reservation else {
@@ -590,9 +684,10 @@ impl Spending<'_> {
             }
         };
         if fee > cap {
+            let who = grant.device.as_deref().map_or("device", noun);
             self.finish(grant, Outcome::Failed).await;
             return Err(EngineError::Refused(format!(
-                "this payment's fee of {} sat exceeds this device's fee cap of {} sat",
+                "this payment's fee of {} sat exceeds this {who}'s fee cap of {} sat",
                 sats(fee.to_sat()),
                 sats(cap.to_sat())
             )));

@@ -199,8 +199,9 @@ impl OverLimit {
     }
 }
 
-/// A device's rules as the owner sets them. Absent limits are no limits.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A device's rules as the owner sets them. Absent limits are no limits (the default:
+/// no limit at all).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Rules {
     pub max_payment: Option<Amount>,
     pub budgets: Vec<Budget>,

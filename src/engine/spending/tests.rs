@@ -272,6 +272,7 @@ async fn an_approval_lets_through_only_its_own_payment_and_only_once() {
         path: "/api/v1/wallet/send".into(),
         body: "{}".into(),
         idempotency_key: None,
+        nwc_key: None,
     };
     let approval = engine
         .approvals()
@@ -378,6 +379,7 @@ async fn an_approved_payment_cut_short_by_a_stop_is_not_run_again_and_its_key_sa
         path: "/api/v1/wallet/send".into(),
         body: "{}".into(),
         idempotency_key: Some(key),
+        nwc_key: None,
     };
     let approval = engine
         .approvals()
@@ -400,8 +402,17 @@ async fn an_approved_payment_cut_short_by_a_stop_is_not_run_again_and_its_key_sa
         .await
         .expect("let through");
     drop(grant);
-    let to_run = engine.approvals().recover().await.expect("recover");
-    assert!(to_run.is_empty(), "started once: never run again");
+    let recovered = engine.approvals().recover().await.expect("recover");
+    assert!(recovered.to_run.is_empty(), "started once: never run again");
+    assert_eq!(
+        recovered
+            .cut_short
+            .iter()
+            .map(|a| a.record.state.as_str())
+            .collect::<Vec<_>>(),
+        ["executed"],
+        "cut short: executed, for its transport to answer from what it knows"
+    );
     let after = engine
         .approvals()
         .get(id)
