@@ -202,14 +202,17 @@ fn a_childs_phone_pays_within_its_allowance() {
 }
 
 /// Scenario: above its allowance, a child's payment waits for the owner, who approves
-/// it in the console (its forms, with a session cookie, as `console_funding.rs` drives
-/// them; the pages themselves are driven in Chromium by `tests/integration/browser.rs`);
-/// it then settles, once, as it was asked: a Lightning invoice paid by the outside node
+/// it in the console, in Chromium (skipped without it); it then settles, once, as it was asked: a Lightning invoice paid by the outside node
 /// and an Ark payment bob receives, each taken from alice's balance once. The fee cap
 /// refuses an offboard whose server fee is over it.
 #[test]
 #[ignore = "needs the regtest stack with Core Lightning: run scripts/e2e"]
 fn an_approved_payment_settles_once() {
+    let Some(chromium) =
+        harness::browser::chromium_binary("household::an_approved_payment_settles_once")
+    else {
+        return;
+    };
     let Some(stack) = Stack::start_with_lightning("approval") else {
         return;
     };
@@ -280,28 +283,45 @@ fn an_approved_payment_settles_once() {
     let approval = waiting["approval_id"].as_str().expect("id").to_string();
     assert_eq!(ln.external.invoice_status("approved-1"), "unpaid");
 
-    // The owner approves it in the console.
+    // The owner approves it in the console, in a real browser (its session made as
+    // a pairing window's sign-in makes it): the approvals page lists it, its button
+    // approves it, and the page shows it executed once the payment settled.
     let cookie = harness::console_session(port, &alice.datadir, "read,receive,send,admin", "Owner");
-    let origin = format!("http://127.0.0.1:{port}");
-    let page = |path: &str| {
-        harness::try_request(port, "GET", path, &[("Cookie", &cookie)], None).expect("GET")
-    };
-    let (status, listed) = page("/console/approvals");
-    assert_eq!(status, 200);
-    assert!(
-        listed.contains("20,000 sat, lightning") && listed.contains(&approval),
-        "{listed}"
-    );
-    let (status, _) = harness::post_form(
-        port,
-        &format!("/console/approvals/{approval}/approve"),
-        &[("Origin", &origin), ("Cookie", &cookie)],
-        "",
-    );
-    assert_eq!(status, 303);
+    let (name, value) = cookie.split_once('=').expect("a cookie");
+    let base = format!("http://127.0.0.1:{port}");
+    let browser = harness::browser::Chromium::start(&chromium, "");
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    runtime.block_on(async {
+        let shots = harness::browser::shots_dir("e2e-approval-screenshots");
+        let mut page =
+            harness::browser::Page::connect(&browser, shots, std::time::Duration::from_secs(120))
+                .await;
+        page.call(
+            "Network.setCookie",
+            json!({ "name": name, "value": value, "url": base, "path": "/", "secure": true, "httpOnly": true }),
+        )
+        .await;
+        page.open(&format!("{base}/console/approvals")).await;
+        let listed = page.wait_for("/console/approvals", "Waiting for you").await;
+        assert!(
+            listed.contains("20,000 sat, lightning") && listed.contains("Child"),
+            "{listed}"
+        );
+        page.screenshot("1-waiting").await;
+        page.eval(&format!(
+            "(() => {{ document.querySelector('form[action=\"/console/approvals/{approval}/approve\"]').submit(); return true }})()"
+        ))
+        .await;
+        let answered = page.wait_for("/console/approvals", "executed").await;
+        assert!(!answered.contains("Approve"), "nothing waits: {answered}");
+        page.screenshot("2-approved").await;
+    });
     wait_for("the approved Lightning payment to settle", 120, || {
         (ln.external.invoice_status("approved-1") == "paid").then_some(())
     });
+    let page = |path: &str| {
+        harness::try_request(port, "GET", path, &[("Cookie", &cookie)], None).expect("GET")
+    };
     let (_, answered) = page("/console/approvals");
     assert!(
         answered.contains("executed") && answered.contains("paid"),

@@ -3,6 +3,7 @@
 //! sent exactly).
 #![allow(dead_code)]
 
+pub mod browser;
 pub mod nwc;
 pub mod tls;
 
