@@ -34,7 +34,7 @@ use crate::api::idempotency;
 use crate::api::routes::RouteTable;
 use crate::engine::Engine;
 use crate::engine::spending::approvals::Approval;
-use crate::store::approvals::{HeldAnswerRecord, HeldRequestRecord, state};
+use crate::store::approvals::{HeldAnswerRecord, HeldRequestRecord};
 use crate::store::idempotency::IdempotencyKeys;
 
 /// Largest request body kept (these requests are small JSON objects).
@@ -254,14 +254,7 @@ impl Runner {
         let Some(key) = approval.record.request.idempotency_key else {
             return;
         };
-        let message = if approval.record.state == state::DENIED {
-            format!("{}: the owner denied this payment", approval.record.reason)
-        } else {
-            format!(
-                "{}: the owner did not approve this payment in time",
-                approval.record.reason
-            )
-        };
+        let message = approval.refusal();
         let body = serde_json::to_vec(&ErrorResponse {
             message,
             code: "spending_rule".into(),

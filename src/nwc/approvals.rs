@@ -190,14 +190,7 @@ impl Nwc {
         let Some(to) = Answering::of_record(key, &record) else {
             return;
         };
-        let message = if approval.record.state == state::DENIED {
-            format!("{}: the owner denied this payment", approval.record.reason)
-        } else {
-            format!(
-                "{}: the owner did not approve this payment in time",
-                approval.record.reason
-            )
-        };
+        let message = approval.refusal();
         let outcome = Err(Failure::new(Code::QuotaExceeded, message));
         if let Outcome::Answer(outcome) = self.finish(&to, outcome, false).await
             && let Some(connection) = self.connection(&record.connection_id)

@@ -19,7 +19,7 @@
 use redb::{ReadableTable, ReadableTableMetadata};
 
 use crate::store::Store;
-use crate::store::codec::Envelope;
+use crate::store::codec::{Envelope, NwcRequestRecordKind, Stored};
 use crate::store::error::{RedbResultExt, StoreError};
 pub use crate::store::records::{NwcConnectionRecord, NwcRequestRecord};
 use crate::store::schema::{NWC_CONNECTIONS, NWC_REQUESTS, NWC_REQUESTS_BY_TIME};
@@ -184,17 +184,9 @@ impl Store {
         const CTX: &str = "answering a wallet connection's payment";
         self.write(CTX, move |tx| {
             let mut requests = tx.open_table(NWC_REQUESTS).ctx(CTX)?;
-            let Some(mut request) = requests
-                .get(event_id)
-                .ctx(CTX)?
-                .map(|v| v.value().decode())
-                .transpose()?
-            else {
+            let Some(mut request) = unanswered(&requests, event_id, CTX)? else {
                 return Ok(false);
             };
-            if request.answer.is_some() {
-                return Ok(false);
-            }
             let mut connections = tx.open_table(NWC_CONNECTIONS).ctx(CTX)?;
             let connection = connections
                 .get(request.connection_id.as_str())
@@ -237,17 +229,9 @@ impl Store {
         const CTX: &str = "holding a wallet connection's payment for approval";
         self.write(CTX, move |tx| {
             let mut requests = tx.open_table(NWC_REQUESTS).ctx(CTX)?;
-            let Some(mut request) = requests
-                .get(event_id)
-                .ctx(CTX)?
-                .map(|v| v.value().decode())
-                .transpose()?
-            else {
+            let Some(mut request) = unanswered(&requests, event_id, CTX)? else {
                 return Ok(false);
             };
-            if request.answer.is_some() {
-                return Ok(false);
-            }
             request.approval = Some(approval);
             requests
                 .insert(event_id, Envelope::encode(&request)?)
@@ -384,6 +368,20 @@ pub(super) fn verify(tx: &redb::ReadTransaction, ctx: &'static str) -> Result<u6
         }
     }
     connections.len().ctx(ctx)
+}
+
+/// The payment of event `event_id`, if it has a row and no answer yet.
+fn unanswered(
+    requests: &redb::Table<'_, [u8; 32], Stored<NwcRequestRecordKind>>,
+    event_id: [u8; 32],
+    ctx: &'static str,
+) -> Result<Option<NwcRequestRecord>, StoreError> {
+    let request: Option<NwcRequestRecord> = requests
+        .get(event_id)
+        .ctx(ctx)?
+        .map(|v| v.value().decode())
+        .transpose()?;
+    Ok(request.filter(|r| r.answer.is_none()))
 }
 
 #[cfg(test)]

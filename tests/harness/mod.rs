@@ -298,6 +298,33 @@ pub fn request(
     try_request(port, method, path, headers, body).expect("request")
 }
 
+/// A JSON call with `bearer`: the status and the JSON body (`null` when empty).
+pub fn json_call(
+    daemon: &Daemon,
+    method: &str,
+    path: &str,
+    bearer: &str,
+    body: Option<serde_json::Value>,
+) -> (u16, serde_json::Value) {
+    let body = body.map(|b| b.to_string());
+    let (status, raw) = request(
+        daemon.port,
+        method,
+        path,
+        &[
+            ("Authorization", bearer),
+            ("Content-Type", "application/json"),
+        ],
+        body.as_deref(),
+    );
+    let value = if body_of(&raw).is_empty() {
+        serde_json::Value::Null
+    } else {
+        json_of(&raw)
+    };
+    (status, value)
+}
+
 pub fn body_of(raw: &str) -> &str {
     raw.split("\r\n\r\n").nth(1).unwrap_or("")
 }

@@ -75,6 +75,19 @@ impl Approval {
             self.record.reason
         )
     }
+
+    /// The sentence a requester reads when the approval ended without its payment:
+    /// denied, or not approved in time.
+    pub fn refusal(&self) -> String {
+        if self.record.state == state::DENIED {
+            format!("{}: the owner denied this payment", self.record.reason)
+        } else {
+            format!(
+                "{}: the owner did not approve this payment in time",
+                self.record.reason
+            )
+        }
+    }
 }
 
 /// The approvals a start found approved ([`Approvals::recover`]).

@@ -23,23 +23,7 @@ fn admin(
     path: &str,
     body: Option<Value>,
 ) -> (u16, Value) {
-    let body = body.map(|b| b.to_string());
-    let (status, raw) = request(
-        daemon.port,
-        method,
-        path,
-        &[
-            ("Authorization", bearer),
-            ("Content-Type", "application/json"),
-        ],
-        body.as_deref(),
-    );
-    let value = if body_of(&raw).is_empty() {
-        Value::Null
-    } else {
-        json_of(&raw)
-    };
-    (status, value)
+    json_call(daemon, method, path, bearer, body)
 }
 
 /// The one pending approval, once it is there.
