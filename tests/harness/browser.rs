@@ -207,6 +207,32 @@ impl Page {
         }
     }
 
+    /// What axe-core (its script: `axe`) finds wrong on the page as it is now, of
+    /// impact `serious` or `critical`: one line per rule, with the elements it names.
+    pub async fn accessibility_faults(&mut self, axe: &str) -> Vec<String> {
+        self.call(
+            "Runtime.evaluate",
+            json!({"expression": axe, "returnByValue": true}),
+        )
+        .await;
+        let found = self
+            .call(
+                "Runtime.evaluate",
+                json!({
+                    "expression": "axe.run(document, {resultTypes: ['violations']}).then(r => \
+                        JSON.stringify(r.violations \
+                          .filter(v => v.impact === 'serious' || v.impact === 'critical') \
+                          .map(v => `${v.id} (${v.impact}): ${v.help}: ` + \
+                            v.nodes.slice(0, 5).map(n => n.target.join(' ')).join(', '))))",
+                    "returnByValue": true,
+                    "awaitPromise": true,
+                }),
+            )
+            .await;
+        let text = found["result"]["value"].as_str().unwrap_or("null");
+        serde_json::from_str(text).unwrap_or_else(|e| panic!("axe-core's answer ({e}): {found}"))
+    }
+
     pub async fn open(&mut self, url: &str) {
         self.call("Page.navigate", json!({"url": url})).await;
     }
@@ -223,6 +249,13 @@ impl Page {
         std::fs::write(self.shots.join(format!("{name}.png")), &png).expect("save screenshot");
         png
     }
+}
+
+/// axe-core's script (`tests/console`, installed by `scripts/ensure-deps`), or `None`.
+pub fn axe_source() -> Option<String> {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/console/node_modules/axe-core/axe.min.js");
+    std::fs::read_to_string(path).ok()
 }
 
 /// Debian's Chromium, or `None` (the test `test` reported skipped).
