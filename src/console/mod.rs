@@ -23,6 +23,7 @@
 
 mod apps;
 mod backups;
+mod history;
 mod household;
 mod overview;
 mod receive;
@@ -114,6 +115,14 @@ fn declare<D: routes::Declare>(table: D) -> D {
             "/console/household/new-devices",
             Page(Admin),
             household::set_new_device_rules,
+        )
+        .page("/console/history", Page(Read), history::history)
+        .page("/console/history.csv", Page(Read), history::csv)
+        .page("/console/history/{id}", Page(Read), history::movement)
+        .form(
+            "/console/history/{id}/label",
+            Page(Send),
+            history::set_label,
         )
         .page("/console/backups", Page(Read), backups::backups)
         .form("/console/backups", Page(Admin), backups::back_up_now)

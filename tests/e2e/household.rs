@@ -475,6 +475,52 @@ fn an_approved_payment_settles_once() {
         "{paid_ark}"
     );
 
+    // The console's history page: the owner finds the Lightning payment by its label,
+    // sees who paid on its own page, relabels it there, and downloads the same CSV.
+    let (status, found) = page("/console/history?q=pocket&kind=bark.lightning_send");
+    assert_eq!(status, 200, "{found}");
+    assert!(
+        found.contains("1 movement(s)")
+            && found.contains("Lightning payment sent")
+            && found.contains("Child")
+            && found.contains(&format!("/console/history/{lightning}")),
+        "{found}"
+    );
+    let (status, detail) = page(&format!("/console/history/{lightning}"));
+    assert_eq!(status, 200, "{detail}");
+    assert!(
+        detail.contains("Paid by") && detail.contains("Child") && detail.contains("Pocket money"),
+        "{detail}"
+    );
+    let (status, _) = harness::post_form(
+        port,
+        &format!("/console/history/{lightning}/label"),
+        &[
+            ("Origin", &format!("http://127.0.0.1:{port}")),
+            ("Cookie", &cookie),
+        ],
+        "label=Pocket+money%2C+November",
+    );
+    assert_eq!(status, 303);
+    let relabelled = alice
+        .get_ok("/api/v1/wallet/history")
+        .as_array()
+        .expect("movements")
+        .iter()
+        .find(|m| m["id"] == lightning)
+        .expect("the payment")["metadata"]["label"]
+        .clone();
+    assert_eq!(relabelled, "Pocket money, November");
+    let (status, csv_page) = page("/console/history.csv");
+    assert_eq!(status, 200);
+    assert_eq!(
+        harness::python_csv(harness::body_of(&csv_page))["rows"]
+            .as_array()
+            .map(Vec::len),
+        history.as_array().map(Vec::len),
+        "the console's CSV is the API's"
+    );
+
     // Its own history only: the owner sets `history: own`; the child then sees its two
     // payments and nothing else (not the owner's board), in the history, the CSV and the
     // movement events; the owner still sees everything.

@@ -468,6 +468,7 @@ fn run_flow(chromium: &Path, target: &Target) {
             ("/", "Overview", "overview"),
             ("/console/devices", "Pair a device", "devices"),
             ("/console/receive", "Receive", "receive"),
+            ("/console/history", "History", "history"),
             ("/console/backups", "Backups", "backups"),
             ("/console/settings", "Settings", "settings"),
             ("/console/approvals", "Answered", "approvals"),

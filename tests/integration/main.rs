@@ -17,6 +17,7 @@ mod browser;
 mod claim;
 mod configuration;
 mod console;
+mod console_history;
 mod daemon;
 mod daemon_backups;
 mod daemon_wallet;
