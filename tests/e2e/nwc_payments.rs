@@ -32,6 +32,19 @@ fn percentile(ms: &[f64], p: usize) -> f64 {
     sorted[rank - 1]
 }
 
+/// How many Lightning payments of `hash` the wallet's history has.
+fn lightning_sends(berthd: &crate::stack::Berthd, hash: &str) -> usize {
+    berthd
+        .get_ok("/api/v1/history")
+        .as_array()
+        .expect("history")
+        .iter()
+        .filter(|m| {
+            m["subsystem"]["name"] == "bark.lightning_send" && m["metadata"]["payment_hash"] == hash
+        })
+        .count()
+}
+
 fn result(answer: &Value) -> &Value {
     assert!(answer["error"].is_null(), "{answer}");
     &answer["result"]
@@ -339,16 +352,7 @@ fn an_app_pays_and_is_paid_over_nostr_wallet_connect() {
     let listed = alice.get_ok("/api/v1/nwc/connections");
     assert_eq!(listed[0]["payments"], 6, "begun once: {listed}");
     assert_eq!(listed[0]["spent_total_sat"], 70_000, "{listed}");
-    let held_sends = alice
-        .get_ok("/api/v1/history")
-        .as_array()
-        .expect("history")
-        .iter()
-        .filter(|m| {
-            m["subsystem"]["name"] == "bark.lightning_send"
-                && m["metadata"]["payment_hash"] == held_hash.as_str()
-        })
-        .count();
+    let held_sends = lightning_sends(&alice, &held_hash);
     assert_eq!(held_sends, 1, "paid once");
     println!(
         "nwc: a payment under way when berthd was killed: answered within {:.1} s of the kill",
@@ -443,16 +447,7 @@ fn an_app_pays_and_is_paid_over_nostr_wallet_connect() {
         }
     });
     assert_eq!(ln.external.invoice_status("nwc-approved"), "paid");
-    let approved_sends = alice
-        .get_ok("/api/v1/history")
-        .as_array()
-        .expect("history")
-        .iter()
-        .filter(|m| {
-            m["subsystem"]["name"] == "bark.lightning_send"
-                && m["metadata"]["payment_hash"] == big_hash.as_str()
-        })
-        .count();
+    let approved_sends = lightning_sends(&alice, &big_hash);
     assert_eq!(approved_sends, 1, "paid once");
 
     // What an app waits for, through the relay on loopback.
