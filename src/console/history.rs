@@ -21,8 +21,9 @@ use crate::access::scopes::Scope;
 use crate::access::{Caller, Credential};
 use crate::api::AppState;
 use crate::api::error::ApiError;
+use crate::api::v1::export::{payer, status_name};
 use crate::engine::labels::label_of;
-use crate::engine::spending::{PAYER_KEY, paid_by, sats};
+use crate::engine::spending::{paid_by, sats};
 
 /// Movements a page lists.
 const PER_PAGE: usize = 50;
@@ -55,27 +56,6 @@ const KINDS: [(&str, &str); 7] = [
     ("bark.offboard", "Offboards"),
     ("bark.exit", "Exits"),
 ];
-
-fn status_of(m: &Movement) -> &'static str {
-    match m.status {
-        bark::movement::MovementStatus::Pending => "pending",
-        bark::movement::MovementStatus::Successful => "successful",
-        bark::movement::MovementStatus::Failed => "failed",
-        bark::movement::MovementStatus::Canceled => "canceled",
-    }
-}
-
-/// Who made it: a paired device or a Nostr Wallet Connect app; empty for the owner's
-/// own and for receipts.
-fn payer(m: &Movement) -> String {
-    if let Some(device) = m.metadata.get(PAYER_KEY) {
-        return device["name"].as_str().unwrap_or_default().to_string();
-    }
-    if let Some(nwc) = m.metadata.get("nwc") {
-        return format!("{} (app)", nwc["connection"].as_str().unwrap_or_default());
-    }
-    String::new()
-}
 
 fn destinations(m: &Movement) -> Vec<String> {
     m.sent_to
@@ -252,7 +232,7 @@ pub(super) async fn history(
             what: kind_name(m),
             amount: signed_sats(m.effective_balance),
             fee: sats(m.offchain_fee.to_sat()),
-            status: status_of(m),
+            status: status_name(m),
             who: payer(m),
             label: label_of(m).unwrap_or_default().to_string(),
         })
@@ -336,7 +316,7 @@ pub(super) async fn movement(
             signed_in: true,
             id,
             what: kind_name(&m),
-            status: status_of(&m),
+            status: status_name(&m),
             created: m.time.created_at.format("%Y-%m-%d %H:%M:%S %Z").to_string(),
             completed: m
                 .time

@@ -56,7 +56,7 @@ fn text(cell: &str) -> String {
 
 /// Who made a movement: the paired device, or the Nostr Wallet Connect connection;
 /// empty for the owner's own (the admin token, the autopilot) and for receipts.
-fn payer(m: &bark::movement::Movement) -> String {
+pub(crate) fn payer(m: &bark::movement::Movement) -> String {
     if let Some(device) = m.metadata.get(PAYER_KEY) {
         return device["name"].as_str().unwrap_or_default().to_string();
     }
@@ -64,6 +64,16 @@ fn payer(m: &bark::movement::Movement) -> String {
         return format!("{} (NWC)", nwc["connection"].as_str().unwrap_or_default());
     }
     String::new()
+}
+
+/// A movement's status as the CSV and the console write it.
+pub(crate) fn status_name(m: &bark::movement::Movement) -> &'static str {
+    match m.status {
+        bark::movement::MovementStatus::Pending => "pending",
+        bark::movement::MovementStatus::Successful => "successful",
+        bark::movement::MovementStatus::Failed => "failed",
+        bark::movement::MovementStatus::Canceled => "canceled",
+    }
 }
 
 /// The history `caller` may see: all of it, or a device's own payments.
@@ -128,12 +138,7 @@ pub async fn history_csv(
             .chain(&m.received_on)
             .map(|d| d.destination.value_string())
             .collect();
-        let status = match m.status {
-            bark::movement::MovementStatus::Pending => "pending",
-            bark::movement::MovementStatus::Successful => "successful",
-            bark::movement::MovementStatus::Failed => "failed",
-            bark::movement::MovementStatus::Canceled => "canceled",
-        };
+        let status = status_name(m);
         out.write_record([
             m.id.0.to_string(),
             m.time.created_at.to_utc().to_rfc3339(),
