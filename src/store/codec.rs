@@ -28,7 +28,7 @@ use crate::store::error::StoreError;
 use crate::store::records::{
     ActionCheckpointRow, ApprovalRecord, DeviceRecord, IdempotencyEntry, LabelRecord,
     NwcConnectionRecord, NwcRequestRecord, SpendReservationRecord, SpendingRulesRecord,
-    StoredEvent, VtxoRow, WalletSetup,
+    StoredEvent, VtxoRow, WalletSetup, WebhookDeliveryRecord, WebhookRecord,
 };
 
 /// One kind of stored record: its Rust type, its redb type name and its encoding.
@@ -292,6 +292,16 @@ json_record!(
 json_record!(
     /// [`SpendingRulesRecord`] as JSON.
     SpendingRulesRecordKind, SpendingRulesRecord, "berth.spending_rules"
+);
+
+json_record!(
+    /// [`WebhookRecord`] as JSON.
+    WebhookRecordKind, WebhookRecord, "berth.webhook"
+);
+
+json_record!(
+    /// [`WebhookDeliveryRecord`] as JSON.
+    WebhookDeliveryRecordKind, WebhookDeliveryRecord, "berth.webhook_delivery"
 );
 
 json_record!(

@@ -20,6 +20,7 @@ const MIGRATIONS: [Migration; SCHEMA_VERSION as usize] = [
     add_nwc_tables,
     add_spending_tables,
     add_approvals_and_labels,
+    add_webhooks,
 ];
 
 fn create_v1(tx: &redb::WriteTransaction) -> Result<(), StoreError> {
@@ -113,6 +114,15 @@ fn add_approvals_and_labels(tx: &redb::WriteTransaction) -> Result<(), StoreErro
 pub struct SchemaOutcome {
     pub found: u64,
     pub now: u64,
+}
+
+/// Version 9: webhook endpoints and their deliveries. Additive: they start empty.
+fn add_webhooks(tx: &redb::WriteTransaction) -> Result<(), StoreError> {
+    const CTX: &str = "adding the webhook tables";
+    let e = |e| from_redb(CTX, e);
+    tx.open_table(schema::WEBHOOKS).map_err(e)?;
+    tx.open_table(schema::WEBHOOK_DELIVERIES).map_err(e)?;
+    Ok(())
 }
 
 /// Check the schema version and migrate to [`SCHEMA_VERSION`] in one transaction.

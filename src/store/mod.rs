@@ -37,6 +37,7 @@ pub mod snapshot;
 pub mod spending;
 pub mod tokens;
 pub mod vocabulary;
+pub mod webhooks;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -384,3 +384,93 @@ pub struct NwcRequestRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval: Option<[u8; 16]>,
 }
+
+/// A webhook endpoint the owner registered (`webhooks`), with where its delivery
+/// stands. Stored as JSON (record kind `berth.webhook`, version 1).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct WebhookRecord {
+    pub url: String,
+    /// The event types it receives (`*`: all of them).
+    pub events: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// The signing secret (`whsec_` and base64).
+    pub secret: String,
+    /// The secret before the last rotation, still signed with until `until_us`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous_secret: Option<PreviousSecret>,
+    pub created_at_us: u64,
+    /// Set when the owner paused it or when it failed for too long.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disabled: Option<Disabled>,
+    /// Every event of the log up to this id has been delivered or was not for it.
+    pub cursor: u64,
+    /// Attempts made so far at the event after the cursor (0: none failed).
+    #[serde(default)]
+    pub failed_attempts: u32,
+    /// When the first of those failed attempts was (µs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failing_since_us: Option<u64>,
+    /// Not before this time is the next attempt made (µs; 0: at once).
+    #[serde(default)]
+    pub next_attempt_us: u64,
+    /// Events the owner asked to be delivered again, by id, oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub redeliver: Vec<u64>,
+    /// Set when this is a paired device's push subscription (`webhooks::push`) rather
+    /// than an owner's webhook: then `events` is unused and `secret` signs nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub push: Option<PushTarget>,
+}
+
+/// Whose push subscription an endpoint is, and what it hears.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PushTarget {
+    pub device_id: String,
+    /// The categories it chose (`webhooks::push::Category` names).
+    pub categories: Vec<String>,
+    /// Amounts and reasons in the text (else generic sentences).
+    pub details: bool,
+}
+
+/// A rotated secret, signed with beside the new one for a while.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PreviousSecret {
+    pub secret: String,
+    pub until_us: u64,
+}
+
+/// Why and since when an endpoint receives nothing.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Disabled {
+    pub at_us: u64,
+    pub reason: String,
+    /// `true` when berthd disabled it (it kept failing), `false` when the owner did.
+    pub by_failures: bool,
+}
+
+/// One attempt to deliver an event to a webhook endpoint. Stored as JSON (record kind
+/// `berth.webhook_delivery`, version 1).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct WebhookDeliveryRecord {
+    /// The event of the log delivered.
+    pub event_id: u64,
+    /// Its type.
+    pub event_type: String,
+    /// 1 for the first attempt at this event, counting on through retries (a
+    /// redelivery the owner asked for counts from 1 again).
+    pub attempt: u32,
+    pub at_us: u64,
+    /// `delivered` or `failed`.
+    pub status: String,
+    /// The endpoint's HTTP status, when it answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_code: Option<u16>,
+    /// Why it failed, for people (no answer, refused by the policy, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    pub latency_ms: u64,
+    /// `true` when the owner asked for this delivery again.
+    #[serde(default)]
+    pub redelivery: bool,
+}

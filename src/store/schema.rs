@@ -18,11 +18,12 @@ use crate::store::codec::{
     MovementRecord, NwcConnectionRecordKind, NwcRequestRecordKind, PaidInvoiceRecord,
     PropertiesRecord, RoundStateRecord, SettledReceiveRecord, SpendReservationRecordKind,
     SpendingRulesRecordKind, Stored, VtxoRowRecord, VtxoStateRecord, WalletSetupRecord,
+    WebhookDeliveryRecordKind, WebhookRecordKind,
 };
 
 /// The schema version this code writes. Bump it together with a migration in
 /// `migrations.rs`; a database with a higher version is refused.
-pub const SCHEMA_VERSION: u64 = 8;
+pub const SCHEMA_VERSION: u64 = 9;
 
 /// A VTXO id as `VtxoId::to_bytes`: txid (32 bytes) + output index (u32 little-endian,
 /// ark's encoding). Not ordered by output index; nothing relies on that.
@@ -69,6 +70,8 @@ pub mod meta_keys {
     pub const EVENTS_PRUNED_THROUGH_ID: &str = "events_pruned_through_id";
     /// Timestamp (µs since the epoch) of the event at `EVENTS_PRUNED_THROUGH_ID`.
     pub const EVENTS_PRUNED_THROUGH_AT: &str = "events_pruned_through_at_us";
+    /// Last webhook delivery id handed out (since schema version 9; absent = 0).
+    pub const LAST_WEBHOOK_DELIVERY_ID: &str = "last_webhook_delivery_id";
 }
 
 // --- bark wallet state -------------------------------------------------------------
@@ -165,7 +168,7 @@ pub const EXIT_CHILD_TXS: TableDefinition<[u8; 32], Stored<ExitChildTxRecord>> =
 // --- Berth's own tables ------------------------------------------------------------
 //
 // Berth's own data lives here, in the same file, so that a wallet change and its
-// effect on them can share one transaction. Reserved for a later issue: "webhooks".
+// effect on them can share one transaction.
 
 /// The event log: every wallet notification, by event id (since schema version 2).
 /// Ids and timestamps both strictly increase, so id order is time order.
@@ -248,6 +251,20 @@ pub const LABELS: TableDefinition<&str, Stored<LabelRecordKind>> = TableDefiniti
 pub const NWC_REQUESTS_BY_TIME: TableDefinition<(u64, [u8; 32]), ()> =
     TableDefinition::new("nwc_requests_by_time");
 
+/// Webhook endpoints the owner registered, by id (16 lowercase hex characters), with
+/// each one's delivery cursor (since schema version 9). Not wallet state: deleting the
+/// wallet keeps them.
+// <&str webhook id, Stored<WebhookRecordKind>>
+pub const WEBHOOKS: TableDefinition<&str, Stored<WebhookRecordKind>> =
+    TableDefinition::new("webhooks");
+
+/// Every attempt to deliver an event to a webhook, by endpoint and delivery id (ids
+/// only grow, across endpoints); the newest few hundred per endpoint are kept, and an
+/// endpoint's rows go with it (since schema version 9).
+// <(&str webhook id, u64 delivery id), Stored<WebhookDeliveryRecordKind>>
+pub const WEBHOOK_DELIVERIES: TableDefinition<(&str, u64), Stored<WebhookDeliveryRecordKind>> =
+    TableDefinition::new("webhook_deliveries");
+
 // --- retired tables (do not reuse these names) -------------------------------------
 //
 // (none yet)
@@ -288,5 +305,7 @@ pub fn create_all(tx: &redb::WriteTransaction) -> Result<(), redb::TableError> {
     tx.open_table(SPENDING_RESERVATIONS)?;
     tx.open_table(SPENDING_APPROVALS)?;
     tx.open_table(LABELS)?;
+    tx.open_table(WEBHOOKS)?;
+    tx.open_table(WEBHOOK_DELIVERIES)?;
     Ok(())
 }

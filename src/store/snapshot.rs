@@ -137,7 +137,9 @@ macro_rules! every_table {
             SPENDING_RULES,
             SPENDING_RESERVATIONS,
             SPENDING_APPROVALS,
-            LABELS
+            LABELS,
+            WEBHOOKS,
+            WEBHOOK_DELIVERIES
         )
     };
 }

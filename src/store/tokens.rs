@@ -90,6 +90,7 @@ fn remove_pair(
         return Ok(None);
     };
     crate::store::spending::forget_device(tx, id, ctx)?;
+    crate::store::webhooks::forget_device(tx, id, ctx)?;
     let mut tokens = tx.open_table(TOKENS).ctx(ctx)?;
     let owner = tokens
         .get(record.token_hash)

@@ -328,6 +328,48 @@ async fn version_7_fixture_migrates_and_keeps_its_spending_rules() {
     db.verify_invariants().await.expect("invariants");
 }
 
+/// Version 9 added the webhook tables, empty at migration; a version-8 box keeps its
+/// rules and registers webhooks after.
+#[tokio::test]
+async fn version_8_fixture_migrates_and_takes_webhooks() {
+    use berth::store::webhooks::{Added, WebhookRecord};
+    let (_dir, db) = open_migrated(8).await;
+    assert_wallet_state(&db).await;
+    assert_eq!(
+        db.spending_rules(&fixture_device().id)
+            .await
+            .expect("rules"),
+        Some(fixture_rules())
+    );
+    assert!(db.webhooks().await.expect("webhooks").is_empty());
+    let webhook = WebhookRecord {
+        url: "http://192.168.1.20:8123/api/webhook/berth".into(),
+        events: vec!["*".into()],
+        description: None,
+        secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".into(),
+        previous_secret: None,
+        created_at_us: FIXTURE_AT_US,
+        disabled: None,
+        cursor: 1,
+        failed_attempts: 0,
+        failing_since_us: None,
+        next_attempt_us: 0,
+        redeliver: Vec::new(),
+        push: None,
+    };
+    assert_eq!(
+        db.add_webhook("0123456789abcdef".into(), webhook.clone(), 16)
+            .await
+            .expect("add"),
+        Added::Added
+    );
+    assert_eq!(
+        db.webhooks().await.expect("webhooks"),
+        vec![("0123456789abcdef".to_string(), webhook)]
+    );
+    db.verify_invariants().await.expect("invariants");
+}
+
 #[tokio::test]
 async fn newer_version_fixture_is_refused_and_left_alone() {
     let (_dir, path) = copy_of("store-v999.redb");
