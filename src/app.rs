@@ -91,6 +91,8 @@ struct Parts {
     approvals: JoinHandle<()>,
     /// Nostr Wallet Connect's relays and requests.
     nwc: Arc<crate::nwc::Nwc>,
+    /// Webhook deliveries, one task per endpoint.
+    webhooks: Arc<crate::webhooks::Webhooks>,
     backups: JoinHandle<()>,
     renewer: Option<JoinHandle<()>>,
     /// Removes console sessions past their time (`console::session`).
@@ -129,6 +131,8 @@ impl Parts {
         self.session_sweeper.abort();
         // A payment under way is finished from its record at the next start.
         self.nwc.stop();
+        // A delivery cut off is made again at the next start, under the same id.
+        self.webhooks.stop();
         self.autopilot.abort();
         self.spending.abort();
         self.approvals.abort();
@@ -297,6 +301,14 @@ impl Daemon {
         )
         .map_err(anyhow::Error::msg)?;
         nwc.start().await?;
+        let webhooks = crate::webhooks::Webhooks::new(
+            store.clone(),
+            Arc::clone(&events),
+            settings.egress.clone(),
+            crate::api::v1::notifications::webhook_data,
+        )
+        .map_err(anyhow::Error::msg)?;
+        webhooks.start().await?;
         // Bound before the router is built: the pairing links the console shows name the
         // bound address. Connections queue until `serve` accepts them.
         let approvals = crate::api::approvals::Runner::new(
@@ -310,6 +322,7 @@ impl Daemon {
             engine: Arc::clone(&engine),
             egress,
             nwc: Arc::clone(&nwc),
+            webhooks: Arc::clone(&webhooks),
             events: Arc::clone(&events),
             tickets: Arc::new(TicketBook::default()),
             sockets: Arc::clone(&sockets),
@@ -377,6 +390,7 @@ impl Daemon {
                 spending,
                 approvals,
                 nwc,
+                webhooks,
                 backups: backup_schedule,
                 renewer,
                 announcement,

@@ -47,3 +47,4 @@ pub mod store;
 pub mod systemd;
 pub mod telemetry;
 pub mod tls;
+pub mod webhooks;

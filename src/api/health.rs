@@ -75,6 +75,21 @@ pub struct Health {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
     pub nwc_relays: Option<Vec<NwcRelayHealth>>,
+    /// Every webhook and how its delivery stands.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub webhooks: Option<Vec<WebhookHealth>>,
+}
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct WebhookHealth {
+    pub id: String,
+    pub enabled: bool,
+    /// berthd disabled it after it failed for about three days.
+    pub disabled_by_failures: bool,
+    /// Failed attempts at the event it is delivering now (0: delivering fine).
+    pub failed_attempts: u32,
+    pub failing_since: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -279,6 +294,7 @@ pub async fn health(
             tasks: None,
             backup: None,
             nwc_relays: None,
+            webhooks: None,
         }
     };
     Ok((code, Json(body)))
@@ -297,6 +313,7 @@ fn detailed_health(now: Snapshot, admin: bool) -> Health {
         backup,
         backup_age_secs,
         nwc_relays,
+        webhooks,
         verdict,
         ..
     } = now;
@@ -400,6 +417,18 @@ fn detailed_health(now: Snapshot, admin: bool) -> Health {
                         failed_attempts,
                         error,
                     }
+                })
+                .collect(),
+        ),
+        webhooks: Some(
+            webhooks
+                .into_iter()
+                .map(|w| WebhookHealth {
+                    id: w.id,
+                    enabled: w.enabled,
+                    disabled_by_failures: w.disabled_by_failures,
+                    failed_attempts: w.failed_attempts,
+                    failing_since: w.failing_since_us.map(crate::events::timestamp),
                 })
                 .collect(),
         ),

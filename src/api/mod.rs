@@ -56,6 +56,8 @@ pub struct AppState {
     pub egress: Arc<crate::net::egress::Egress>,
     /// Nostr Wallet Connect: its connections (`/api/v1/nwc/connections`).
     pub nwc: Arc<crate::nwc::Nwc>,
+    /// Webhook endpoints and their deliveries (`/api/v1/webhooks`).
+    pub webhooks: Arc<crate::webhooks::Webhooks>,
     pub events: Arc<EventHub>,
     pub tickets: Arc<TicketBook>,
     /// Open notification websockets (shutdown waits for their goodbyes).

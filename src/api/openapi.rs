@@ -56,6 +56,7 @@ loaded yet\".";
         (name = "approvals", description = "Payments held for the owner's approval by a device's spending rules (Berth extension)."),
         (name = "backups", description = "Encrypted, verified backups of the whole wallet state (Berth extension)."),
         (name = "nwc", description = "Nostr Wallet Connect: apps reach the wallet over Nostr relays, each connection with its own limits (Berth extension)."),
+        (name = "webhooks", description = "Signed webhooks: the wallet's events POSTed to URLs the owner registers, from the durable event log (Berth extension)."),
         (name = "health", description = "Whether the appliance can keep its promises, and its metrics (Berth extension)."),
     )
 )]

@@ -41,6 +41,8 @@ pub struct Snapshot {
     pub backup_age_secs: Option<u64>,
     /// Each Nostr Wallet Connect relay berthd keeps a connection to, and its state.
     pub nwc_relays: Vec<(String, crate::nwc::RelayState)>,
+    /// Each webhook endpoint's delivery state.
+    pub webhooks: Vec<crate::webhooks::WebhookState>,
     pub verdict: Verdict,
 }
 
@@ -183,6 +185,7 @@ pub async fn snapshot(state: &AppState, reading: Reading) -> Snapshot {
         loaded,
         locked,
     };
+    let webhooks = state.webhooks.states().await;
     let verdict = verdict(
         &wallet,
         &seen,
@@ -192,9 +195,11 @@ pub async fn snapshot(state: &AppState, reading: Reading) -> Snapshot {
         &backup,
         backup_age_secs,
         state.backups.interval().as_secs(),
+        &webhooks,
     );
     Snapshot {
         nwc_relays: state.nwc.relay_states(),
+        webhooks,
         wallet,
         balances,
         seen,
@@ -218,6 +223,7 @@ fn verdict(
     backup: &BackupStatus,
     backup_age_secs: Option<u64>,
     backup_interval_secs: u64,
+    webhooks: &[crate::webhooks::WebhookState],
 ) -> Verdict {
     let mut failing = Vec::new();
     let mut degraded = Vec::new();
@@ -300,6 +306,13 @@ fn verdict(
             _ => {}
         }
     }
+    // By id only: a URL may carry the receiver's token, and reasons are public.
+    for webhook in webhooks.iter().filter(|w| w.disabled_by_failures) {
+        degraded.push(format!(
+            "webhook {} was disabled: it failed for about three days",
+            webhook.id
+        ));
+    }
     for (name, t) in tasks {
         if t.consecutive_failures >= 3 {
             degraded.push(format!("the {name} task keeps failing"));
@@ -348,6 +361,7 @@ mod tests {
             &BackupStatus::default(),
             None,
             86_400,
+            &[],
         )
     }
 

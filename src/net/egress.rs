@@ -20,6 +20,12 @@
 //!
 //! A refused destination is refused before any connection is made, with the rule
 //! that refused it; nothing about the target is probed.
+//!
+//! A destination the owner registered (a webhook, whose URL only an admin credential
+//! can set) is allowed by that registration: [`Egress::registered`] reaches it
+//! wherever its name points, over `http` or `https` (home automation lives on the
+//! LAN), but follows no redirect, so the registration is the only thing that chooses
+//! where a request goes. The same bounds on time, size and concurrency apply.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -65,6 +71,8 @@ pub struct Policy {
     /// Addresses and ranges allowed whatever they are; an address literal in one may
     /// also be reached over plain `http`.
     nets: Vec<IpNet>,
+    /// Every destination is allowed: the owner chose it ([`Egress::registered`]).
+    everywhere: bool,
 }
 
 impl Policy {
@@ -91,12 +99,15 @@ impl Policy {
     }
 
     fn allows_host(&self, host: &str) -> bool {
+        if self.everywhere {
+            return true;
+        }
         let host = host.trim_end_matches('.').to_ascii_lowercase();
         self.hosts.contains(&host)
     }
 
     fn allows_ip(&self, ip: IpAddr) -> bool {
-        self.nets.iter().any(|net| net.contains(&ip)) || is_public_unicast(ip)
+        self.everywhere || self.nets.iter().any(|net| net.contains(&ip)) || is_public_unicast(ip)
     }
 
     /// Of the addresses `host` resolved to, those the policy allows; refused, with
@@ -121,6 +132,9 @@ impl Policy {
     /// Allowed by the owner (not merely public): such a host may be reached over
     /// plain `http`.
     fn owner_allows(&self, host: &url::Host<&str>) -> bool {
+        if self.everywhere {
+            return true;
+        }
         match host {
             url::Host::Domain(name) => self.allows_host(name),
             url::Host::Ipv4(ip) => self.nets.iter().any(|n| n.contains(&IpAddr::V4(*ip))),
@@ -247,24 +261,42 @@ pub struct Egress {
 
 impl Egress {
     pub fn new(policy: Policy, limits: Limits) -> Result<Egress, String> {
+        Egress::build(policy, limits, true)
+    }
+
+    /// The way out to destinations the owner registered (webhooks): any address, `http`
+    /// or `https`, no redirect followed; the same bounds.
+    pub fn registered(limits: Limits) -> Result<Egress, String> {
+        let policy = Policy {
+            everywhere: true,
+            ..Policy::default()
+        };
+        Egress::build(policy, limits, false)
+    }
+
+    fn build(policy: Policy, limits: Limits, follow_redirects: bool) -> Result<Egress, String> {
         let policy = Arc::new(policy);
-        let redirects = reqwest::redirect::Policy::custom(|attempt| {
-            let first = attempt.previous().first().and_then(Url::host_str);
-            if attempt.previous().len() > MAX_REDIRECTS {
-                attempt.error(Refusal(format!("more than {MAX_REDIRECTS} redirects")))
-            } else if first != attempt.url().host_str() {
-                let to = attempt.url().host_str().unwrap_or("?").to_string();
-                attempt.error(Refusal(format!(
-                    "the server redirected to another host ({to}), which is refused"
-                )))
-            } else if attempt.url().scheme() != "https"
-                && attempt.previous().last().map(Url::scheme) == Some("https")
-            {
-                attempt.error(Refusal("a redirect from https to http is refused".into()))
-            } else {
-                attempt.follow()
-            }
-        });
+        let redirects = if !follow_redirects {
+            reqwest::redirect::Policy::none()
+        } else {
+            reqwest::redirect::Policy::custom(|attempt| {
+                let first = attempt.previous().first().and_then(Url::host_str);
+                if attempt.previous().len() > MAX_REDIRECTS {
+                    attempt.error(Refusal(format!("more than {MAX_REDIRECTS} redirects")))
+                } else if first != attempt.url().host_str() {
+                    let to = attempt.url().host_str().unwrap_or("?").to_string();
+                    attempt.error(Refusal(format!(
+                        "the server redirected to another host ({to}), which is refused"
+                    )))
+                } else if attempt.url().scheme() != "https"
+                    && attempt.previous().last().map(Url::scheme) == Some("https")
+                {
+                    attempt.error(Refusal("a redirect from https to http is refused".into()))
+                } else {
+                    attempt.follow()
+                }
+            })
+        };
         let client = reqwest::Client::builder()
             .dns_resolver(Arc::new(PolicyResolver {
                 policy: Arc::clone(&policy),
@@ -366,6 +398,44 @@ impl Egress {
         let _slot = self.take_slot(caller)?;
         let fetched = tokio::time::timeout(self.limits.total, self.fetch(url)).await;
         fetched.unwrap_or_else(|_| {
+            Err(EgressError::Failed(format!(
+                "no answer within {} s",
+                self.limits.total.as_secs()
+            )))
+        })
+    }
+
+    /// POST `body` with `headers` to `url` on behalf of `caller`: the answer's status
+    /// (whatever it is), its body read up to `Limits::body` bytes and dropped.
+    pub async fn post(
+        &self,
+        caller: &str,
+        url: &Url,
+        headers: reqwest::header::HeaderMap,
+        body: Vec<u8>,
+    ) -> Result<u16, EgressError> {
+        self.check(url)?;
+        let _slot = self.take_slot(caller)?;
+        let posted = tokio::time::timeout(self.limits.total, async {
+            let mut response = self
+                .client
+                .post(url.clone())
+                .headers(headers)
+                .body(body)
+                .send()
+                .await
+                .map_err(|e| self.failure(&e))?;
+            let mut read = 0;
+            while let Some(chunk) = response.chunk().await.map_err(|e| self.failure(&e))? {
+                read += chunk.len();
+                if read > self.limits.body {
+                    break;
+                }
+            }
+            Ok(response.status().as_u16())
+        })
+        .await;
+        posted.unwrap_or_else(|_| {
             Err(EgressError::Failed(format!(
                 "no answer within {} s",
                 self.limits.total.as_secs()

@@ -23,6 +23,10 @@ pub struct Alert {
     /// The approval concerned (approval kinds only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval: Option<ApprovalAlert>,
+    /// The webhook endpoint concerned (`test`, `webhook-disabled`): a test event is
+    /// delivered to it alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webhook_id: Option<String>,
 }
 
 /// What an approval event says of the payment held for the owner.
@@ -73,4 +77,72 @@ pub enum EventKind {
     ApprovalRequested,
     /// An approval was approved, denied, expired or ran (opt-in, as above).
     ApprovalUpdated,
+    /// The owner asked for a test delivery to one webhook endpoint (`webhooks`); only
+    /// that endpoint receives it.
+    Test,
+    /// A webhook endpoint failed for about three days and berthd stopped delivering to
+    /// it (opt-in, like the alerts).
+    WebhookDisabled,
+    /// A phone or app was paired (not a console sign-in; opt-in, like the alerts).
+    DevicePaired,
+}
+
+impl EventKind {
+    /// Every kind, in the order the documentation lists them.
+    pub const ALL: [EventKind; 16] = [
+        EventKind::MovementCreated,
+        EventKind::MovementUpdated,
+        EventKind::ChannelLagging,
+        EventKind::VtxoExpiring,
+        EventKind::ExitStarted,
+        EventKind::ExitClaimable,
+        EventKind::ExitReserveLow,
+        EventKind::ArkServerUnreachable,
+        EventKind::SeedRecovery,
+        EventKind::BackupFailed,
+        EventKind::DiskFull,
+        EventKind::ApprovalRequested,
+        EventKind::ApprovalUpdated,
+        EventKind::Test,
+        EventKind::WebhookDisabled,
+        EventKind::DevicePaired,
+    ];
+
+    /// The kind's name: its serialised form, and the API's `type`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            EventKind::MovementCreated => "movement-created",
+            EventKind::MovementUpdated => "movement-updated",
+            EventKind::ChannelLagging => "channel-lagging",
+            EventKind::VtxoExpiring => "vtxo-expiring",
+            EventKind::ExitStarted => "exit-started",
+            EventKind::ExitClaimable => "exit-claimable",
+            EventKind::ExitReserveLow => "exit-reserve-low",
+            EventKind::ArkServerUnreachable => "ark-server-unreachable",
+            EventKind::SeedRecovery => "seed-recovery",
+            EventKind::BackupFailed => "backup-failed",
+            EventKind::DiskFull => "disk-full",
+            EventKind::ApprovalRequested => "approval-requested",
+            EventKind::ApprovalUpdated => "approval-updated",
+            EventKind::Test => "test",
+            EventKind::WebhookDisabled => "webhook-disabled",
+            EventKind::DevicePaired => "device-paired",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::EventKind;
+
+    /// The names are the serialised forms, so the store and the API agree.
+    #[test]
+    fn names_are_the_serialised_forms() {
+        for kind in EventKind::ALL {
+            assert_eq!(
+                serde_json::to_value(kind).expect("serialise"),
+                serde_json::Value::String(kind.name().into())
+            );
+        }
+    }
 }

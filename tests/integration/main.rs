@@ -39,3 +39,4 @@ mod store_crash;
 mod store_differential;
 mod store_migration;
 mod systemd;
+mod webhooks;

@@ -174,6 +174,22 @@ async fn pair_inner(state: AppState, request: Request) -> Result<Json<PairRespon
         .pair(&body.code, &body.name, peer, false)
         .await?;
     crate::api::v1::rules::start_device(&state, &device).await?;
+    // Told to the owner's other devices and webhooks: a new phone can move funds.
+    let alert = crate::events::Alert {
+        message: format!(
+            "A new device was paired: {} (scopes: {})",
+            device.name,
+            device.scopes.names().join(", ")
+        ),
+        ..crate::events::Alert::default()
+    };
+    if let Err(e) = state
+        .events
+        .alert(crate::events::EventKind::DevicePaired, alert)
+        .await
+    {
+        tracing::warn!(error = %e, "cannot record device-paired");
+    }
     Ok(Json(PairResponse {
         token: token.expose().to_string(),
         device: device.into(),

@@ -21,14 +21,16 @@ pub mod notifications;
 pub mod nwc;
 pub mod onchain;
 pub mod page_cache;
+pub mod push;
 pub mod rules;
 pub mod wallet;
+pub mod webhooks;
 
 use crate::api::routes::Routes;
 
 /// Every `/api/v1` route, declared by its group (`api::routes`).
 pub fn routes() -> Routes {
-    let groups: [fn(Routes) -> Routes; 16] = [
+    let groups: [fn(Routes) -> Routes; 18] = [
         wallet::routes,
         onchain::routes,
         bitcoin::routes,
@@ -45,6 +47,8 @@ pub fn routes() -> Routes {
         rules::routes,
         approvals::routes,
         export::routes,
+        webhooks::routes,
+        push::routes,
     ];
     groups
         .into_iter()

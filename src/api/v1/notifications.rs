@@ -118,6 +118,9 @@ pub struct AlertNotification {
     /// The approval concerned (`approval-requested`, `approval-updated`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub approval: Option<crate::events::vocabulary::ApprovalAlert>,
+    /// The webhook endpoint concerned (`test`, `webhook-disabled`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub webhook_id: Option<String>,
 }
 
 impl AlertNotification {
@@ -130,6 +133,7 @@ impl AlertNotification {
             blocks_left: a.blocks_left,
             shortfall_sat: a.shortfall_sat,
             approval: a.approval.clone(),
+            webhook_id: a.webhook_id.clone(),
         }
     }
 }
@@ -157,6 +161,11 @@ fn render(event: &Event) -> &RawValue {
         serde_json::value::to_raw_value(&notification)
             .expect("a notification is plain data and always serialises")
     })
+}
+
+/// An event's type and JSON for a webhook's payload (`webhooks::Render`).
+pub fn webhook_data(event: &Event) -> (&'static str, &RawValue) {
+    (type_name(event.kind), render(event))
 }
 
 /// A notification as delivered: an event of the log, or the "you missed some" marker.
@@ -201,25 +210,20 @@ pub struct TypeFilter {
 /// (`types=` absent) receives it: barkd's three are sent to everyone; Berth's own
 /// (alerts, from later issues) only to clients that name them, so a strict barkd
 /// client never meets a `type` it does not know.
-const TYPES: [(EventKind, &str, bool); 13] = [
-    (EventKind::MovementCreated, "movement-created", true),
-    (EventKind::MovementUpdated, "movement-updated", true),
-    (EventKind::ChannelLagging, "channel-lagging", true),
-    (EventKind::VtxoExpiring, "vtxo-expiring", false),
-    (EventKind::ExitStarted, "exit-started", false),
-    (EventKind::ExitClaimable, "exit-claimable", false),
-    (EventKind::ExitReserveLow, "exit-reserve-low", false),
-    (
-        EventKind::ArkServerUnreachable,
-        "ark-server-unreachable",
-        false,
-    ),
-    (EventKind::SeedRecovery, "seed-recovery", false),
-    (EventKind::BackupFailed, "backup-failed", false),
-    (EventKind::DiskFull, "disk-full", false),
-    (EventKind::ApprovalRequested, "approval-requested", false),
-    (EventKind::ApprovalUpdated, "approval-updated", false),
-];
+const TYPES: [(EventKind, &str, bool); 16] = {
+    let mut types = [(EventKind::MovementCreated, "", false); 16];
+    let mut i = 0;
+    while i < EventKind::ALL.len() {
+        let kind = EventKind::ALL[i];
+        let standard = matches!(
+            kind,
+            EventKind::MovementCreated | EventKind::MovementUpdated | EventKind::ChannelLagging
+        );
+        types[i] = (kind, kind.name(), standard);
+        i += 1;
+    }
+    types
+};
 
 /// Every notification type's API name (the console's overview listens for them all).
 pub fn type_names() -> Vec<&'static str> {
@@ -227,7 +231,7 @@ pub fn type_names() -> Vec<&'static str> {
 }
 
 /// The API name of a kind.
-fn type_name(kind: EventKind) -> &'static str {
+pub fn type_name(kind: EventKind) -> &'static str {
     TYPES
         .iter()
         .find(|t| t.0 == kind)
@@ -792,23 +796,10 @@ mod tests {
 
     #[test]
     fn every_event_kind_has_its_api_name_and_defaults_to_standard_only() {
-        let kinds = [
-            EventKind::MovementCreated,
-            EventKind::MovementUpdated,
-            EventKind::ChannelLagging,
-            EventKind::VtxoExpiring,
-            EventKind::ExitStarted,
-            EventKind::ExitClaimable,
-            EventKind::ExitReserveLow,
-            EventKind::ArkServerUnreachable,
-            EventKind::SeedRecovery,
-            EventKind::BackupFailed,
-            EventKind::DiskFull,
-            EventKind::ApprovalRequested,
-            EventKind::ApprovalUpdated,
-        ];
+        let kinds = EventKind::ALL;
         for kind in kinds {
-            // Exhaustive: a new kind fails to compile here until it is listed above.
+            // Exhaustive: a new kind fails to compile here until it is listed here and
+            // in `EventKind::ALL`.
             match kind {
                 EventKind::MovementCreated
                 | EventKind::MovementUpdated
@@ -822,7 +813,10 @@ mod tests {
                 | EventKind::BackupFailed
                 | EventKind::DiskFull
                 | EventKind::ApprovalRequested
-                | EventKind::ApprovalUpdated => {}
+                | EventKind::ApprovalUpdated
+                | EventKind::Test
+                | EventKind::WebhookDisabled
+                | EventKind::DevicePaired => {}
             }
             let (_, name, _) = TYPES
                 .iter()
