@@ -10,7 +10,8 @@
 //! (`wallet`), unlock a wallet whose seed waits for its passphrase (`unlock`), receive
 //! (a new on-chain or Ark address with its QR code, `receive`), the
 //! devices (list, revoke, and a pairing QR code for a phone), the apps connected over
-//! Nostr Wallet Connect (list, connect with a QR code, revoke: `apps`), the backups (list, back up
+//! Nostr Wallet Connect (list, connect with a QR code, revoke: `apps`), the webhooks and
+//! each device's push notifications (`webhooks`), the backups (list, back up
 //! now, download a fresh one) and the settings (those in effect, read-only; on the
 //! appliance, applying the card's settings again at the next start). A browser's
 //! session is a device credential in a cookie (`session`). Every page and form is
@@ -32,6 +33,7 @@ pub mod session;
 mod settings;
 mod unlock;
 pub mod wallet;
+mod webhooks;
 
 use std::net::IpAddr;
 
@@ -93,6 +95,42 @@ fn declare<D: routes::Declare>(table: D) -> D {
         )
         .form("/console/approvals/{id}/deny", Page(Admin), household::deny)
         .form("/console/pairing", Page(Admin), pairing)
+        .page("/console/webhooks", Page(Admin), webhooks::webhooks)
+        .form("/console/webhooks", Page(Admin), webhooks::add)
+        .page("/console/webhooks/{id}", Page(Admin), webhooks::webhook)
+        .form("/console/webhooks/{id}/test", Page(Admin), webhooks::test)
+        .form("/console/webhooks/{id}/pause", Page(Admin), webhooks::pause)
+        .form(
+            "/console/webhooks/{id}/resume",
+            Page(Admin),
+            webhooks::resume,
+        )
+        .form(
+            "/console/webhooks/{id}/remove",
+            Page(Admin),
+            webhooks::remove,
+        )
+        .form(
+            "/console/webhooks/{id}/rotate",
+            Page(Admin),
+            webhooks::rotate,
+        )
+        .form(
+            "/console/webhooks/{id}/deliveries/{delivery}/redeliver",
+            Page(Admin),
+            webhooks::redeliver,
+        )
+        .page("/console/devices/{id}/push", Page(Admin), webhooks::push)
+        .form(
+            "/console/devices/{id}/push",
+            Page(Admin),
+            webhooks::set_push,
+        )
+        .form(
+            "/console/devices/{id}/push/stop",
+            Page(Admin),
+            webhooks::stop_push,
+        )
         .page("/console/apps", Page(Admin), apps::apps)
         .form("/console/apps", Page(Admin), apps::connect)
         .form("/console/apps/{id}/revoke", Page(Admin), apps::revoke)
@@ -221,6 +259,8 @@ struct DeviceRow {
     scopes: String,
     /// Its spending rules in a few words.
     rules: String,
+    /// Its push notifications in a few words.
+    push: String,
     created_at: String,
 }
 
@@ -449,11 +489,13 @@ async fn devices_page(
                 "unknown".into()
             }
         };
+        let push = webhooks::push_summary(state, &d.id).await;
         rows.push(DeviceRow {
             id: d.id,
             name: d.name,
             scopes: d.scopes.names().join(", "),
             rules,
+            push,
             created_at: d.created_at.format("%Y-%m-%d %H:%M UTC").to_string(),
         });
     }

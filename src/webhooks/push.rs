@@ -96,7 +96,10 @@ pub struct Push {
 }
 
 fn sats(amount: i64) -> String {
-    format!("{} sat", crate::engine::spending::sats(amount.unsigned_abs()))
+    format!(
+        "{} sat",
+        crate::engine::spending::sats(amount.unsigned_abs())
+    )
 }
 
 /// The push for `event`, if `categories` and what `listener` may see let it through.

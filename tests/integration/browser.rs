@@ -478,6 +478,7 @@ fn run_flow(chromium: &Path, target: &Target) {
                 "new-devices",
             ),
             ("/console/apps", "Connect an app", "apps"),
+            ("/console/webhooks", "Add a webhook", "webhooks"),
         ];
         for (width, height, mobile, prefix) in [
             (390, 844, true, "9-phone"),

@@ -892,3 +892,98 @@ fn an_app_is_connected_with_a_budget_and_revoked_from_the_console() {
     );
     assert_eq!(listed.as_array().map(Vec::len), Some(1), "{listed}");
 }
+
+/// The webhooks page adds a webhook (its secret shown once), sends a test event and
+/// shows its delivery, gives a new secret, pauses it; a device's push settings are set
+/// on its behalf, refused where the egress policy refuses, shown on the devices page,
+/// and stopped.
+#[test]
+fn webhooks_and_a_devices_push_are_set_from_the_console() {
+    let receiver = crate::webhooks::Receiver::start();
+    let (_tmp, datadir) = harness::new_datadir();
+    let daemon = Daemon::start(&datadir, &["-q"]);
+    let admin = admin_session(&daemon, &datadir);
+    let own = origin(&daemon);
+    let form = |path: &str, body: &str| {
+        post_form(
+            daemon.port,
+            path,
+            &[("Origin", &own), ("Cookie", &admin)],
+            body,
+        )
+    };
+    let (status, html) = page(&daemon, "/console/webhooks", &admin);
+    assert_eq!(status, 200, "{html}");
+    assert!(html.contains("No webhooks yet"), "{html}");
+
+    let (status, html) = form(
+        "/console/webhooks",
+        "url=ftp%3A%2F%2Fx%2F&type-device-paired=on",
+    );
+    assert_eq!(status, 400);
+    assert!(html.contains("http:// or https://"), "{html}");
+    let (status, html) = form(
+        "/console/webhooks",
+        &format!(
+            "url={}&description=Home+Assistant&type-device-paired=on&type-backup-failed=on",
+            receiver.url().replace(':', "%3A").replace('/', "%2F")
+        ),
+    );
+    assert_eq!(status, 200, "{html}");
+    assert!(html.contains("whsec_"), "the secret, once: {html}");
+    assert!(html.contains("backup-failed, device-paired"), "{html}");
+    let bearer = format!("Bearer {}", harness::token(&datadir));
+    let listed = json_of(
+        &daemon
+            .get("/api/v1/webhooks", &[("Authorization", &bearer)])
+            .1,
+    );
+    let id = listed[0]["id"].as_str().expect("id").to_string();
+    assert_eq!(listed[0]["description"], "Home Assistant");
+    let (_, html) = page(&daemon, "/console/webhooks", &admin);
+    assert!(!html.contains("whsec_"), "shown once: {html}");
+    assert!(html.contains("Delivering"), "{html}");
+
+    let (status, _) = form(&format!("/console/webhooks/{id}/test"), "");
+    assert_eq!(status, 303);
+    harness::wait_until("the test delivered", 10, || receiver.delivered().len() == 1);
+    let (status, html) = page(&daemon, &format!("/console/webhooks/{id}"), &admin);
+    assert_eq!(status, 200, "{html}");
+    assert!(html.contains("Delivered (HTTP 204)"), "{html}");
+    assert!(html.contains("test #"), "{html}");
+    let (status, html) = form(&format!("/console/webhooks/{id}/rotate"), "");
+    assert_eq!(status, 200);
+    assert!(
+        html.contains("New signing secret") && html.contains("whsec_"),
+        "{html}"
+    );
+    let (status, _) = form(&format!("/console/webhooks/{id}/pause"), "");
+    assert_eq!(status, 303);
+    let (_, html) = page(&daemon, "/console/webhooks", &admin);
+    assert!(html.contains("Paused") && html.contains("Resume"), "{html}");
+
+    // A device's push, set on its behalf.
+    let (_, phone) = harness::pair_device(&daemon, &datadir, "read");
+    let (status, html) = page(&daemon, &format!("/console/devices/{phone}/push"), &admin);
+    assert_eq!(status, 200, "{html}");
+    let (status, html) = form(
+        &format!("/console/devices/{phone}/push"),
+        "url=http%3A%2F%2F192.168.1.5%2Ftopic&category-payments=on",
+    );
+    assert_eq!(status, 400);
+    assert!(html.contains("[egress] allow"), "{html}");
+    let (status, _) = form(
+        &format!("/console/devices/{phone}/push"),
+        "url=https%3A%2F%2Fntfy.example%2Fmy-topic&category-payments=on&category-approvals=on",
+    );
+    assert_eq!(status, 303);
+    let (_, html) = page(&daemon, "/console/devices", &admin);
+    assert!(
+        html.contains("payments, approvals to ntfy.example"),
+        "{html}"
+    );
+    let (status, _) = form(&format!("/console/devices/{phone}/push/stop"), "");
+    assert_eq!(status, 303);
+    let (_, html) = page(&daemon, "/console/devices", &admin);
+    assert!(!html.contains("ntfy.example"), "{html}");
+}

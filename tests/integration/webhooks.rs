@@ -27,7 +27,7 @@ enum Reply {
 
 /// One request the receiver took.
 #[derive(Debug, Clone)]
-struct Received {
+pub(crate) struct Received {
     headers: HashMap<String, String>,
     body: String,
     #[allow(dead_code)]
@@ -48,14 +48,14 @@ impl Received {
 
 /// A loopback webhook receiver: answers from a script of replies (then 204), and keeps
 /// everything it took.
-struct Receiver {
+pub(crate) struct Receiver {
     port: u16,
     script: Arc<Mutex<VecDeque<Reply>>>,
     received: Arc<Mutex<Vec<Received>>>,
 }
 
 impl Receiver {
-    fn start() -> Receiver {
+    pub(crate) fn start() -> Receiver {
         Self::on(TcpListener::bind("127.0.0.1:0").expect("bind"))
     }
 
@@ -78,7 +78,7 @@ impl Receiver {
         }
     }
 
-    fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("http://127.0.0.1:{}/hook", self.port)
     }
 
@@ -91,7 +91,7 @@ impl Receiver {
     }
 
     /// The deliveries it answered 2xx, in the order they came.
-    fn delivered(&self) -> Vec<Received> {
+    pub(crate) fn delivered(&self) -> Vec<Received> {
         self.received()
             .into_iter()
             .filter(|r| (200..300).contains(&r.answered))
