@@ -6,6 +6,7 @@
 pub mod browser;
 pub mod nwc;
 pub mod tls;
+pub mod webhooks;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{IpAddr, TcpStream};

@@ -899,7 +899,7 @@ fn an_app_is_connected_with_a_budget_and_revoked_from_the_console() {
 /// and stopped.
 #[test]
 fn webhooks_and_a_devices_push_are_set_from_the_console() {
-    let receiver = crate::webhooks::Receiver::start();
+    let receiver = harness::webhooks::Receiver::start();
     let (_tmp, datadir) = harness::new_datadir();
     let daemon = Daemon::start(&datadir, &["-q"]);
     let admin = admin_session(&daemon, &datadir);

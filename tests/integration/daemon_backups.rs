@@ -160,11 +160,12 @@ fn scheduled_backups_follow_changes_are_verified_rotated_and_reported() {
     std::thread::sleep(std::time::Duration::from_secs(4));
     assert_eq!(backups_in(&dir), settled);
 
-    // A paired device is not wallet state: backups never carry credentials (a restored
-    // box pairs again), so pairing is not a change to back up.
-    harness::pair_device(&daemon, &datadir, "read");
+    // A new credential is not wallet state: backups never carry credentials (a restored
+    // box pairs again), so a browser signing in is not a change to back up. (Pairing a
+    // phone is: it records a `device-paired` event, and the event log is backed up.)
+    harness::console_session(daemon.port, &datadir, "read", "Laptop");
     std::thread::sleep(std::time::Duration::from_secs(3));
-    assert_eq!(backups_in(&dir), settled, "pairing wrote a backup");
+    assert_eq!(backups_in(&dir), settled, "a sign-in wrote a backup");
 
     // A change (a new movement) is backed up; another rotates the oldest out (keep 2).
     let newest = |names: Vec<String>| names.last().cloned();
