@@ -23,6 +23,31 @@ pub fn push_id(device_id: &str) -> String {
     format!("push-{device_id}")
 }
 
+/// Read endpoint `id` inside `tx`, let `change` change it and write it back: the record
+/// after; `None` when there is no such endpoint, or `change`'s error (nothing written
+/// either way).
+fn change_in<E>(
+    tx: &redb::WriteTransaction,
+    id: &str,
+    ctx: &'static str,
+    change: impl FnOnce(&mut WebhookRecord) -> Result<(), E>,
+) -> Result<Option<Result<WebhookRecord, E>>, StoreError> {
+    let mut table = tx.open_table(WEBHOOKS).ctx(ctx)?;
+    let Some(mut record) = table
+        .get(id)
+        .ctx(ctx)?
+        .map(|v| v.value().decode())
+        .transpose()?
+    else {
+        return Ok(None);
+    };
+    if let Err(e) = change(&mut record) {
+        return Ok(Some(Err(e)));
+    }
+    table.insert(id, Envelope::encode(&record)?).ctx(ctx)?;
+    Ok(Some(Ok(record)))
+}
+
 /// Remove device `id`'s push subscription and its deliveries, inside the caller's
 /// transaction (the device is being unpaired).
 pub(super) fn forget_device(
@@ -172,22 +197,10 @@ impl Store {
         const CTX: &str = "changing a webhook";
         let id = id.to_string();
         self.write(CTX, move |tx| {
-            let mut table = tx.open_table(WEBHOOKS).ctx(CTX)?;
-            let Some(mut record) = table
-                .get(id.as_str())
-                .ctx(CTX)?
-                .map(|v| v.value().decode())
-                .transpose()?
-            else {
-                return Ok(Ok(None));
-            };
-            if let Err(e) = change(&mut record) {
-                return Ok(Err(e));
-            }
-            table
-                .insert(id.as_str(), Envelope::encode(&record)?)
-                .ctx(CTX)?;
-            Ok(Ok(Some(record)))
+            Ok(match change_in(tx, &id, CTX, change)? {
+                None => Ok(None),
+                Some(changed) => changed.map(Some),
+            })
         })
         .await
     }
@@ -227,19 +240,13 @@ impl Store {
         const CTX: &str = "recording a webhook delivery";
         let id = id.to_string();
         self.write(CTX, move |tx| {
-            let mut table = tx.open_table(WEBHOOKS).ctx(CTX)?;
-            let Some(mut record) = table
-                .get(id.as_str())
-                .ctx(CTX)?
-                .map(|v| v.value().decode())
-                .transpose()?
-            else {
+            let changed = change_in(tx, &id, CTX, |r| {
+                outcome(r);
+                Ok::<(), std::convert::Infallible>(())
+            })?;
+            let Some(Ok(record)) = changed else {
                 return Ok(None);
             };
-            outcome(&mut record);
-            table
-                .insert(id.as_str(), Envelope::encode(&record)?)
-                .ctx(CTX)?;
             let mut meta = tx.open_table(META).ctx(CTX)?;
             let delivery_id = meta
                 .get(meta_keys::LAST_WEBHOOK_DELIVERY_ID)

@@ -946,10 +946,14 @@ fn webhooks_and_a_devices_push_are_set_from_the_console() {
 
     let (status, _) = form(&format!("/console/webhooks/{id}/test"), "");
     assert_eq!(status, 303);
-    harness::wait_until("the test delivered", 10, || receiver.delivered().len() == 1);
+    harness::wait_until("the test delivered and recorded", 10, || {
+        receiver.delivered().len() == 1
+            && page(&daemon, &format!("/console/webhooks/{id}"), &admin)
+                .1
+                .contains("Delivered (HTTP 204)")
+    });
     let (status, html) = page(&daemon, &format!("/console/webhooks/{id}"), &admin);
     assert_eq!(status, 200, "{html}");
-    assert!(html.contains("Delivered (HTTP 204)"), "{html}");
     assert!(html.contains("test #"), "{html}");
     let (status, html) = form(&format!("/console/webhooks/{id}/rotate"), "");
     assert_eq!(status, 200);
