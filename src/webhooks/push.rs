@@ -9,9 +9,14 @@
 //! only its own when its rules say `history: own`. Amounts and addresses stay out of
 //! the text unless the device opted in (`details`): a lock screen is not private.
 
-use bark::movement::MovementStatus;
+use std::sync::Arc;
 
+use bark::movement::MovementStatus;
+use reqwest::Url;
+
+use super::{WebhookError, WebhookView, Webhooks, check_url, now_us, sign};
 use crate::events::{Event, EventKind};
+use crate::store::webhooks::{PushTarget, WebhookRecord, push_id};
 
 /// What a device may choose to hear.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -264,6 +269,106 @@ pub fn render(
             "warning",
         ),
         EventKind::ChannelLagging | EventKind::Test => None,
+    }
+}
+
+/// A device's subscription, as the API and the console manage it.
+impl Webhooks {
+    /// Set device `device_id`'s push subscription: where (checked by the egress policy
+    /// for destinations clients name), which categories, with details or not. It hears
+    /// what is appended from now on (a new subscription) or goes on where it was.
+    pub async fn set_push(
+        self: &Arc<Self>,
+        device_id: &str,
+        url: String,
+        categories: Vec<String>,
+        details: bool,
+    ) -> Result<WebhookView, WebhookError> {
+        check_url(&url)?;
+        let parsed = Url::parse(&url).map_err(|e| WebhookError::Invalid(e.to_string()))?;
+        self.push_egress
+            .check(&parsed)
+            .map_err(|e| WebhookError::Invalid(e.to_string()))?;
+        if categories.is_empty() {
+            return Err(WebhookError::Invalid(format!(
+                "categories names at least one of {}",
+                Category::ALL.map(|c| c.name()).join(", ")
+            )));
+        }
+        let mut chosen: Vec<String> = Vec::new();
+        for name in categories {
+            if Category::parse(&name).is_none() {
+                return Err(WebhookError::Invalid(format!(
+                    "{name:?} is not a category; the categories are {}",
+                    Category::ALL.map(|c| c.name()).join(", ")
+                )));
+            }
+            if !chosen.contains(&name) {
+                chosen.push(name);
+            }
+        }
+        let fresh = WebhookRecord {
+            url,
+            events: Vec::new(),
+            description: None,
+            secret: sign::new_secret(),
+            previous_secret: None,
+            created_at_us: now_us(),
+            disabled: None,
+            cursor: self.events.latest_id(),
+            failed_attempts: 0,
+            failing_since_us: None,
+            next_attempt_us: 0,
+            redeliver: Vec::new(),
+            push: Some(PushTarget {
+                device_id: device_id.to_string(),
+                categories: chosen,
+                details,
+            }),
+        };
+        let id = push_id(device_id);
+        let record = self
+            .store
+            .put_push(device_id, fresh)
+            .await?
+            .ok_or_else(|| WebhookError::NoSuchWebhook(id.clone()))?;
+        let running = self
+            .workers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&id)
+            .is_some_and(|w| !w.task.is_finished());
+        if running {
+            self.wake(&id);
+        } else {
+            self.spawn(id.clone());
+        }
+        Ok(WebhookView { id, record })
+    }
+
+    /// Device `device_id`'s push subscription, if it has one.
+    pub async fn push_of(&self, device_id: &str) -> Result<Option<WebhookView>, WebhookError> {
+        let id = push_id(device_id);
+        Ok(self
+            .store
+            .webhook(&id)
+            .await?
+            .map(|record| WebhookView { id, record }))
+    }
+
+    /// Remove device `device_id`'s push subscription: `false` when it had none.
+    pub async fn remove_push(&self, device_id: &str) -> Result<bool, WebhookError> {
+        let id = push_id(device_id);
+        let removed = self.store.remove_webhook(&id).await?;
+        if let Some(worker) = self
+            .workers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&id)
+        {
+            worker.task.abort();
+        }
+        Ok(removed)
     }
 }
 
