@@ -426,6 +426,8 @@ impl Daemon {
         } = self;
         // The store is open, the seed unlocked and the port bound: connections queue
         // from here on, and `serve` accepts them at once.
+        // Before anything can answer: from here a SIGTERM is a clean stop.
+        let signalled = crate::shutdown::listen();
         systemd.ready(&format!("serving on {}://{bound}", transport.scheme()));
         let mut stop = fatal.clone();
         let notifier = Arc::clone(&systemd);
@@ -436,7 +438,7 @@ impl Daemon {
             settings.file.server_limits(),
             async move {
                 tokio::select! {
-                    _ = crate::shutdown::signal() => {}
+                    _ = signalled => {}
                     _ = stop.wait_for(Option::is_some) => {}
                 }
                 notifier.stopping();
