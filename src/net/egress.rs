@@ -1,5 +1,5 @@
 //! The egress policy: every outbound fetch berthd makes on a client's behalf (LNURL-pay
-//! and Lightning addresses today; webhooks, push and relays as they come) goes through
+//! and Lightning addresses, Nostr relays, webhooks and push) goes through
 //! one [`Egress`], so that a paired phone cannot turn the box into a way into the home
 //! network, nor exhaust it with one slow or huge answer.
 //!
