@@ -113,71 +113,6 @@ fn percentile(sorted: &[Duration], p: usize) -> f64 {
     sorted[at].as_secs_f64()
 }
 
-/// A webhook for the movement events, and a paired phone's push for payments, on
-/// loopback receivers (`alice` allows 127.0.0.1 in its egress policy).
-fn listeners_of_payments(
-    alice: &Berthd,
-) -> (harness::webhooks::Receiver, harness::webhooks::Receiver) {
-    let hook = harness::webhooks::Receiver::start();
-    let push = harness::webhooks::Receiver::start();
-    alice.post_ok(
-        "/api/v1/webhooks",
-        json!({"url": hook.url(), "events": ["movement-created", "movement-updated"]}),
-    );
-    let uri = harness::open_window(&alice.datadir, "read");
-    let code = harness::uri_param(&uri, "t");
-    let paired = alice.post_ok("/api/v1/pair", json!({"code": code, "name": "phone"}));
-    let phone = format!("Bearer {}", paired["token"].as_str().expect("token"));
-    let body = json!({"url": push.url(), "categories": ["payments"]}).to_string();
-    let (status, raw) = harness::request(
-        alice.port(),
-        "PUT",
-        "/api/v1/devices/me/push",
-        &[
-            ("Authorization", &phone),
-            ("Content-Type", "application/json"),
-        ],
-        Some(&body),
-    );
-    assert_eq!(status, 200, "{raw}");
-    (hook, push)
-}
-
-/// The webhook and the push heard of the receive within a second of the event that
-/// settled it (its timestamp in the webhook's payload).
-fn told_within_a_second(
-    hook: &harness::webhooks::Receiver,
-    push: &harness::webhooks::Receiver,
-    movement: &Value,
-) {
-    let settled = wait_for("the webhook of the settled receive", 10, || {
-        hook.delivered().into_iter().find(|r| {
-            let data = &r.json()["data"]["movement"];
-            data["id"] == movement["id"] && data["status"] == "successful"
-        })
-    });
-    let event_at = chrono::DateTime::parse_from_rfc3339(
-        settled.json()["timestamp"].as_str().expect("timestamp"),
-    )
-    .expect("RFC 3339")
-    .with_timezone(&chrono::Utc);
-    let after = |at: std::time::SystemTime| {
-        (chrono::DateTime::<chrono::Utc>::from(at) - event_at).num_milliseconds()
-    };
-    let pushed = wait_for("the phone's push", 10, || {
-        push.delivered()
-            .into_iter()
-            .find(|r| r.headers.get("title").map(String::as_str) == Some("Payment received"))
-    });
-    assert_eq!(pushed.body, "A payment arrived in your wallet.");
-    let (hook_ms, push_ms) = (after(settled.at), after(pushed.at));
-    println!("lightning: the receive's webhook {hook_ms} ms and push {push_ms} ms after its event");
-    assert!(
-        hook_ms < 1_000 && push_ms < 1_000,
-        "{hook_ms} ms, {push_ms} ms"
-    );
-}
-
 #[test]
 #[ignore = "needs the regtest stack: run scripts/e2e"]
 fn lightning_pays_and_receives_over_real_nodes() {
@@ -350,7 +285,7 @@ fn lightning_pays_and_receives_over_real_nodes() {
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     let frames = alice.websocket_frames(&rt);
     // And a webhook and a phone's push (an ntfy-like receiver), both on loopback.
-    let (hook, phone_push) = listeners_of_payments(&alice);
+    let (hook, phone_push) = crate::listeners::of_payments(&alice);
     let made = alice.post_ok(
         "/api/v1/lightning/receives/invoice",
         json!({"amount_sat": 30_000}),
@@ -412,7 +347,7 @@ fn lightning_pays_and_receives_over_real_nodes() {
         "lightning: a 30,000 sat receive settled in {:.2} s",
         receive_took.as_secs_f64()
     );
-    told_within_a_second(&hook, &phone_push, &movement);
+    crate::listeners::told_within_a_second(&hook, &phone_push, &movement);
 
     // An invoice whose funds go to another wallet's Ark address (bob's): the outside
     // node pays it, and bob's balance rises.

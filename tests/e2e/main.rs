@@ -19,6 +19,7 @@ mod interrupted_receive;
 mod interrupted_refresh;
 mod lightning;
 mod lightning_payments;
+mod listeners;
 mod maintenance_rejected;
 mod manual_sync;
 mod nwc_payments;
@@ -327,7 +328,9 @@ fn ark_payment_between_two_berthds() {
     let stack = Stack::start("ark_payment_between_two_berthds");
     let started = Instant::now();
     let alice = stack.berthd("alice");
-    let bob = stack.berthd("bob");
+    // Bob's webhook and phone listen on loopback, which his egress policy allows.
+    let bob = stack.berthd_with("bob", "[egress]\nallow = [\"127.0.0.1\"]\n");
+    let (hook, phone_push) = listeners::of_payments(&bob);
     board_and_confirm(&stack, &alice, 400_000);
 
     let bob_address = bob.post_ok("/api/v1/wallet/addresses/next", json!({}))["address"]
@@ -407,6 +410,7 @@ fn ark_payment_between_two_berthds() {
     let receive = &bob_history[0];
     assert_eq!(receive["subsystem"]["kind"], "receive", "{bob_history}");
     assert_eq!(receive["effective_balance_sat"], 150_000, "{bob_history}");
+    listeners::told_within_a_second(&hook, &phone_push, receive);
     // Annotate the payment; the history shows the note.
     let (status, body) = alice.post(
         &format!("/api/v1/history/{movement_id}/metadata"),
