@@ -80,7 +80,8 @@ pub fn micros(at: DateTime<Utc>) -> u64 {
     u64::try_from(at.timestamp_micros()).unwrap_or(0)
 }
 
-fn now_us() -> u64 {
+/// Now, in microseconds since the Unix epoch (0 before it).
+pub fn now_us() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))

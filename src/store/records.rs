@@ -386,8 +386,9 @@ pub struct NwcRequestRecord {
 }
 
 /// A webhook endpoint the owner registered (`webhooks`), with where its delivery
-/// stands. Stored as JSON (record kind `berth.webhook`, version 1).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+/// stands. Stored as JSON (record kind `berth.webhook`, version 1). Its `Debug` leaves
+/// the secrets out.
+#[derive(Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct WebhookRecord {
     pub url: String,
     /// The event types it receives (`*`: all of them).
@@ -433,11 +434,40 @@ pub struct PushTarget {
     pub details: bool,
 }
 
-/// A rotated secret, signed with beside the new one for a while.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+/// A rotated secret, signed with beside the new one for a while (`Debug` leaves it out).
+#[derive(Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PreviousSecret {
     pub secret: String,
     pub until_us: u64,
+}
+
+impl std::fmt::Debug for WebhookRecord {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WebhookRecord")
+            .field("url", &"<withheld>")
+            .field("events", &self.events)
+            .field("description", &self.description)
+            .field("secret", &"<withheld>")
+            .field("previous_secret", &self.previous_secret)
+            .field("created_at_us", &self.created_at_us)
+            .field("disabled", &self.disabled)
+            .field("cursor", &self.cursor)
+            .field("failed_attempts", &self.failed_attempts)
+            .field("failing_since_us", &self.failing_since_us)
+            .field("next_attempt_us", &self.next_attempt_us)
+            .field("redeliver", &self.redeliver)
+            .field("push", &self.push)
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for PreviousSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PreviousSecret")
+            .field("secret", &"<withheld>")
+            .field("until_us", &self.until_us)
+            .finish()
+    }
 }
 
 /// Why and since when an endpoint receives nothing.

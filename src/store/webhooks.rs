@@ -363,6 +363,21 @@ mod tests {
         }
     }
 
+    /// Neither the secrets nor the URL (which may carry the receiver's token) reach a
+    /// log through `Debug`.
+    #[test]
+    fn a_records_debug_withholds_its_secrets_and_url() {
+        let mut record = endpoint();
+        record.previous_secret = Some(PreviousSecret {
+            secret: "whsec_b2xkIHNlY3JldCBvZiB0aGUgb3duZXI=".into(),
+            until_us: 9,
+        });
+        let shown = format!("{record:?}");
+        assert!(!shown.contains("whsec_"), "{shown}");
+        assert!(!shown.contains("127.0.0.1"), "{shown}");
+        assert!(shown.contains("cursor: 0"), "{shown}");
+    }
+
     /// A delivery moves the cursor in the same transaction; rows are bounded per
     /// endpoint and go with it; ids only grow across endpoints.
     #[tokio::test]

@@ -20,7 +20,7 @@ use tokio::sync::Notify;
 
 use super::{Webhooks, now_us, push, sign};
 use crate::events::{Alert, Event, EventKind, Woken};
-use crate::net::egress::EgressError;
+use crate::net::egress::{Egress, EgressError};
 use crate::store::webhooks::{Disabled, WebhookDeliveryRecord, WebhookRecord};
 
 /// The wait before each retry of an event that failed: the first within 10 s of the
@@ -59,7 +59,7 @@ struct Attempt {
 
 impl Attempt {
     fn delivered(&self) -> bool {
-        self.error.is_none() && self.response_code.is_some_and(|c| (200..300).contains(&c))
+        self.error.is_none()
     }
 }
 
@@ -178,19 +178,6 @@ impl Webhooks {
                     continue;
                 }
             };
-            let device = match &record.push {
-                Some(target) => match self.device(&target.device_id).await {
-                    Ok(device) => Some(device),
-                    Err(e) => {
-                        tracing::warn!(target: "berth::webhooks", webhook = %id, error = %e, "cannot read the device");
-                        if !pause(&self, &wake, STORE_RETRY).await {
-                            return;
-                        }
-                        continue;
-                    }
-                },
-                None => None,
-            };
             if record.disabled.is_some() {
                 if !pause(&self, &wake, IDLE).await {
                     return;
@@ -205,6 +192,21 @@ impl Webhooks {
                 }
                 continue;
             }
+            // Read only when there is something to send: its scopes and rules decide
+            // what it hears.
+            let device = match &record.push {
+                Some(target) => match self.device(&target.device_id).await {
+                    Ok(device) => Some(device),
+                    Err(e) => {
+                        tracing::warn!(target: "berth::webhooks", webhook = %id, error = %e, "cannot read the device");
+                        if !pause(&self, &wake, STORE_RETRY).await {
+                            return;
+                        }
+                        continue;
+                    }
+                },
+                None => None,
+            };
             // A redelivery the owner asked for goes first.
             if let Some(&event_id) = record.redeliver.first() {
                 let event = match self.events.read_after(event_id.saturating_sub(1), 1).await {
@@ -384,12 +386,17 @@ impl Webhooks {
                     .as_ref()
                     .is_some_and(|d| d.by_failures && d.at_us == at_us) =>
             {
-                tracing::warn!(target: "berth::webhooks", webhook = %id, url = %after.url, "webhook disabled: it kept failing");
+                // The host only, here and in the event: a URL may carry the receiver's
+                // token, and the event reaches devices that may read but not administer.
+                let host = Url::parse(&after.url)
+                    .ok()
+                    .and_then(|u| u.host_str().map(str::to_string))
+                    .unwrap_or_default();
+                tracing::warn!(target: "berth::webhooks", webhook = %id, %host, "webhook disabled: it kept failing");
                 let alert = Alert {
                     message: format!(
-                        "berthd stopped sending webhooks to {}: it failed for about three days. \
-                         Fix the receiver and enable the webhook again to resume.",
-                        after.url
+                        "berthd stopped sending webhook {id} (to {host}): it failed for about three \
+                         days. Fix the receiver and enable the webhook again to resume."
                     ),
                     webhook_id: Some(id.to_string()),
                     ..Alert::default()
@@ -438,17 +445,6 @@ impl Webhooks {
         event: &Event,
         push: &push::Push,
     ) -> Attempt {
-        let started = Instant::now();
-        let url = match Url::parse(&record.url) {
-            Ok(url) => url,
-            Err(e) => {
-                return Attempt {
-                    response_code: None,
-                    error: Some(format!("the URL is not valid: {e}")),
-                    latency: started.elapsed(),
-                };
-            }
-        };
         let mut headers = HeaderMap::new();
         headers.insert(
             CONTENT_TYPE,
@@ -465,26 +461,18 @@ impl Webhooks {
                 headers.insert(name, value);
             }
         }
-        let caller = format!("push:{id}");
-        let sent = self
-            .push_egress
-            .post(&caller, &url, headers, push.message.clone().into_bytes())
-            .await;
-        outcome(sent, started)
+        post(
+            &self.push_egress,
+            &format!("push:{id}"),
+            &record.url,
+            headers,
+            push.message.clone().into_bytes(),
+        )
+        .await
     }
 
     /// One signed POST of `event` to the endpoint.
     async fn send(&self, id: &str, record: &WebhookRecord, event: &Event) -> Attempt {
-        let started = Instant::now();
-        let failed = |error: String| Attempt {
-            response_code: None,
-            error: Some(error),
-            latency: started.elapsed(),
-        };
-        let url = match Url::parse(&record.url) {
-            Ok(url) => url,
-            Err(e) => return failed(format!("the URL is not valid: {e}")),
-        };
         let (name, data) = (self.render)(event);
         let body = format!(
             r#"{{"type":"{name}","timestamp":"{}","data":{}}}"#,
@@ -512,29 +500,42 @@ impl Webhooks {
                 headers.insert(name, value);
             }
         }
-        let sent = self
-            .egress
-            .post(&format!("webhook:{id}"), &url, headers, body.into_bytes())
-            .await;
-        outcome(sent, started)
+        post(
+            &self.egress,
+            &format!("webhook:{id}"),
+            &record.url,
+            headers,
+            body.into_bytes(),
+        )
+        .await
     }
 }
 
-/// An answer (or none) as an attempt's outcome: any 2xx is delivered.
-fn outcome(sent: Result<u16, EgressError>, started: Instant) -> Attempt {
-    let code = match sent {
-        Ok(code) | Err(EgressError::Status(code)) => code,
-        Err(e) => {
-            return Attempt {
-                response_code: None,
-                error: Some(e.to_string()),
-                latency: started.elapsed(),
-            };
-        }
+/// One POST through `egress` as an attempt: any 2xx answer is delivered; another
+/// status, no answer or a refusal is a failure, with why.
+async fn post(
+    egress: &Egress,
+    caller: &str,
+    url: &str,
+    headers: HeaderMap,
+    body: Vec<u8>,
+) -> Attempt {
+    let started = Instant::now();
+    let sent = match Url::parse(url) {
+        Ok(url) => egress.post(caller, &url, headers, body).await,
+        Err(e) => Err(EgressError::Refused(format!("the URL is not valid: {e}"))),
+    };
+    let (response_code, error) = match sent {
+        Ok(code) if (200..300).contains(&code) => (Some(code), None),
+        Ok(code) => (
+            Some(code),
+            Some(format!("the receiver answered HTTP {code}")),
+        ),
+        Err(e) => (None, Some(e.to_string())),
     };
     Attempt {
-        response_code: Some(code),
-        error: (!(200..300).contains(&code)).then(|| format!("the receiver answered HTTP {code}")),
+        response_code,
+        error,
         latency: started.elapsed(),
     }
 }

@@ -29,13 +29,13 @@ pub mod sign;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use reqwest::Url;
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
-use crate::events::{Alert, Event, EventHub, EventKind};
+use crate::events::{Alert, Event, EventHub, EventKind, now_us};
 use crate::net::egress::{Egress, Limits, Policy};
 use crate::store::webhooks::{
     Added, Disabled, PreviousSecret, WebhookDeliveryRecord, WebhookRecord,
@@ -114,7 +114,8 @@ pub struct WebhookChange {
     pub enabled: Option<bool>,
 }
 
-/// An endpoint as the API shows it (without its secret).
+/// An endpoint and its record (the API's views leave the secret out; the record's
+/// `Debug` withholds it and the URL).
 #[derive(Debug, Clone)]
 pub struct WebhookView {
     pub id: String,
@@ -150,13 +151,6 @@ pub struct Webhooks {
 struct Worker {
     wake: Arc<Notify>,
     task: JoinHandle<()>,
-}
-
-fn now_us() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
-        .unwrap_or(0)
 }
 
 /// Every type name an endpoint may ask for: the notification types, and `*` for all.
@@ -210,6 +204,18 @@ fn check_description(description: &Option<String>) -> Result<(), WebhookError> {
         )));
     }
     Ok(())
+}
+
+/// A push subscription met where only webhooks are meant: to the owner's webhook
+/// routes it does not exist.
+struct NotWebhook;
+
+fn not_push(r: &WebhookRecord) -> Result<(), NotWebhook> {
+    if r.push.is_some() {
+        Err(NotWebhook)
+    } else {
+        Ok(())
+    }
 }
 
 fn new_id() -> String {
@@ -379,11 +385,12 @@ impl Webhooks {
             check_events(events, &self.event_types())?;
         }
         check_description(&change.description)?;
-        self.get(id).await?;
         let now = now_us();
+        let missing = || WebhookError::NoSuchWebhook(id.to_string());
         let record = self
             .store
             .update_webhook(id, move |r| {
+                not_push(r)?;
                 if let Some(url) = change.url {
                     r.url = url;
                 }
@@ -409,10 +416,11 @@ impl Webhooks {
                     }
                     _ => {}
                 }
-                Ok::<(), WebhookError>(())
+                Ok(())
             })
-            .await??
-            .ok_or_else(|| WebhookError::NoSuchWebhook(id.to_string()))?;
+            .await?
+            .map_err(|_: NotWebhook| missing())?
+            .ok_or_else(missing)?;
         self.wake(id);
         Ok(WebhookView {
             id: id.to_string(),
@@ -440,21 +448,23 @@ impl Webhooks {
     /// A new secret (returned, shown this once); the old one keeps signing beside it for
     /// [`ROTATION_OVERLAP`], so receivers can switch without losing an event.
     pub async fn rotate_secret(&self, id: &str) -> Result<(WebhookView, String), WebhookError> {
-        self.get(id).await?;
         let secret = sign::new_secret();
         let new = secret.clone();
         let until_us = now_us() + ROTATION_OVERLAP.as_micros() as u64;
         let record = self
             .store
             .update_webhook(id, move |r| {
+                not_push(r)?;
                 let old = std::mem::replace(&mut r.secret, new);
                 r.previous_secret = Some(PreviousSecret {
                     secret: old,
                     until_us,
                 });
-                Ok::<(), WebhookError>(())
+                Ok::<(), NotWebhook>(())
             })
-            .await??
+            .await?
+            .ok()
+            .flatten()
             .ok_or_else(|| WebhookError::NoSuchWebhook(id.to_string()))?;
         Ok((
             WebhookView {

@@ -354,6 +354,11 @@ fn an_endpoint_failing_for_three_days_is_disabled_and_said_so() {
     let alert = watcher.delivered()[0].json();
     assert_eq!(alert["type"], "webhook-disabled");
     assert_eq!(alert["data"]["webhook_id"], id.as_str());
+    let said = alert["data"]["message"].as_str().expect("message");
+    assert!(
+        said.contains("127.0.0.1") && !said.contains("/hook"),
+        "the host, not the URL (it may carry a token): {said}"
+    );
     let (status, health) = call(&daemon, &admin, "GET", "/health", None);
     assert_eq!(status, 503);
     let reasons = health["reasons"].to_string();
@@ -468,6 +473,28 @@ fn webhooks_are_managed_by_the_owner_only_and_checked() {
         Some(json!({"enabled": false})),
     );
     assert_eq!(status, 200);
+    // Paused, it takes no redelivery off its queue, so the queue's bound shows.
+    let redeliver = format!("/api/v1/webhooks/{id}/deliveries/{delivery}/redeliver");
+    for _ in 0..100 {
+        let (status, body) = call(&daemon, &admin, "POST", &redeliver, None);
+        assert_eq!(status, 202, "{body}");
+    }
+    let (status, body) = call(&daemon, &admin, "POST", &redeliver, None);
+    assert_eq!(status, 422, "{body}");
+    assert!(
+        body["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("100 redeliveries")),
+        "{body}"
+    );
+    let (status, body) = call(
+        &daemon,
+        &admin,
+        "GET",
+        &format!("/api/v1/webhooks/{id}/deliveries?limit=0"),
+        None,
+    );
+    assert_eq!(status, 400, "{body}");
     let missed = send_test(&daemon, &admin, &id);
     std::thread::sleep(Duration::from_millis(700));
     assert_eq!(
@@ -482,8 +509,38 @@ fn webhooks_are_managed_by_the_owner_only_and_checked() {
         &format!("/api/v1/webhooks/{id}"),
         Some(json!({"enabled": true})),
     );
-    wait_until("what it missed", 10, || receiver.delivered().len() == 3);
-    assert_eq!(receiver.delivered()[2].id(), format!("msg_{id}_{missed}"));
+    // The 100 queued redeliveries first, then what it missed.
+    wait_until("what it missed", 20, || receiver.delivered().len() == 103);
+    let got = receiver.delivered();
+    assert!(
+        got[2..102].iter().all(|r| r.id() == got[0].id()),
+        "redeliveries first"
+    );
+    assert_eq!(got[102].id(), format!("msg_{id}_{missed}"));
+
+    // At most 16 webhooks: the 17th is refused with why.
+    for n in 1..16 {
+        register(
+            &daemon,
+            &admin,
+            &format!("http://127.0.0.1:9/{n}"),
+            json!(["device-paired"]),
+        );
+    }
+    let (status, body) = call(
+        &daemon,
+        &admin,
+        "POST",
+        "/api/v1/webhooks",
+        Some(json!({"url": "http://127.0.0.1:9/17", "events": ["device-paired"]})),
+    );
+    assert_eq!(status, 422, "{body}");
+    assert!(
+        body["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("16 webhooks")),
+        "{body}"
+    );
 
     let (status, _) = call(
         &daemon,
@@ -501,7 +558,7 @@ fn webhooks_are_managed_by_the_owner_only_and_checked() {
         assert_eq!(status, 404, "{e}");
     }
     let (_, list) = call(&daemon, &admin, "GET", "/api/v1/webhooks", None);
-    assert_eq!(list, json!([]));
+    assert_eq!(list.as_array().map(Vec::len), Some(15), "{list}");
 }
 
 /// Events of the wallet's log written while berthd was stopped (two movements, here
