@@ -245,6 +245,48 @@ impl Runner {
         HeldAnswerRecord { status, body }
     }
 
+    /// Make a `POST` to `path` (JSON `body`) as `caller`, through the same routes and
+    /// route layers as the API (scope check, disk reserve, idempotency with
+    /// `idempotency_key`, approvals) but the bearer check: the console's forms that
+    /// move funds go this way, so they obey exactly what the API obeys and a payment
+    /// over a device's rules waits for the owner in the same way.
+    pub async fn call_as(
+        &self,
+        caller: Caller,
+        path: &str,
+        body: String,
+        idempotency_key: Option<&str>,
+    ) -> (StatusCode, String) {
+        let Some(routes) = self.routes.get().cloned() else {
+            return (StatusCode::SERVICE_UNAVAILABLE, String::new());
+        };
+        let mut builder = Request::builder().method("POST").uri(path).header(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        if let Some(key) = idempotency_key {
+            builder = builder.header(idempotency::HEADER, key);
+        }
+        let mut request = match builder.body(Body::from(body)) {
+            Ok(request) => request,
+            Err(e) => {
+                tracing::error!(target: "berth::console", error = %e, "a request cannot be made");
+                return (StatusCode::INTERNAL_SERVER_ERROR, String::new());
+            }
+        };
+        request.extensions_mut().insert(caller);
+        let response = match tower::ServiceExt::oneshot(routes, request).await {
+            Ok(response) => response,
+            Err(never) => match never {},
+        };
+        let status = response.status();
+        let body = axum::body::to_bytes(response.into_body(), MAX_ANSWER)
+            .await
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default();
+        (status, body)
+    }
+
     /// The owner denied `approval`, or it expired: its key's final answer is a refusal.
     pub async fn ended_unrun(&self, approval: &Approval) {
         if approval.record.request.nwc_key.is_some() {

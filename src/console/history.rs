@@ -31,7 +31,7 @@ const PER_PAGE: usize = 50;
 const MAX_LABEL: usize = 255;
 
 /// What a movement is, in words, by bark's subsystem (and kind).
-fn kind_name(m: &Movement) -> String {
+pub(super) fn kind_name(m: &Movement) -> String {
     let name = match m.subsystem.name.as_str() {
         "bark.arkoor" if m.effective_balance.is_negative() => "Ark payment sent",
         "bark.arkoor" => "Ark payment received",
@@ -65,7 +65,7 @@ fn destinations(m: &Movement) -> Vec<String> {
         .collect()
 }
 
-fn signed_sats(amount: bitcoin::SignedAmount) -> String {
+pub(super) fn signed_sats(amount: bitcoin::SignedAmount) -> String {
     let n = amount.to_sat();
     let sign = if n < 0 { "−" } else { "" };
     format!("{sign}{}", sats(n.unsigned_abs()))

@@ -29,6 +29,7 @@ mod household;
 mod overview;
 mod receive;
 pub mod routes;
+mod send;
 pub mod session;
 mod settings;
 mod unlock;
@@ -70,6 +71,7 @@ fn declare<D: routes::Declare>(table: D) -> D {
         .page("/", Public, home)
         .page("/console/style.css", Public, style)
         .page("/console/live.js", Public, live_script)
+        .page("/console/send.js", Public, send_script)
         .form("/console/live/ticket", Script(Read), live_ticket)
         .form("/console/sign-in", Public, sign_in)
         .form("/console/logout", Public, sign_out)
@@ -171,6 +173,10 @@ fn declare<D: routes::Declare>(table: D) -> D {
         )
         .page("/console/settings", Page(Admin), settings::settings)
         .form("/console/settings/card", Page(Admin), settings::card_setup)
+        .page("/console/send", Page(Send), send::send_form)
+        .form("/console/send/review", Page(Send), send::review)
+        .form("/console/send", Page(Send), send::pay)
+        .form("/console/exits/claim", Page(Send), overview::claim_exits)
         .page("/console/receive", Page(Receive), receive::receive_form)
         .form("/console/receive", Page(Receive), receive::new_address)
         .form("/console/board", Page(Send), receive::board)
@@ -186,6 +192,7 @@ fn declare<D: routes::Declare>(table: D) -> D {
 
 const STYLE: &str = include_str!("style.css");
 const LIVE_SCRIPT: &str = include_str!("live.js");
+const SEND_SCRIPT: &str = include_str!("send.js");
 
 async fn style() -> impl IntoResponse {
     asset("text/css; charset=utf-8", STYLE)
@@ -193,6 +200,10 @@ async fn style() -> impl IntoResponse {
 
 async fn live_script() -> impl IntoResponse {
     asset("text/javascript; charset=utf-8", LIVE_SCRIPT)
+}
+
+async fn send_script() -> impl IntoResponse {
+    asset("text/javascript; charset=utf-8", SEND_SCRIPT)
 }
 
 /// One of the console's compiled-in files.

@@ -23,18 +23,46 @@ pub(super) enum WalletView {
     /// bark cannot open it yet: its Ark balances as the store last had them.
     NotLoaded {
         fingerprint: String,
-        balances: Vec<(&'static str, u64)>,
+        balances: Option<BalanceView>,
     },
     Loaded {
         fingerprint: String,
-        balances: Vec<(&'static str, u64)>,
+        balances: Option<BalanceView>,
     },
+}
+
+/// The balance as the home screen shows it: what can be spent, large, and beneath it
+/// what is on its way and what is on-chain (only the parts that are not zero, but the
+/// on-chain lines always once they are known).
+pub(super) struct BalanceView {
+    spendable: String,
+    beneath: Vec<(&'static str, String)>,
+}
+
+/// The one status the home screen leads with: the `/health` verdict in words.
+pub(super) struct StatusView {
+    /// The badge's class (`ok`, `warn`, `bad`) and its word.
+    class: &'static str,
+    word: &'static str,
+    /// Why it is not all good (the verdict's reasons).
+    reasons: Vec<String>,
+    /// What "all good" covers, said when there are no reasons.
+    fine: &'static str,
+}
+
+/// Something only the owner can do, now.
+pub(super) struct TodoItem {
+    text: String,
+    /// Where to do it: (href, link words).
+    link: Option<(&'static str, &'static str)>,
+    /// Claimable exits: the page offers the claim button.
+    claim: bool,
 }
 
 /// One bar of the expiry chart: unspent value whose exit deadline is within `label`.
 pub(super) struct ExpiryBar {
     label: String,
-    sats: u64,
+    sats: String,
     /// Of the largest bar, 0 to 100.
     percent: u64,
 }
@@ -48,7 +76,7 @@ pub(super) struct AlertRow {
 pub(super) struct MovementRow {
     when: String,
     what: String,
-    sats: i64,
+    sats: String,
     status: String,
 }
 
@@ -59,6 +87,11 @@ struct OverviewPage {
     pin: Option<String>,
     signed_in: bool,
     wallet: WalletView,
+    status: StatusView,
+    todo: Vec<TodoItem>,
+    /// What a claim of the exits just did, or why it failed.
+    claimed: Option<String>,
+    error: Option<String>,
     ark_server: String,
     chain_tip: String,
     expiry: Vec<ExpiryBar>,
@@ -66,11 +99,8 @@ struct OverviewPage {
     reserve: Option<String>,
     movements: Vec<MovementRow>,
     alerts: Vec<AlertRow>,
-    /// Payments waiting for the owner's approval (admin viewers only).
-    approvals_waiting: usize,
     backups_configured: bool,
     newest_backup: Option<String>,
-    backup_error: Option<String>,
     /// The notification types the page's script listens for (`live.js`).
     live_types: String,
 }
@@ -96,6 +126,23 @@ const ALERTS_AMONG: u64 = 500;
 /// waiting for approval, and every device's approval events among the alerts); `own`:
 /// the viewer is a device that sees only its own payments.
 pub(super) async fn overview(state: &AppState, admin: bool, own: Option<&str>) -> Response {
+    overview_with(state, admin, own, StatusCode::OK, Outcome::default()).await
+}
+
+/// What a form posted from the overview (the exits' claim) did.
+#[derive(Default)]
+pub(super) struct Outcome {
+    claimed: Option<String>,
+    error: Option<String>,
+}
+
+async fn overview_with(
+    state: &AppState,
+    admin: bool,
+    own: Option<&str>,
+    code: StatusCode,
+    outcome: Outcome,
+) -> Response {
     let now = crate::api::status::snapshot(state, crate::api::status::Reading::WithBalances).await;
     if let Some(e) = &now.wallet.unreadable {
         tracing::error!(target: "berth::console", error = %e, "cannot read the wallet");
@@ -108,36 +155,17 @@ pub(super) async fn overview(state: &AppState, admin: bool, own: Option<&str>) -
         },
         (Some(record), balances) => {
             let fingerprint = record.fingerprint.to_string();
-            let mut shown = Vec::new();
-            if let Some(b) = balances {
-                let ark = &b.ark;
-                shown = vec![
-                    ("Spendable", ark.spendable.to_sat()),
-                    ("Pending in a round", ark.pending_in_round.to_sat()),
-                    ("Pending board", ark.pending_board.to_sat()),
-                    (
-                        "Pending Lightning send",
-                        ark.pending_lightning_send.to_sat(),
-                    ),
-                    ("Pending exit", ark.pending_exit.to_sat()),
-                ];
-                if let (Some(confirmed), Some(unconfirmed)) =
-                    (b.onchain_confirmed(), b.onchain_unconfirmed())
-                {
-                    shown.push(("On-chain, confirmed", confirmed.to_sat()));
-                    shown.push(("On-chain, unconfirmed", unconfirmed.to_sat()));
-                }
-            }
+            let balances = balances.as_ref().map(balance_view);
             if now.wallet.loaded {
                 WalletView::Loaded {
                     fingerprint,
-                    balances: shown,
+                    balances,
                 }
             } else {
                 // The Ark balance comes from the store while the wallet cannot open.
                 WalletView::NotLoaded {
                     fingerprint,
-                    balances: shown,
+                    balances,
                 }
             }
         }
@@ -178,7 +206,7 @@ pub(super) async fn overview(state: &AppState, admin: bool, own: Option<&str>) -
             .zip(sums)
             .map(|((_, label), sats)| ExpiryBar {
                 label: (*label).to_owned(),
-                sats,
+                sats: crate::engine::spending::sats(sats),
                 percent: sats.saturating_mul(100) / largest,
             })
             .collect()
@@ -223,8 +251,8 @@ pub(super) async fn overview(state: &AppState, admin: bool, own: Option<&str>) -
         .into_iter()
         .map(|m| MovementRow {
             when: m.time.created_at.format("%Y-%m-%d %H:%M").to_string(),
-            what: format!("{} {}", m.subsystem.name, m.subsystem.kind),
-            sats: m.effective_balance.to_sat(),
+            what: super::history::kind_name(&m),
+            sats: super::history::signed_sats(m.effective_balance),
             status: format!("{:?}", m.status).to_lowercase(),
         })
         .collect(),
@@ -246,15 +274,25 @@ pub(super) async fn overview(state: &AppState, admin: bool, own: Option<&str>) -
     } else {
         0
     };
+    let todo = if admin {
+        needs_you(&now, approvals_waiting)
+    } else {
+        Vec::new()
+    };
+    let status = status_view(&now);
     let backups = now.backup;
     let frame = Frame::new(state);
     page(
-        StatusCode::OK,
+        code,
         &OverviewPage {
             hostname: frame.hostname,
             pin: frame.pin,
             signed_in: true,
             wallet,
+            status,
+            todo,
+            claimed: outcome.claimed,
+            error: outcome.error,
             ark_server,
             chain_tip,
             expiry,
@@ -262,15 +300,196 @@ pub(super) async fn overview(state: &AppState, admin: bool, own: Option<&str>) -
             reserve,
             movements,
             alerts,
-            approvals_waiting,
             backups_configured: backups.configured,
             newest_backup: backups
                 .newest_verified
                 .map(|(_, at)| at.format("%Y-%m-%d %H:%M UTC").to_string()),
-            backup_error: backups.last_error,
             live_types: crate::api::v1::notifications::type_names().join(","),
         },
     )
+}
+
+fn balance_view(b: &crate::api::status::Balances) -> BalanceView {
+    let sats = |a: bitcoin::Amount| crate::engine::spending::sats(a.to_sat());
+    let ark = &b.ark;
+    let mut beneath: Vec<(&'static str, String)> = [
+        ("Pending in a round", ark.pending_in_round),
+        ("Pending board", ark.pending_board),
+        ("Pending Lightning send", ark.pending_lightning_send),
+        ("Pending exit", ark.pending_exit),
+    ]
+    .into_iter()
+    .filter(|(_, a)| *a > bitcoin::Amount::ZERO)
+    .map(|(name, a)| (name, sats(a)))
+    .collect();
+    if let (Some(confirmed), Some(unconfirmed)) = (b.onchain_confirmed(), b.onchain_unconfirmed()) {
+        beneath.push(("On-chain, confirmed", sats(confirmed)));
+        if unconfirmed > bitcoin::Amount::ZERO {
+            beneath.push(("On-chain, unconfirmed", sats(unconfirmed)));
+        }
+    }
+    BalanceView {
+        spendable: sats(ark.spendable),
+        beneath,
+    }
+}
+
+/// The `/health` verdict as one badge; a box without a wallet is not "all good" (it
+/// cannot hold anything yet).
+fn status_view(now: &crate::api::status::Snapshot) -> StatusView {
+    use crate::api::status::Level;
+    let reasons = now.verdict.reasons.clone();
+    let fine = "The wallet, the Ark server, the chain, the backups and the VTXOs' expiry are                 all in order.";
+    match now.verdict.level {
+        _ if !now.wallet.exists && now.wallet.unreadable.is_none() => StatusView {
+            class: "warn",
+            word: "Not set up",
+            reasons: vec!["there is no wallet yet".into()],
+            fine,
+        },
+        Level::Ready => StatusView {
+            class: "ok",
+            word: "All good",
+            reasons,
+            fine,
+        },
+        Level::Degraded => StatusView {
+            class: "warn",
+            word: "Needs attention",
+            reasons,
+            fine,
+        },
+        Level::Failing => StatusView {
+            class: "bad",
+            word: "Something is wrong",
+            reasons,
+            fine,
+        },
+    }
+}
+
+/// What only the owner can do, now: the home screen's "Needs you".
+fn needs_you(now: &crate::api::status::Snapshot, approvals_waiting: usize) -> Vec<TodoItem> {
+    let item = |text: String, link: Option<(&'static str, &'static str)>| TodoItem {
+        text,
+        link,
+        claim: false,
+    };
+    let mut todo = Vec::new();
+    if !now.wallet.exists && now.wallet.unreadable.is_none() {
+        todo.push(item(
+            "The box has no wallet yet.".into(),
+            Some(("/console/wallet", "Create or import the wallet")),
+        ));
+    }
+    if now.wallet.locked {
+        todo.push(item(
+            "The wallet is locked: it waits for its seed's passphrase.".into(),
+            Some(("/console/unlock", "Unlock it")),
+        ));
+    }
+    if approvals_waiting > 0 {
+        todo.push(item(
+            format!("{approvals_waiting} payment(s) wait for your approval."),
+            Some(("/console/approvals", "Answer them")),
+        ));
+    }
+    if now.backup.configured && now.wallet.exists {
+        if let Some(error) = &now.backup.last_error {
+            todo.push(item(
+                format!("The last backup failed: {error}"),
+                Some(("/console/backups", "See the backups")),
+            ));
+        }
+    } else if now.wallet.exists {
+        todo.push(item(
+            "No backup directory is configured: the wallet's state is backed up nowhere              (the phrase alone restores the funds, not the history or the labels)."
+                .into(),
+            Some(("/console/settings", "See the settings")),
+        ));
+    }
+    let (_, claimable) = now.exits();
+    if claimable > 0 {
+        todo.push(TodoItem {
+            text: format!(
+                "{claimable} exit(s) can be claimed: their funds wait on-chain for a                  transaction that moves them into the wallet."
+            ),
+            link: None,
+            claim: true,
+        });
+    }
+    if let Some(r) = now.seen.reserve
+        && !r.sufficient()
+    {
+        todo.push(item(
+            format!(
+                "Add {} sats on-chain, so that every VTXO can be exited if the Ark server                  goes away.",
+                crate::engine::spending::sats(r.needed.to_sat().saturating_sub(r.available.to_sat()))
+            ),
+            Some(("/console/receive", "Receive on-chain")),
+        ));
+    }
+    for webhook in now.webhooks.iter().filter(|w| w.disabled_by_failures) {
+        todo.push(item(
+            format!(
+                "Webhook {} was disabled after failing for three days.",
+                webhook.id
+            ),
+            Some(("/console/webhooks", "See the webhooks")),
+        ));
+    }
+    todo
+}
+
+/// `POST /console/exits/claim`: every claimable exit, to a new address of the wallet's
+/// on-chain side, through the API's own route (`POST /api/v1/exits/claim/all`) as this
+/// browser's device: the same scopes, rules and approvals.
+pub(super) async fn claim_exits(
+    axum::extract::State(state): axum::extract::State<AppState>,
+    super::routes::Signed(who): super::routes::Signed,
+) -> Response {
+    use crate::access::scopes::Scope;
+    let admin = who.scopes.allows(Scope::Admin);
+    let outcome = match state.engine.onchain().next_address().await {
+        Err(e) => Err(format!(
+            "No claim: {}.",
+            crate::api::error::ApiError::from(e)
+        )),
+        Ok(address) => {
+            let body = serde_json::json!({ "destination": address.to_string() });
+            let answer =
+                super::send::as_device(&state, &who, "/api/v1/exits/claim/all", body, None).await;
+            match answer.status {
+                200 => Ok(format!(
+                    "Claimed: transaction {}.",
+                    answer.body["txid"].as_str().unwrap_or("?")
+                )),
+                202 => Ok(answer.message()),
+                _ => Err(format!("No claim: {}.", answer.message())),
+            }
+        }
+    };
+    let (code, outcome) = match outcome {
+        Ok(claimed) => (
+            StatusCode::OK,
+            Outcome {
+                claimed: Some(claimed),
+                error: None,
+            },
+        ),
+        Err(error) => (
+            StatusCode::OK,
+            Outcome {
+                claimed: None,
+                error: Some(error),
+            },
+        ),
+    };
+    let own = match state.engine.spending().own_history(&who.device_id).await {
+        Ok(own) => own.then_some(who.device_id.as_str()),
+        Err(e) => return crate::api::error::ApiError::from(e).into_response(),
+    };
+    overview_with(&state, admin, own, code, outcome).await
 }
 
 /// The newest alerts of the event log (among its newest events), newest first.

@@ -42,12 +42,13 @@ fn the_console_boards_the_funds_that_arrived_on_chain() {
     let (status, overview) = page("/");
     assert_eq!(status, 200, "{overview}");
     assert!(
-        overview.contains("On-chain, confirmed</th><td class=\"num\">400000<"),
+        overview.contains("<dt>On-chain, confirmed</dt><dd>400,000 sats</dd>"),
         "the overview shows the funds: {overview}"
     );
     assert!(
         overview.contains(&format!(
-            "On-chain, unconfirmed</th><td class=\"num\">{unconfirmed}<"
+            "<dt>On-chain, unconfirmed</dt><dd>{} sats</dd>",
+            berth::engine::spending::sats(unconfirmed)
         )),
         "the overview counts the immature coinbase ({unconfirmed}): {overview}"
     );
@@ -101,7 +102,7 @@ fn the_console_boards_the_funds_that_arrived_on_chain() {
     });
     let (_, overview) = page("/");
     assert!(
-        !overview.contains("Spendable</th><td class=\"num\">0<"),
+        !overview.contains(r#"<span class="amount big">0 <"#),
         "the overview shows the VTXO: {overview}"
     );
 }

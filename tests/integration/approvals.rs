@@ -476,3 +476,108 @@ fn the_owner_sets_the_rules_new_devices_start_with_in_the_console() {
     );
     assert_eq!(status, 404);
 }
+
+/// The console's Send page pays through the API as the browser's device: its rules
+/// apply, a payment over them waits for the owner (once, whatever the number of
+/// confirms: the review's idempotency key), one within them reaches the wallet, which
+/// here cannot pay and says so; a device without the send scope has no Send page.
+#[test]
+fn the_console_send_page_obeys_the_devices_rules_and_a_payment_over_them_waits() {
+    let (_tmp, datadir, daemon, admin) =
+        berthd_with_offline_wallet("[household]\napproval_expiry_secs = 600\n", &[]);
+    let (status, set, _) = call(
+        &daemon,
+        "PUT",
+        "/api/v1/household/new-device-rules",
+        &[("Authorization", &admin)],
+        Some(json!({ "max_payment_sat": 1_000, "over_limit": "approve" })),
+    );
+    assert_eq!(status, 200, "{set}");
+    let cookie = console_session(daemon.port, &datadir, "read,receive,send", "Child laptop");
+    let origin = format!("http://127.0.0.1:{}", daemon.port);
+    let post = |path: &str, form: &str| {
+        post_form(
+            daemon.port,
+            path,
+            &[("Cookie", &cookie), ("Origin", &origin)],
+            form,
+        )
+    };
+    let (status, page) = daemon.get("/console/send", &[("Cookie", &cookie)]);
+    assert_eq!(status, 200, "{page}");
+    assert!(
+        page.contains("Pay to") && page.contains("/console/send.js"),
+        "{page}"
+    );
+
+    // The field says what it does not recognise, and asks for an amount it needs.
+    let ark = foreign_ark_address();
+    let (status, page) = post("/console/send/review", "destination=hello&amount=");
+    assert_eq!(status, 200, "{page}");
+    assert!(page.contains("not an Ark address"), "{page}");
+    let (_, page) = post(
+        "/console/send/review",
+        &format!("destination={ark}&amount="),
+    );
+    assert!(
+        page.contains("Enter the amount: an Ark address carries none"),
+        "{page}"
+    );
+    // The fee estimate needs the wallet loaded: no Pay button without one.
+    let (_, page) = post(
+        "/console/send/review",
+        &format!("destination={ark}&amount=2000"),
+    );
+    assert!(
+        page.contains("No fee estimate") && !page.contains("Pay 2,000"),
+        "{page}"
+    );
+
+    // Over the device's limit: held for the owner, once for two confirms.
+    let form = format!("destination={ark}&amount=2000&comment=&key=0123456789abcdef");
+    for _ in 0..2 {
+        let (status, page) = post("/console/send", &form);
+        assert_eq!(status, 200, "{page}");
+        assert!(
+            page.contains("Waiting for the owner&#39;s approval")
+                && page.contains("exceeds this device&#39;s limit of 1,000 sat"),
+            "{page}"
+        );
+    }
+    let (status, all, _) = call(
+        &daemon,
+        "GET",
+        "/api/v1/approvals",
+        &[("Authorization", &admin)],
+        None,
+    );
+    assert_eq!(status, 200, "{all}");
+    let waiting: Vec<&Value> = all
+        .as_array()
+        .expect("approvals")
+        .iter()
+        .filter(|a| a["state"] == "pending")
+        .collect();
+    assert_eq!(waiting.len(), 1, "one approval for two confirms: {all}");
+    assert_eq!(waiting[0]["amount_sat"], 2000, "{all}");
+
+    // Within the limit: past the rules to the wallet, which cannot pay (not loaded).
+    let (status, page) = post(
+        "/console/send",
+        &format!("destination={ark}&amount=500&comment=&key=fedcba9876543210"),
+    );
+    assert_eq!(status, 200, "{page}");
+    assert!(page.contains("Not paid:"), "{page}");
+
+    // A device that may only look has no Send page and cannot post to it.
+    let viewer = console_session(daemon.port, &datadir, "read", "Display");
+    let (status, _) = daemon.get("/console/send", &[("Cookie", &viewer)]);
+    assert_eq!(status, 403);
+    let (status, _) = post_form(
+        daemon.port,
+        "/console/send",
+        &[("Cookie", &viewer), ("Origin", &origin)],
+        &form,
+    );
+    assert_eq!(status, 403);
+}

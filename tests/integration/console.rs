@@ -460,6 +460,13 @@ fn a_new_wallet_is_created_after_its_phrase_is_shown_once_and_confirmed() {
     let (status, raw) = page(&daemon, "/", &cookie);
     assert_eq!(status, 200);
     assert!(raw.contains(r#"href="/console/wallet""#), "{raw}");
+    // The home screen: not set up, and the owner's next step under "Needs you".
+    assert!(
+        raw.contains(r#"<span class="badge warn">Not set up</span>"#)
+            && raw.contains("Needs you")
+            && raw.contains("The box has no wallet yet."),
+        "{raw}"
+    );
     let (status, raw) = page(&daemon, "/console/wallet", &cookie);
     assert_eq!(status, 200, "{raw}");
     assert!(raw.contains("Create the wallet"), "{raw}");
@@ -612,7 +619,11 @@ fn the_overview_of_a_loaded_wallet_shows_its_connections_expiry_exits_movements_
         raw.contains("Ark server: unreachable") && raw.contains("ark-server-unreachable")
     });
     for shown in [
-        "Spendable",
+        r#"<span class="amount big">0 <span class="unit">sats</span></span> spendable"#,
+        "On-chain, confirmed",
+        // The one status, by the /health verdict: the dead Ark server.
+        r#"<span class="badge warn">Needs attention</span>"#,
+        "<li>the Ark server is unreachable</li>",
         "When the VTXOs expire",
         "No unspent VTXOs",
         "No exits under way",
