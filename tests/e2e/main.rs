@@ -12,6 +12,7 @@ mod backup_restore;
 mod barkd_fidelity;
 mod chaos;
 mod console_funding;
+mod console_send;
 #[path = "../harness/mod.rs"]
 mod harness;
 mod household;

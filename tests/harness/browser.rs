@@ -12,6 +12,17 @@ use tokio_tungstenite::tungstenite::Message;
 
 use crate::harness;
 
+/// What a walk through a page with the Tab key found (`Page::keyboard_walk`).
+#[derive(Debug)]
+pub struct KeyboardWalk {
+    /// The first element Tab reached.
+    pub first: String,
+    /// Visible focusable elements Tab never reached.
+    pub unreached: Vec<String>,
+    /// Elements reached without a visible focus mark.
+    pub unmarked: Vec<String>,
+}
+
 /// Headless Chromium with a DevTools port, killed when dropped.
 pub struct Chromium {
     child: Child,
@@ -204,6 +215,83 @@ impl Page {
                 "the page at {path} with {marker:?} did not come: {state}"
             );
             tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// Emulate the reader's colour scheme (`prefers-color-scheme`): dark or light.
+    pub async fn set_dark(&mut self, dark: bool) {
+        let value = if dark { "dark" } else { "light" };
+        self.call(
+            "Emulation.setEmulatedMedia",
+            json!({"features": [{"name": "prefers-color-scheme", "value": value}]}),
+        )
+        .await;
+    }
+
+    /// Walk the page with the Tab key, as a keyboard user does: what could be focused
+    /// (a visible link, button or field) that Tab never reached, and what was reached
+    /// without a visible focus mark (no outline). The first stop is also returned (the
+    /// skip link, on the console's pages). A group of radio buttons is one stop (the
+    /// arrow keys move within it), as browsers make it.
+    pub async fn keyboard_walk(&mut self) -> KeyboardWalk {
+        const FOCUSABLE: &str = "a[href], button:not([disabled]), input:not([type=hidden]):not([disabled]), \
+            select:not([disabled]), textarea:not([disabled]), summary, [tabindex]:not([tabindex='-1'])";
+        let count = self
+            .eval(&format!(
+                "[...document.querySelectorAll(\"{FOCUSABLE}\")].filter(e => e.getClientRects().length > 0).length"
+            ))
+            .await
+            .as_u64()
+            .unwrap_or(0);
+        let mut first = None;
+        let mut unmarked = Vec::new();
+        // Until Tab comes back to the first stop (a date field has a stop per part, so
+        // an element may be met more than once), within a bound.
+        for _ in 0..(count * 4 + 8) {
+            for kind in ["keyDown", "keyUp"] {
+                self.call(
+                    "Input.dispatchKeyEvent",
+                    json!({"type": kind, "key": "Tab", "code": "Tab", "windowsVirtualKeyCode": 9}),
+                )
+                .await;
+            }
+            let stop = self
+                .eval(
+                    "(() => { const e = document.activeElement; if (!e || e === document.body) return null; \
+                     const first = e.dataset.walked === 'first'; const seen = !!e.dataset.walked; \
+                     if (!seen) e.dataset.walked = document.querySelector('[data-walked]') ? 'yes' : 'first'; \
+                     const s = getComputedStyle(e); \
+                     return JSON.stringify({first, seen, marked: s.outlineStyle !== 'none' && s.outlineWidth !== '0px', \
+                       what: e.outerHTML.slice(0, 100)}) })()",
+                )
+                .await;
+            let Some(stop) = stop.as_str() else { continue };
+            let stop: Value = serde_json::from_str(stop).expect("json");
+            if stop["first"] == true {
+                break;
+            }
+            if stop["seen"] == true {
+                continue;
+            }
+            let what = stop["what"].as_str().unwrap_or_default().to_owned();
+            first.get_or_insert_with(|| what.clone());
+            if stop["marked"] != true {
+                unmarked.push(what);
+            }
+        }
+        let unreached = self
+            .eval(&format!(
+                "JSON.stringify([...document.querySelectorAll(\"{FOCUSABLE}\")]\
+                 .filter(e => e.getClientRects().length > 0 && !e.dataset.walked)\
+                 .filter(e => !(e.type === 'radio' && document.querySelector(`input[type=radio][name='${{e.name}}'][data-walked]`)))\
+                 .map(e => e.outerHTML.slice(0, 100)))"
+            ))
+            .await;
+        let unreached = serde_json::from_str(unreached.as_str().unwrap_or("[]")).expect("json");
+        KeyboardWalk {
+            first: first.unwrap_or_default(),
+            unreached,
+            unmarked,
         }
     }
 

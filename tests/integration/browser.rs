@@ -8,8 +8,11 @@
 //! of another origin that posts to the console changes nothing. A household: a child's
 //! device paired from the page, its spending rules set on its own page, its payment
 //! over them waiting on the approvals page (and the overview), approved there and run
-//! once. Every page, at a phone's width and a laptop's, is checked with axe-core (no
-//! serious or critical accessibility fault; skipped without it, `tests/console`).
+//! once. The Send page refuses what it cannot pay (paying is on the regtest stack,
+//! `tests/e2e/console_send.rs`). Every page, at a phone's width and a laptop's, in the
+//! light and the dark colour scheme, is checked with axe-core (no serious or critical
+//! accessibility fault; skipped without it, `tests/console`), and walked with the Tab
+//! key at a laptop's width (every control reached, each with a visible focus mark).
 //! Screenshots of each page are kept under `target/tmp/browser-screenshots/`.
 //!
 //! The same flow runs against a booted appliance image (`image/boot-test` with
@@ -453,6 +456,20 @@ fn run_flow(chromium: &Path, target: &Target) {
         page.screenshot("8-revoked").await;
         assert_eq!(wallet(&phone), 401);
 
+        // Send: the one field says what it cannot pay, and asks for the amount an Ark
+        // address does not carry (paying is on the regtest stack: tests/e2e).
+        page.open(&format!("{base}/console/send")).await;
+        page.wait_for("/console/send", "Pay to").await;
+        page.eval(
+            "(() => { const f = document.querySelector('form[action=\"/console/send/review\"]'); \
+             f.destination.value = 'not a destination'; f.submit(); return true })()",
+        )
+        .await;
+        let refused = page.wait_for("/console/send/review", "not an Ark address").await;
+        assert!(refused.contains("Pay to"), "the form stays for another try: {refused}");
+        page.screenshot("8b-send-refused").await;
+        assert_accessible(&mut page, "the Send page's refusal").await;
+
         // Every page at a phone's width and a laptop's: none is wider than a phone's
         // screen (nothing to scroll sideways), and axe-core finds no serious or
         // critical accessibility fault on any (when it is installed).
@@ -479,25 +496,45 @@ fn run_flow(chromium: &Path, target: &Target) {
             ),
             ("/console/apps", "Connect an app", "apps"),
             ("/console/webhooks", "Add a webhook", "webhooks"),
+            ("/console/send", "Pay to", "send"),
         ];
-        for (width, height, mobile, prefix) in [
-            (390, 844, true, "9-phone"),
-            (1280, 900, false, "10-laptop"),
+        let mut keyboard = Vec::new();
+        for (width, height, mobile, dark, prefix) in [
+            (390, 844, true, false, "9-phone"),
+            (390, 844, true, true, "9-phone-dark"),
+            (1280, 900, false, false, "10-laptop"),
+            (1280, 900, false, true, "10-laptop-dark"),
         ] {
             page.call(
                 "Emulation.setDeviceMetricsOverride",
                 json!({"width": width, "height": height, "deviceScaleFactor": 2, "mobile": mobile}),
             )
             .await;
+            page.set_dark(dark).await;
+            let scheme = if dark { "dark" } else { "light" };
             for (path, marker, shot) in pages {
                 page.open(&format!("{base}{path}")).await;
                 page.wait_for(path, marker).await;
                 if let Some(axe) = &axe {
                     for fault in page.accessibility_faults(axe).await {
-                        faults.push(format!("{path} at {width} px: {fault}"));
+                        faults.push(format!("{path} at {width} px, {scheme}: {fault}"));
                     }
                 }
                 page.screenshot(&format!("{prefix}-{shot}")).await;
+                // A keyboard alone reaches every control, each with a visible focus
+                // mark, and the first Tab offers to skip the navigation.
+                if width == 1280 && !dark {
+                    let walk = page.keyboard_walk().await;
+                    if !walk.first.contains("Skip to the content") {
+                        keyboard.push(format!("{path}: the first Tab is not the skip link: {}", walk.first));
+                    }
+                    for what in walk.unreached {
+                        keyboard.push(format!("{path}: Tab never reaches {what}"));
+                    }
+                    for what in walk.unmarked {
+                        keyboard.push(format!("{path}: no visible focus on {what}"));
+                    }
+                }
                 if !mobile {
                     continue;
                 }
@@ -522,10 +559,12 @@ fn run_flow(chromium: &Path, target: &Target) {
                 }
             }
         }
+        page.set_dark(false).await;
         assert!(
             faults.is_empty(),
             "axe-core's serious and critical faults: {faults:#?}"
         );
+        assert!(keyboard.is_empty(), "keyboard faults: {keyboard:#?}");
     });
 }
 
