@@ -8,7 +8,9 @@
 //! and from 16, each for `BERTH_BENCH_SECS` seconds (default 10), and the daemon's
 //! VmRSS before and after each run (memory must stay flat);
 //! then the balance of an empty wallet, and a table of berthd beside barkd, with each
-//! daemon's start to `/ping` on its big wallet (median of five starts). barkd has no
+//! daemon's start to `/ping` on its big wallet (median of five starts). Last, the VTXO
+//! list of wallets of `BERTH_BENCH_VTXOS` VTXOs (default `100,2000,10000`; none:
+//! `BERTH_BENCH_VTXOS=`) from 16 connections, with its cost per VTXO: it must stay flat. barkd has no
 //! history pages: its `limit` is ignored and it sends the whole history.
 //! `BERTH_BENCH_BERTHD` measures another build of berthd (the shipped one:
 //! `target/dist/shipped/berthd`, which `scripts/footprint` makes).
@@ -272,4 +274,47 @@ fn main() {
         format!("{our_start:.1} ms"),
         barkd_start
     );
+
+    vtxo_list_by_size(&oha, &bitcoind, secs);
+}
+
+/// `GET /api/v1/wallet/vtxos` from 16 connections on wallets of growing numbers of
+/// VTXOs (and nothing else): requests per second, p50 and p99, and p50 per VTXO.
+fn vtxo_list_by_size(oha: &str, bitcoind: &harness::Bitcoind, secs: u64) {
+    let sizes: Vec<usize> = std::env::var("BERTH_BENCH_VTXOS")
+        .unwrap_or_else(|_| "100,2000,10000".into())
+        .split(',')
+        .filter_map(|n| n.trim().parse().ok())
+        .collect();
+    if sizes.is_empty() {
+        return;
+    }
+    println!();
+    println!(
+        "{:>8} {:>10} {:>10} {:>10} {:>16}",
+        "VTXOs", "req/s", "p50 ms", "p99 ms", "p50 per VTXO µs"
+    );
+    for count in sizes {
+        let (_tmp, datadir) = harness::datadir_with_wallet(bitcoind);
+        harness::with_store(&datadir, async |store| {
+            big_wallet::fill_vtxos(store, count).await
+        });
+        let daemon = Daemon::start(&datadir, &["-q"]);
+        harness::wait_loaded(&daemon, &datadir);
+        let bearer = format!("Authorization: Bearer {}", harness::token(&datadir));
+        let url = format!("http://127.0.0.1:{}/api/v1/wallet/vtxos", daemon.port);
+        let figures = harness::oha_figures(
+            oha,
+            &["-c", "16", "-z", &format!("{secs}s"), "-H", &bearer, &url],
+        );
+        println!(
+            "{:>8} {:>10.0} {:>10.2} {:>10.2} {:>16.3}",
+            count,
+            figures.requests_per_sec,
+            figures.p50_ms,
+            figures.p99_ms,
+            figures.p50_ms * 1000.0 / count as f64
+        );
+        daemon.terminate();
+    }
 }

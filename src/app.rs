@@ -338,7 +338,8 @@ impl Daemon {
             new_wallets: Arc::new(std::sync::Mutex::new(
                 crate::access::expiring::ExpiringMap::new(crate::console::wallet::NEW_WALLETS),
             )),
-            history_pages: Arc::default(),
+            history_pages: Arc::new(crate::api::v1::page_cache::PageCache::history()),
+            vtxo_lists: Arc::new(crate::api::v1::page_cache::PageCache::vtxo_lists()),
             settings_toml: toml::to_string_pretty(&settings.file)
                 .unwrap_or_else(|e| format!("# cannot show the configuration: {e}"))
                 .into(),

@@ -80,7 +80,10 @@ pub struct AppState {
     /// What a pairing link names: the address, host name and TLS pin.
     pub pairing_target: Arc<crate::access::pairing::PairingTarget>,
     /// History pages as sent, until the wallet's database next changes.
-    pub history_pages: Arc<crate::api::v1::page_cache::PageCache>,
+    pub history_pages:
+        Arc<crate::api::v1::page_cache::PageCache<crate::api::v1::page_cache::PageKey>>,
+    /// The VTXO lists as sent, until the wallet's database next changes.
+    pub vtxo_lists: Arc<crate::api::v1::page_cache::PageCache<bool>>,
     /// The configuration in effect (`berth.toml` and its layers, defaults filled in),
     /// as TOML, for the console's settings page.
     pub settings_toml: Arc<str>,

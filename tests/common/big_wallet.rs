@@ -44,15 +44,20 @@ pub async fn fill(store: &impl BarkPersister) {
         "stored {MOVEMENTS} movements in {:.1} s",
         started.elapsed().as_secs_f64()
     );
+    fill_vtxos(store, VTXOS).await;
+}
+
+/// `count` spendable VTXOs, stored 100 at a time.
+pub async fn fill_vtxos(store: &impl BarkPersister, count: usize) {
     let started = Instant::now();
-    let pool = vtxos::vtxo_pool(VTXOS);
+    let pool = vtxos::vtxo_pool(count);
     let spendable = VtxoState::Spendable;
     for chunk in pool.chunks(100) {
         let batch: Vec<_> = chunk.iter().map(|v| (v, &spendable)).collect();
         store.store_vtxos(&batch).await.expect("vtxos");
     }
     println!(
-        "built and stored {VTXOS} VTXOs in {:.1} s",
+        "built and stored {count} VTXOs in {:.1} s",
         started.elapsed().as_secs_f64()
     );
 }

@@ -174,7 +174,7 @@ fn a_backup_brings_the_wallet_back_after_the_card_dies() {
     let shown = [
         "Unspent value by time left",
         "Latest movements",
-        "bark.board",
+        "Board (board)",
     ];
     let mut last = String::new();
     let found = (0..60).any(|_| {

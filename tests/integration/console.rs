@@ -616,7 +616,9 @@ fn the_overview_of_a_loaded_wallet_shows_its_connections_expiry_exits_movements_
     // The autopilot's probe fails: the overview says so, and lists its alert.
     harness::wait_until("the autopilot to probe the Ark server", 30, || {
         raw = page(&daemon, "/", &cookie).1;
-        raw.contains("Ark server: unreachable") && raw.contains("ark-server-unreachable")
+        raw.contains("Ark server: unreachable")
+            && raw.contains("ark-server-unreachable")
+            && raw.contains("Chain: block ")
     });
     for shown in [
         r#"<span class="amount big">0 <span class="unit">sats</span></span> spendable"#,

@@ -1,32 +1,56 @@
-//! History pages as sent, kept until the wallet's database next changes.
+//! Lists as sent, kept until the wallet's database next changes: the history's pages
+//! and the VTXO list.
 //!
-//! A phone app polls the first page of the history; rendering a page of 100 movements
-//! as JSON (~47 KB) costs about a millisecond, far more than reading it. A page is kept
-//! with the store's commit count read before the page was: any write to the wallet
-//! database makes every kept page a miss, so a page is never served older than a read
-//! would be. Bounded: a few pages, none larger than a quarter megabyte.
+//! A phone app polls the first page of the history, and lists the VTXOs to show when
+//! they expire; rendering a page of 100 movements as JSON (~47 KB) costs about a
+//! millisecond, and listing 2,000 VTXOs (each read from the store as bark's whole VTXO,
+//! exit chain included, then rendered: ~1 MB) tens of milliseconds, far more than
+//! sending what was rendered before. A list is kept with the store's commit count read
+//! before the list was: any write to the wallet database makes every kept list a miss,
+//! so a list is never served older than a read would be. Bounded: a few lists, none
+//! larger than its cache's limit (a larger one is rendered for each request).
 
 use std::sync::Mutex;
 
 use crate::api::v1::common::RenderedPage;
 
-/// Pages kept at most: the first page and a few more a client may be paging through.
-const PAGES: usize = 8;
-/// A larger page (up to 1,000 movements) is rendered for each request, not kept.
-const MAX_PAGE_BYTES: usize = 256 * 1024;
-
-/// Which page: `before` (the cursor) and `limit`.
+/// Which history page: `before` (the cursor) and `limit`.
 pub type PageKey = (Option<u32>, usize);
 
-#[derive(Default)]
-pub struct PageCache {
+pub struct PageCache<K> {
     /// Most recently used last; all of one generation (older ones are dropped).
-    pages: Mutex<Vec<(PageKey, u64, RenderedPage)>>,
+    pages: Mutex<Vec<(K, u64, RenderedPage)>>,
+    max_pages: usize,
+    max_bytes: usize,
 }
 
-impl PageCache {
-    /// The page kept for `key`, if it was rendered at this store `generation`.
-    pub fn get(&self, key: PageKey, generation: u64) -> Option<RenderedPage> {
+impl PageCache<PageKey> {
+    /// The history's: the first page and a few more a client may be paging through; a
+    /// large page (up to 1,000 movements) is rendered for each request.
+    pub fn history() -> Self {
+        PageCache::new(8, 256 * 1024)
+    }
+}
+
+impl PageCache<bool> {
+    /// The VTXO list's, by `all` (spent ones too) or not: both lists of a wallet of up
+    /// to about 16,000 VTXOs (~500 bytes of JSON each), at most 16 MiB in all.
+    pub fn vtxo_lists() -> Self {
+        PageCache::new(2, 8 * 1024 * 1024)
+    }
+}
+
+impl<K: PartialEq + Copy> PageCache<K> {
+    pub fn new(max_pages: usize, max_bytes: usize) -> Self {
+        PageCache {
+            pages: Mutex::new(Vec::new()),
+            max_pages,
+            max_bytes,
+        }
+    }
+
+    /// The list kept for `key`, if it was rendered at this store `generation`.
+    pub fn get(&self, key: K, generation: u64) -> Option<RenderedPage> {
         let mut pages = self.pages.lock().unwrap_or_else(|e| e.into_inner());
         let at = pages
             .iter()
@@ -38,18 +62,18 @@ impl PageCache {
     }
 
     /// Keep `page`, rendered from a read that began after `generation` was read.
-    pub fn put(&self, key: PageKey, generation: u64, page: RenderedPage) {
-        if page.body.len() > MAX_PAGE_BYTES {
+    pub fn put(&self, key: K, generation: u64, page: RenderedPage) {
+        if page.body.len() > self.max_bytes {
             return;
         }
         let mut pages = self.pages.lock().unwrap_or_else(|e| e.into_inner());
-        // Pages of an older generation will never be served again; a newer one than
-        // this page's means this page is already out of date.
+        // Lists of an older generation will never be served again; a newer one than
+        // this list's means this list is already out of date.
         if pages.iter().any(|(_, g, _)| *g > generation) {
             return;
         }
         pages.retain(|(k, g, _)| *g == generation && *k != key);
-        if pages.len() == PAGES {
+        if pages.len() == self.max_pages {
             pages.remove(0);
         }
         pages.push((key, generation, page));
@@ -61,6 +85,9 @@ mod tests {
     use super::*;
     use axum::body::Bytes;
 
+    const PAGES: usize = 8;
+    const MAX_PAGE_BYTES: usize = 256 * 1024;
+
     fn page(text: &str) -> RenderedPage {
         RenderedPage {
             body: Bytes::from(text.to_owned()),
@@ -70,7 +97,7 @@ mod tests {
 
     #[test]
     fn a_page_is_served_only_at_the_generation_it_was_rendered_at() {
-        let cache = PageCache::default();
+        let cache = PageCache::history();
         cache.put((None, 100), 7, page("a"));
         assert_eq!(
             cache.get((None, 100), 7).map(|p| p.body),
@@ -83,7 +110,7 @@ mod tests {
 
     #[test]
     fn a_newer_generation_drops_the_older_pages_and_an_older_page_is_not_kept() {
-        let cache = PageCache::default();
+        let cache = PageCache::history();
         cache.put((None, 100), 7, page("old"));
         cache.put((Some(9), 100), 8, page("new"));
         assert!(cache.get((None, 100), 7).is_none());
@@ -95,7 +122,7 @@ mod tests {
 
     #[test]
     fn it_keeps_a_bounded_number_of_pages_and_no_large_one() {
-        let cache = PageCache::default();
+        let cache = PageCache::history();
         for before in 0..(PAGES as u32 + 3) {
             cache.put((Some(before), 10), 1, page("p"));
         }
@@ -109,5 +136,24 @@ mod tests {
         };
         cache.put((None, 1000), 1, big);
         assert!(cache.get((None, 1000), 1).is_none());
+    }
+
+    #[test]
+    fn the_vtxo_lists_keep_both_lists_of_a_generation_and_no_huge_one() {
+        let cache = PageCache::vtxo_lists();
+        cache.put(false, 3, page("unspent"));
+        cache.put(true, 3, page("all"));
+        assert_eq!(
+            cache.get(false, 3).map(|p| p.body),
+            Some(Bytes::from("unspent"))
+        );
+        assert_eq!(cache.get(true, 3).map(|p| p.body), Some(Bytes::from("all")));
+        assert!(cache.get(false, 4).is_none(), "a commit since: a miss");
+        let huge = RenderedPage {
+            body: Bytes::from(vec![b' '; 8 * 1024 * 1024 + 1]),
+            next: None,
+        };
+        cache.put(false, 4, huge);
+        assert!(cache.get(false, 4).is_none());
     }
 }

@@ -9,7 +9,7 @@ use utoipa::ToSchema;
 
 use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorResponse, NotFoundResponse};
-use crate::api::v1::common::{Fresh, Page, PageQuery, WalletVtxoInfo, parse_vtxo_id};
+use crate::api::v1::common::{Fresh, PageQuery, RenderedPage, WalletVtxoInfo, parse_vtxo_id};
 use crate::engine::Freshness;
 
 /// The wallet's Ark balance by state, in sats. The first five fields are barkd's.
@@ -108,20 +108,28 @@ pub async fn vtxos(
     State(state): State<AppState>,
     query: Result<Query<VtxosQuery>, QueryRejection>,
     page: Result<Query<PageQuery>, QueryRejection>,
-) -> Result<Fresh<Page<WalletVtxoInfo>>, ApiError> {
+) -> Result<Fresh<RenderedPage>, ApiError> {
     let Query(query) = query?;
     let Query(page) = page?;
-    page.limit()?;
+    let all = query.all.unwrap_or(false);
+    let paged = page.limit()?.is_some();
     let freshness = state.engine.freshness().await?;
-    let vtxos = state
-        .engine
-        .reads()
-        .vtxos(query.all.unwrap_or(false))
-        .await?;
-    let page = page.apply(vtxos.iter().map(WalletVtxoInfo::from).collect(), |v| {
-        v.id.clone()
-    })?;
-    Ok(Fresh(freshness, page))
+    // The whole list (barkd's answer) is kept as sent until the store next changes
+    // (`page_cache`); read the generation before the list.
+    let generation = state.engine.reads().store_generation();
+    if !paged && let Some(kept) = state.vtxo_lists.get(all, generation) {
+        return Ok(Fresh(freshness, kept));
+    }
+    let vtxos = state.engine.reads().vtxos(all).await?;
+    let rendered = page
+        .apply(vtxos.iter().map(WalletVtxoInfo::from).collect(), |v| {
+            v.id.clone()
+        })?
+        .render()?;
+    if !paged {
+        state.vtxo_lists.put(all, generation, rendered.clone());
+    }
+    Ok(Fresh(freshness, rendered))
 }
 
 fn vtxo_id(raw: Result<Path<String>, PathRejection>) -> Result<ark::VtxoId, ApiError> {
