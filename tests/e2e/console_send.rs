@@ -38,20 +38,11 @@ fn the_console_pays_an_ark_address_and_an_invoice() {
     let (shown_invoice, _) = ln.external.invoice(Some(5_000_000), "console-shown");
 
     let cookie = harness::console_session(port, &alice.datadir, "read,receive,send,admin", "Owner");
-    let (name, value) = cookie.split_once('=').expect("a cookie");
     let base = format!("http://127.0.0.1:{port}");
     let browser = harness::browser::Chromium::start(&chromium, "");
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     runtime.block_on(async {
-        let shots = harness::browser::shots_dir("e2e-send-screenshots");
-        let mut page =
-            harness::browser::Page::connect(&browser, shots, std::time::Duration::from_secs(120))
-                .await;
-        page.call(
-            "Network.setCookie",
-            json!({ "name": name, "value": value, "url": base, "path": "/", "secure": true, "httpOnly": true }),
-        )
-        .await;
+        let mut page = harness::browser::Page::signed_in(&browser, &base, &cookie, "e2e-send-screenshots").await;
         for (n, (destination, amount, kind, shown, done)) in [
             (
                 bob_address.as_str(),

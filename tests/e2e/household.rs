@@ -287,20 +287,11 @@ fn an_approved_payment_settles_once() {
     // a pairing window's sign-in makes it): the approvals page lists it, its button
     // approves it, and the page shows it executed once the payment settled.
     let cookie = harness::console_session(port, &alice.datadir, "read,receive,send,admin", "Owner");
-    let (name, value) = cookie.split_once('=').expect("a cookie");
     let base = format!("http://127.0.0.1:{port}");
     let browser = harness::browser::Chromium::start(&chromium, "");
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     runtime.block_on(async {
-        let shots = harness::browser::shots_dir("e2e-approval-screenshots");
-        let mut page =
-            harness::browser::Page::connect(&browser, shots, std::time::Duration::from_secs(120))
-                .await;
-        page.call(
-            "Network.setCookie",
-            json!({ "name": name, "value": value, "url": base, "path": "/", "secure": true, "httpOnly": true }),
-        )
-        .await;
+        let mut page = harness::browser::Page::signed_in(&browser, &base, &cookie, "e2e-approval-screenshots").await;
         page.open(&format!("{base}/console/approvals")).await;
         let listed = page.wait_for("/console/approvals", "Waiting for you").await;
         assert!(

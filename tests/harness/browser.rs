@@ -218,6 +218,22 @@ impl Page {
         }
     }
 
+    /// A page of `browser` signed in to the console at `base` (plain HTTP on the
+    /// loopback, as the regtest stack serves it) with `cookie` (`name=value`, as
+    /// `harness::console_session` makes it); screenshots go to the shots directory
+    /// `shots` (`shots_dir`).
+    pub async fn signed_in(browser: &Chromium, base: &str, cookie: &str, shots: &str) -> Page {
+        let (name, value) = cookie.split_once('=').expect("a cookie");
+        let mut page = Page::connect(browser, shots_dir(shots), Duration::from_secs(120)).await;
+        // Secure: its name's prefix asks for it; Chromium trusts the loopback as secure.
+        page.call(
+            "Network.setCookie",
+            json!({ "name": name, "value": value, "url": base, "path": "/", "secure": true, "httpOnly": true }),
+        )
+        .await;
+        page
+    }
+
     /// Emulate the reader's colour scheme (`prefers-color-scheme`): dark or light.
     pub async fn set_dark(&mut self, dark: bool) {
         let value = if dark { "dark" } else { "light" };
