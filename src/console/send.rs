@@ -200,6 +200,8 @@ struct SendPage {
     error: Option<String>,
     /// The outcome of a confirmed payment: its class (`ok`, `warn`) and words.
     outcome: Option<(&'static str, String)>,
+    /// The movement that records it, when the answer names one.
+    movement: Option<u64>,
     spendable: Option<String>,
 }
 
@@ -226,6 +228,7 @@ fn blank(state: &AppState, form: &SendForm) -> SendPage {
         review: None,
         error: None,
         outcome: None,
+        movement: None,
         spendable: None,
     }
 }
@@ -360,6 +363,7 @@ pub(super) async fn pay(
     };
     tracing::info!(target: "berth::console", status = answer.status, "a payment was made from the console");
     shown.outcome = Some(outcome);
+    shown.movement = answer.body["movement_id"].as_u64();
     shown.destination.clear();
     shown.amount.clear();
     shown.comment.clear();

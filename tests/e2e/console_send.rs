@@ -86,6 +86,13 @@ fn the_console_pays_an_ark_address_and_an_invoice() {
             let outcome = page.wait_for("/console/send", done).await;
             page.screenshot(&format!("{}-paid", n + 1)).await;
             assert!(!outcome.contains("Not paid"), "{outcome}");
+            if kind == "an Ark address" {
+                // The answer names its movement: the page links to it.
+                let linked = page
+                    .eval("!!document.querySelector('.notice a[href^=\"/console/history/\"]')")
+                    .await;
+                assert_eq!(linked, json!(true), "{outcome}");
+            }
         }
 
         // Both arrived: bob's Ark balance, the outside node's invoice.
