@@ -236,6 +236,7 @@ fn run_flow(chromium: &Path, target: &Target) {
         let claim = page.wait_for("/", "Claim this box").await;
         assert!(claim.contains(&target.ca_pin), "the page shows the CA's pin: {claim}");
         page.screenshot("1-claim").await;
+        assert_accessible(&mut page, "the claim page").await;
         page.eval(&format!(
             "(() => {{ const f = document.querySelector('form[action=\"/console/sign-in\"]'); \
              f.code.value = '{}'; f.name.value = 'Chromium'; f.submit(); return true }})()",
@@ -263,6 +264,7 @@ fn run_flow(chromium: &Path, target: &Target) {
         .await;
         page.wait_for("/console/wallet/new", "Your recovery phrase").await;
         page.screenshot("3-phrase").await;
+        assert_accessible(&mut page, "the recovery phrase").await;
         let asked = page
             .eval(
                 "JSON.stringify({words: [...document.querySelectorAll('ol.phrase li')].map(li => li.textContent), \
@@ -569,12 +571,19 @@ fn run_flow(chromium: &Path, target: &Target) {
 }
 
 /// No serious or critical fault axe-core finds on the page as it is now (a page state
-/// the width loop of [`run_flow`] does not visit). Without axe-core, nothing: that
-/// loop reported it skipped.
+/// the width loop of [`run_flow`] does not visit), in the light and the dark colour
+/// scheme. Without axe-core, nothing: that loop reported it skipped.
 async fn assert_accessible(page: &mut Page, what: &str) {
     if let Some(axe) = harness::browser::axe_source() {
-        let faults = page.accessibility_faults(&axe).await;
-        assert!(faults.is_empty(), "{what}: axe-core: {faults:#?}");
+        for dark in [false, true] {
+            page.set_dark(dark).await;
+            let faults = page.accessibility_faults(&axe).await;
+            assert!(
+                faults.is_empty(),
+                "{what} (dark: {dark}): axe-core: {faults:#?}"
+            );
+        }
+        page.set_dark(false).await;
     }
 }
 
