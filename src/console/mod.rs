@@ -1,13 +1,17 @@
 //! The web console: the box looked after from a browser on the LAN, at `/` on the same
 //! origin (and the same TLS listener) as the API. Server-rendered pages (askama
 //! templates in `templates/`, checked at compile time and compiled in with the one
-//! stylesheet), plain forms; QR codes are drawn on the server. One small script
-//! (`live.js`) keeps the overview current over the notifications websocket; every page
-//! works without it.
+//! stylesheet, the console's design system), plain forms; QR codes are drawn on the
+//! server. Two small scripts: `live.js` keeps the overview current over the
+//! notifications websocket, `send.js` scans a QR code with the camera where the browser
+//! can; every page works without them.
 //!
 //! Pages: the claim page (an unclaimed box), sign-in with a claim or pairing code, the
-//! overview (the wallet and its balances, backups), create or import the wallet
-//! (`wallet`), unlock a wallet whose seed waits for its passphrase (`unlock`), receive
+//! overview (the home screen: the balance, one status, what needs the owner, the
+//! expiry chart, movements and alerts: `overview`), create or import the wallet
+//! (`wallet`), unlock a wallet whose seed waits for its passphrase (`unlock`), send (one
+//! field for any destination, its fee, then the API's own payment as this device:
+//! `send`), the history (`history`), receive
 //! (a new on-chain or Ark address with its QR code, `receive`), the
 //! devices (list, revoke, and a pairing QR code for a phone), the apps connected over
 //! Nostr Wallet Connect (list, connect with a QR code, revoke: `apps`), the webhooks and

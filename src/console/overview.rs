@@ -1,10 +1,13 @@
-//! The overview: the wallet's balances by state (or that it is locked), when its VTXOs expire (a bar chart of
-//! value by blocks left), exits under way and whether the on-chain coins can pay for
-//! them, the Ark server and the chain as the autopilot last saw them, the newest
-//! movements, the newest alerts of the event log, and the backups: the daemon's status
-//! snapshot (`api::status`), which `/health` and `/metrics` render too; nothing here
-//! probes anything. The page's script (`live.js`)
-//! keeps it current: each event on the notifications websocket fetches it again.
+//! The overview, the console's home screen. It answers three questions at a glance:
+//! how much is there (the spendable balance, large, with what is pending and on-chain
+//! beneath), is everything all right (one status: the `/health` verdict and its
+//! reasons), and what needs the owner now ("Needs you": a wallet to create or unlock,
+//! approvals, backups, exits to claim, the exit reserve, a disabled webhook). Then
+//! when the VTXOs expire (a bar chart of value by blocks left), exits under way, the
+//! newest movements and alerts. All of it from the daemon's status snapshot
+//! (`api::status`), which `/health` and `/metrics` render too; nothing here probes
+//! anything. The page's script (`live.js`) keeps it current: each event on the
+//! notifications websocket fetches it again.
 
 use askama::Template;
 use axum::http::StatusCode;
