@@ -25,9 +25,7 @@ fn the_console_pays_an_ark_address_and_an_invoice() {
     let alice = stack.berthd("alice");
     let bob = stack.berthd("bob");
     crate::board_and_confirm(&stack, &alice, 600_000);
-    let height = stack.bitcoind.height();
-    ln.internal.wait_for_block(height);
-    ln.external.wait_for_block(height);
+    stack.lightning_at_tip();
     let port = alice.port();
     let bob_address = bob.post_ok("/api/v1/wallet/addresses/next", json!({}))["address"]
         .as_str()

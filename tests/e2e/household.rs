@@ -69,9 +69,7 @@ fn a_childs_phone_pays_within_its_allowance() {
     let mut alice = stack.berthd("alice");
     let bob = stack.berthd("bob");
     crate::board_and_confirm(&stack, &alice, 600_000);
-    let height = stack.bitcoind.height();
-    ln.internal.wait_for_block(height);
-    ln.external.wait_for_block(height);
+    stack.lightning_at_tip();
 
     // The owner pairs the child's phone and gives it rules.
     let (child, _) = pair_child(
@@ -220,9 +218,7 @@ fn an_approved_payment_settles_once() {
     let alice = stack.berthd("alice");
     let bob = stack.berthd("bob");
     crate::board_and_confirm(&stack, &alice, 600_000);
-    let height = stack.bitcoind.height();
-    ln.internal.wait_for_block(height);
-    ln.external.wait_for_block(height);
+    stack.lightning_at_tip();
     let port = alice.port();
 
     let (child, id) = pair_child(

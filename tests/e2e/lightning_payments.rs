@@ -125,9 +125,7 @@ fn lightning_pays_and_receives_over_real_nodes() {
     // the home network and the box itself by default, tests/integration/egress.rs).
     let alice = stack.berthd_with("alice", "[egress]\nallow = [\"127.0.0.1\"]\n");
     board_and_confirm(&stack, &alice, 2_000_000);
-    let height = stack.bitcoind.height();
-    ln.internal.wait_for_block(height);
-    ln.external.wait_for_block(height);
+    stack.lightning_at_tip();
 
     // An invoice with an amount: paid, the preimage matches, the payee saw it.
     let before = spendable(&alice);
@@ -492,9 +490,7 @@ fn lightning_payments_in_flight_survive_a_sigkill() {
     let ln = stack.ln();
     let mut alice = stack.berthd("alice");
     board_and_confirm(&stack, &alice, 1_000_000);
-    let height = stack.bitcoind.height();
-    ln.internal.wait_for_block(height);
-    ln.external.wait_for_block(height);
+    stack.lightning_at_tip();
 
     for (round, settle) in [(1u8, true), (2u8, false)] {
         let preimage = [round; 32];
@@ -613,9 +609,7 @@ fn a_lightning_address_is_paid_over_https() {
     let (status, body) = alice.post("/api/v1/wallet/create", json!({"network": "regtest"}));
     assert_eq!(status, 200, "{body}");
     board_and_confirm(&stack, &alice, 500_000);
-    let height = stack.bitcoind.height();
-    ln.internal.wait_for_block(height);
-    ln.external.wait_for_block(height);
+    stack.lightning_at_tip();
 
     let address = "alice@localhost";
     let (status, body) = alice.post("/api/v1/lightning/pay", json!({"destination": address}));

@@ -70,9 +70,7 @@ fn an_app_pays_and_is_paid_over_nostr_wallet_connect() {
         ),
     );
     crate::board_and_confirm(&stack, &alice, 1_000_000);
-    let height = stack.bitcoind.height();
-    ln.internal.wait_for_block(height);
-    ln.external.wait_for_block(height);
+    stack.lightning_at_tip();
     let created = alice.post_ok(
         "/api/v1/nwc/connections",
         json!({ "name": "Alby Go", "budget_sat": 200_000, "budget_renewal": "daily" }),

@@ -401,6 +401,14 @@ impl Stack {
         self.lightning.as_ref().expect("a stack with Lightning")
     }
 
+    /// Wait until both Lightning nodes have seen bitcoind's tip: after blocks were
+    /// mined (a board), a node behind the tip will not pay or route.
+    pub fn lightning_at_tip(&self) {
+        let height = self.bitcoind.height();
+        self.ln().internal.wait_for_block(height);
+        self.ln().external.wait_for_block(height);
+    }
+
     pub fn dir(&self) -> &Path {
         self.dir.as_ref().expect("stack dir").path()
     }
