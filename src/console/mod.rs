@@ -372,16 +372,24 @@ pub(super) fn forbidden(message: &'static str) -> Response {
 /// open claim, or the sign-in page.
 async fn home(State(state): State<AppState>, headers: HeaderMap) -> Response {
     match session::signed_in(&headers, &state.devices) {
-        Some(who) if who.scopes.allows(Scope::Read) => {
-            // A device whose rules say `history: own` sees only its own payments.
-            let own = match state.engine.spending().own_history(&who.device_id).await {
-                Ok(own) => own.then_some(who.device_id.as_str()),
-                Err(e) => return (ApiError::from(e)).into_response(),
-            };
-            overview::overview(&state, who.scopes.allows(Scope::Admin), own).await
-        }
+        Some(who) if who.scopes.allows(Scope::Read) => match own_history(&state, &who).await {
+            Ok(own) => overview::overview(&state, who.scopes.allows(Scope::Admin), own).await,
+            Err(refused) => refused,
+        },
         Some(_) => forbidden("this device may not see the wallet (it lacks the read scope)"),
         None => signed_out(&state, StatusCode::OK, None),
+    }
+}
+
+/// `Some(the device's id)` when its rules say `history: own` (it sees only its own
+/// payments), else `None`; the error's answer when the rules cannot be read.
+pub(super) async fn own_history<'a>(
+    state: &AppState,
+    who: &'a Authorized,
+) -> Result<Option<&'a str>, Response> {
+    match state.engine.spending().own_history(&who.device_id).await {
+        Ok(own) => Ok(own.then_some(who.device_id.as_str())),
+        Err(e) => Err(ApiError::from(e).into_response()),
     }
 }
 

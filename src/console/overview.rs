@@ -129,7 +129,7 @@ const ALERTS_AMONG: u64 = 500;
 /// waiting for approval, and every device's approval events among the alerts); `own`:
 /// the viewer is a device that sees only its own payments.
 pub(super) async fn overview(state: &AppState, admin: bool, own: Option<&str>) -> Response {
-    overview_with(state, admin, own, StatusCode::OK, Outcome::default()).await
+    overview_with(state, admin, own, Outcome::default()).await
 }
 
 /// What a form posted from the overview (the exits' claim) did.
@@ -143,7 +143,6 @@ async fn overview_with(
     state: &AppState,
     admin: bool,
     own: Option<&str>,
-    code: StatusCode,
     outcome: Outcome,
 ) -> Response {
     let now = crate::api::status::snapshot(state, crate::api::status::Reading::WithBalances).await;
@@ -286,7 +285,7 @@ async fn overview_with(
     let backups = now.backup;
     let frame = Frame::new(state);
     page(
-        code,
+        StatusCode::OK,
         &OverviewPage {
             hostname: frame.hostname,
             pin: frame.pin,
@@ -472,27 +471,20 @@ pub(super) async fn claim_exits(
             }
         }
     };
-    let (code, outcome) = match outcome {
-        Ok(claimed) => (
-            StatusCode::OK,
-            Outcome {
-                claimed: Some(claimed),
-                error: None,
-            },
-        ),
-        Err(error) => (
-            StatusCode::OK,
-            Outcome {
-                claimed: None,
-                error: Some(error),
-            },
-        ),
+    let outcome = match outcome {
+        Ok(claimed) => Outcome {
+            claimed: Some(claimed),
+            error: None,
+        },
+        Err(error) => Outcome {
+            claimed: None,
+            error: Some(error),
+        },
     };
-    let own = match state.engine.spending().own_history(&who.device_id).await {
-        Ok(own) => own.then_some(who.device_id.as_str()),
-        Err(e) => return crate::api::error::ApiError::from(e).into_response(),
-    };
-    overview_with(&state, admin, own, code, outcome).await
+    match super::own_history(&state, &who).await {
+        Ok(own) => overview_with(&state, admin, own, outcome).await,
+        Err(refused) => refused,
+    }
 }
 
 /// The newest alerts of the event log (among its newest events), newest first.
