@@ -10,7 +10,9 @@
 //! then the balance of an empty wallet, and a table of berthd beside barkd, with each
 //! daemon's start to `/ping` on its big wallet (median of five starts). Last, the VTXO
 //! list of wallets of `BERTH_BENCH_VTXOS` VTXOs (default `100,2000,10000`; none:
-//! `BERTH_BENCH_VTXOS=`) from 16 connections, with its cost per VTXO: it must stay flat. barkd has no
+//! `BERTH_BENCH_VTXOS=`), and the exits' list of wallets of as many finished exits, from
+//! 16 connections, with the cost per item: it must stay flat (`BERTH_BENCH_ONLY=lists`:
+//! only these). barkd has no
 //! history pages: its `limit` is ignored and it sends the whole history.
 //! `BERTH_BENCH_BERTHD` measures another build of berthd (the shipped one:
 //! `target/dist/shipped/berthd`, which `scripts/footprint` makes).
@@ -193,6 +195,10 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(10);
+    if std::env::var("BERTH_BENCH_ONLY").as_deref() == Ok("lists") {
+        lists_by_size(&oha, &bitcoind, secs);
+        return;
+    }
 
     // The balance of an empty wallet first: what "flat" is measured against.
     let (_empty_tmp, empty) = harness::datadir_with_wallet(&bitcoind);
@@ -275,12 +281,13 @@ fn main() {
         barkd_start
     );
 
-    vtxo_list_by_size(&oha, &bitcoind, secs);
+    lists_by_size(&oha, &bitcoind, secs);
 }
 
-/// `GET /api/v1/wallet/vtxos` from 16 connections on wallets of growing numbers of
-/// VTXOs (and nothing else): requests per second, p50 and p99, and p50 per VTXO.
-fn vtxo_list_by_size(oha: &str, bitcoind: &harness::Bitcoind, secs: u64) {
+/// `GET /api/v1/wallet/vtxos` and `GET /api/v1/exits/status/all` from 16 connections on
+/// wallets of growing numbers of VTXOs (and nothing else) and of finished exits:
+/// requests per second, p50 and p99, and p50 per item.
+fn lists_by_size(oha: &str, bitcoind: &harness::Bitcoind, secs: u64) {
     let sizes: Vec<usize> = std::env::var("BERTH_BENCH_VTXOS")
         .unwrap_or_else(|_| "100,2000,10000".into())
         .split(',')
@@ -291,30 +298,37 @@ fn vtxo_list_by_size(oha: &str, bitcoind: &harness::Bitcoind, secs: u64) {
     }
     println!();
     println!(
-        "{:>8} {:>10} {:>10} {:>10} {:>16}",
-        "VTXOs", "req/s", "p50 ms", "p99 ms", "p50 per VTXO µs"
+        "{:<28} {:>8} {:>10} {:>10} {:>10} {:>16}",
+        "list", "items", "req/s", "p50 ms", "p99 ms", "p50 per item µs"
     );
-    for count in sizes {
-        let (_tmp, datadir) = harness::datadir_with_wallet(bitcoind);
-        harness::with_store(&datadir, async |store| {
-            big_wallet::fill_vtxos(store, count).await
-        });
-        let daemon = Daemon::start(&datadir, &["-q"]);
-        harness::wait_loaded(&daemon, &datadir);
-        let bearer = format!("Authorization: Bearer {}", harness::token(&datadir));
-        let url = format!("http://127.0.0.1:{}/api/v1/wallet/vtxos", daemon.port);
-        let figures = harness::oha_figures(
-            oha,
-            &["-c", "16", "-z", &format!("{secs}s"), "-H", &bearer, &url],
-        );
-        println!(
-            "{:>8} {:>10.0} {:>10.2} {:>10.2} {:>16.3}",
-            count,
-            figures.requests_per_sec,
-            figures.p50_ms,
-            figures.p99_ms,
-            figures.p50_ms * 1000.0 / count as f64
-        );
-        daemon.terminate();
+    for (path, what) in [
+        ("/api/v1/wallet/vtxos", "VTXOs"),
+        ("/api/v1/exits/status/all", "exits"),
+    ] {
+        for &count in &sizes {
+            let (_tmp, datadir) = harness::datadir_with_wallet(bitcoind);
+            harness::with_store(&datadir, async |store| match what {
+                "VTXOs" => big_wallet::fill_vtxos(store, count).await,
+                _ => big_wallet::fill_exits(store, count).await,
+            });
+            let daemon = Daemon::start(&datadir, &["-q"]);
+            harness::wait_loaded(&daemon, &datadir);
+            let bearer = format!("Authorization: Bearer {}", harness::token(&datadir));
+            let url = format!("http://127.0.0.1:{}{path}", daemon.port);
+            let figures = harness::oha_figures(
+                oha,
+                &["-c", "16", "-z", &format!("{secs}s"), "-H", &bearer, &url],
+            );
+            println!(
+                "{:<28} {:>8} {:>10.0} {:>10.2} {:>10.2} {:>16.3}",
+                path,
+                count,
+                figures.requests_per_sec,
+                figures.p50_ms,
+                figures.p99_ms,
+                figures.p50_ms * 1000.0 / count as f64
+            );
+            daemon.terminate();
+        }
     }
 }

@@ -5,6 +5,8 @@
 //! extra memory the backup costs shows. Run: `scripts/bench-backup` (it installs GNU
 //! time when missing).
 
+// Only its `fill`: the exits are the API bench's.
+#[allow(dead_code)]
 #[path = "../tests/common/big_wallet.rs"]
 mod big_wallet;
 #[path = "../tests/harness/mod.rs"]

@@ -84,6 +84,8 @@ pub struct AppState {
         Arc<crate::api::v1::page_cache::PageCache<crate::api::v1::page_cache::PageKey>>,
     /// The VTXO lists as sent, until the wallet's database next changes.
     pub vtxo_lists: Arc<crate::api::v1::page_cache::PageCache<bool>>,
+    /// The exits' lists without transactions, as sent, until the database next changes.
+    pub exit_lists: Arc<crate::api::v1::page_cache::PageCache<(crate::engine::ExitList, bool)>>,
     /// The configuration in effect (`berth.toml` and its layers, defaults filled in),
     /// as TOML, for the console's settings page.
     pub settings_toml: Arc<str>,

@@ -24,7 +24,7 @@ use super::{Engine, EngineError, LoadedWallet};
 const TIP_POLL: Duration = Duration::from_secs(2);
 
 /// Which exits to list.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ExitList {
     All,
     /// From `start` to `claim-in-progress`.

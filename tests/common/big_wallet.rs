@@ -61,3 +61,59 @@ pub async fn fill_vtxos(store: &impl BarkPersister, count: usize) {
         started.elapsed().as_secs_f64()
     );
 }
+
+/// `count` finished exits (claimed, with the phases before it), stored one at a time
+/// as bark does. Their VTXOs are not stored: a finished exit is listed from its own
+/// entry, and bark leaves finished exits alone when the wallet opens.
+pub async fn fill_exits(store: &impl BarkPersister, count: usize) {
+    use bark::exit::{
+        ExitAwaitingDeltaState, ExitClaimableState, ExitClaimedState, ExitStartState, ExitState,
+    };
+    use bark::persist::models::StoredExit;
+    use bitcoin::hashes::Hash;
+    use bitcoin_ext::{BlockHeight, BlockRef};
+
+    let started = Instant::now();
+    for i in 0..count {
+        let height = |h: u32| BlockHeight::new(h);
+        let txid = bitcoin::Txid::from_byte_array([(i % 251) as u8 + 1; 32]);
+        let block = BlockRef {
+            height: height(1_200),
+            hash: bitcoin::BlockHash::from_byte_array([7; 32]),
+        };
+        let history: Vec<ExitState> = vec![
+            ExitStartState {
+                tip_height: height(1_000),
+            }
+            .into(),
+            ExitAwaitingDeltaState {
+                tip_height: height(1_010),
+                confirmed_block: block,
+                claimable_height: height(1_154),
+            }
+            .into(),
+            ExitClaimableState {
+                tip_height: height(1_154),
+                claimable_since: block,
+                last_scanned_block: None,
+            }
+            .into(),
+        ];
+        let exit = StoredExit {
+            vtxo_id: bitcoin::OutPoint::new(txid, i as u32).into(),
+            state: ExitClaimedState {
+                tip_height: height(1_200),
+                txid,
+                block,
+            }
+            .into(),
+            history,
+            movement_id: None,
+        };
+        store.store_exit_vtxo_entry(&exit).await.expect("exit");
+    }
+    println!(
+        "stored {count} exits in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+}

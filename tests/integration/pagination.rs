@@ -1,4 +1,4 @@
-//! Pages of the history and of the VTXO list through the real `berthd` (the `limit`
+//! Pages of the history, the VTXO list and the exits' list through the real `berthd` (the `limit`
 //! and `cursor` extension): every item exactly once, in order, with a `Next-Cursor`
 //! header while more follow, and the whole list unchanged without parameters.
 //!
@@ -75,6 +75,7 @@ fn history_and_vtxos_come_in_pages_without_gaps_or_repeats() {
             ])
             .await
             .expect("vtxos");
+        crate::common::big_wallet::fill_exits(store, 5).await;
     });
     // No waiting for the load: the first request that needs the wallet waits for it.
     let daemon = Daemon::start(&datadir, &[]);
@@ -139,7 +140,53 @@ fn history_and_vtxos_come_in_pages_without_gaps_or_repeats() {
         );
     }
 
+    // The exits' lists: in pages too, and kept as sent until the store changes: an exit
+    // started now is in the next list.
+    let exit_ids = |path: &str| -> Vec<String> {
+        json_of(&daemon.get(path, &auth).1)
+            .as_array()
+            .expect("array")
+            .iter()
+            .map(|e| e["vtxo_id"].as_str().expect("vtxo_id").to_string())
+            .collect()
+    };
+    let all_exits = exit_ids("/api/v1/exits/status/all");
+    assert_eq!(all_exits.len(), 5);
+    assert_eq!(
+        exit_ids("/api/v1/exits/status/all"),
+        all_exits,
+        "asked twice"
+    );
+    assert_eq!(exit_ids("/api/v1/exits/status/finished"), all_exits);
+    assert!(exit_ids("/api/v1/exits/status/live").is_empty());
+    let paged = pages(
+        &daemon,
+        &bearer,
+        "/api/v1/exits/status/all?history=true",
+        2,
+        "vtxo_id",
+    );
+    assert_eq!(paged.len(), 3, "5 exits, 2 a page");
+    assert_eq!(
+        paged.concat(),
+        all_exits,
+        "the same exits in the same order"
+    );
+    let board = VTXO_VECTORS.board_vtxo.id().to_string();
+    let (status, raw) = daemon.post(
+        "/api/v1/exits/start/vtxos",
+        &auth,
+        &format!(r#"{{"vtxos":["{board}"]}}"#),
+    );
+    assert_eq!(status, 200, "{raw}");
+    let after = exit_ids("/api/v1/exits/status/all");
+    assert_eq!(after.len(), 6, "the started exit is listed: {after:?}");
+    assert!(after.contains(&board));
+    assert_eq!(exit_ids("/api/v1/exits/status/live"), vec![board]);
+
     for bad in [
+        "/api/v1/exits/status/all?limit=0",
+        "/api/v1/exits/status/live?limit=2&cursor=nosuch",
         "/api/v1/history?limit=0",
         "/api/v1/history?limit=1001",
         "/api/v1/history?limit=5&cursor=zz",

@@ -1,5 +1,5 @@
-//! Lists as sent, kept until the wallet's database next changes: the history's pages
-//! and the VTXO list.
+//! Lists as sent, kept until the wallet's database next changes: the history's pages,
+//! the VTXO list and the exits' lists.
 //!
 //! A phone app polls the first page of the history, and lists the VTXOs to show when
 //! they expire; rendering a page of 100 movements as JSON (~47 KB) costs about a
@@ -37,6 +37,15 @@ impl PageCache<bool> {
     /// to about 16,000 VTXOs (~500 bytes of JSON each), at most 16 MiB in all.
     pub fn vtxo_lists() -> Self {
         PageCache::new(2, 8 * 1024 * 1024)
+    }
+}
+
+impl PageCache<(crate::engine::ExitList, bool)> {
+    /// The exits' lists, by which exits and `history` or not: the few a client polls
+    /// (all, live, finished), each of a wallet of up to about 20,000 exits (~200 bytes
+    /// of JSON each without their history), at most 16 MiB in all.
+    pub fn exit_lists() -> Self {
+        PageCache::new(4, 4 * 1024 * 1024)
     }
 }
 
@@ -155,5 +164,29 @@ mod tests {
         };
         cache.put(false, 4, huge);
         assert!(cache.get(false, 4).is_none());
+    }
+
+    #[test]
+    fn the_exit_lists_are_kept_by_which_exits_and_history() {
+        use crate::engine::ExitList;
+        let cache = PageCache::exit_lists();
+        cache.put((ExitList::All, false), 5, page("all"));
+        cache.put((ExitList::All, true), 5, page("all, history"));
+        cache.put((ExitList::Live, false), 5, page("live"));
+        assert_eq!(
+            cache.get((ExitList::All, true), 5).map(|p| p.body),
+            Some(Bytes::from("all, history"))
+        );
+        assert!(cache.get((ExitList::Finished, false), 5).is_none());
+        assert!(
+            cache.get((ExitList::All, false), 6).is_none(),
+            "a commit since"
+        );
+        let big = RenderedPage {
+            body: Bytes::from(vec![b' '; 4 * 1024 * 1024 + 1]),
+            next: None,
+        };
+        cache.put((ExitList::Finished, false), 6, big);
+        assert!(cache.get((ExitList::Finished, false), 6).is_none());
     }
 }

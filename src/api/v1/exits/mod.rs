@@ -20,7 +20,7 @@ use crate::access::Caller;
 use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorResponse, NotFoundResponse};
 use crate::api::routes::Routes;
-use crate::api::v1::common::{Fresh, parse_vtxo_id, parse_vtxo_ids};
+use crate::api::v1::common::{Fresh, PageQuery, RenderedPage, parse_vtxo_id, parse_vtxo_ids};
 use crate::engine::spending::Spender;
 
 pub use model::{BlockRef, ExitError, ExitProgressStatus, ExitTransactionStatus};
@@ -201,23 +201,39 @@ pub struct ExitStatusQuery {
 async fn list(
     state: AppState,
     query: Result<Query<ExitStatusQuery>, QueryRejection>,
+    page: Result<Query<PageQuery>, QueryRejection>,
     which: crate::engine::ExitList,
-) -> Result<Fresh<Json<Vec<ExitTransactionStatus>>>, ApiError> {
+) -> Result<Fresh<RenderedPage>, ApiError> {
     let Query(q) = query?;
+    let Query(page) = page?;
+    let (history, transactions) = (q.history.unwrap_or(false), q.transactions.unwrap_or(false));
+    let paged = page.limit()?.is_some();
     let freshness = state.engine.freshness().await?;
+    // Without transactions a list is the stored exits, nothing else: the whole list
+    // (barkd's answer) is kept as sent until the store next changes (`page_cache`);
+    // read the generation before the list. Transactions come from the exit
+    // manager's memory too, which changes with the chain without a commit: never kept.
+    let key = (which, history);
+    let keep = !paged && !transactions;
+    let generation = state.engine.reads().store_generation();
+    if keep && let Some(kept) = state.exit_lists.get(key, generation) {
+        return Ok(Fresh(freshness, kept));
+    }
     let exits = state
         .engine
         .exits()
-        .list(
-            which,
-            q.history.unwrap_or(false),
-            q.transactions.unwrap_or(false),
-        )
+        .list(which, history, transactions)
         .await?;
-    Ok(Fresh(
-        freshness,
-        Json(exits.iter().map(ExitTransactionStatus::from).collect()),
-    ))
+    let rendered = page
+        .apply(
+            exits.iter().map(ExitTransactionStatus::from).collect(),
+            |e| e.vtxo_id.clone(),
+        )?
+        .render()?;
+    if keep {
+        state.exit_lists.put(key, generation, rendered.clone());
+    }
+    Ok(Fresh(freshness, rendered))
 }
 
 /// `GET /api/v1/exits/status/all`
@@ -226,10 +242,11 @@ async fn list(
     path = "/exits/status/all",
     tag = "exits",
     summary = "Every exit",
-    params(ExitStatusQuery),
+    params(ExitStatusQuery, PageQuery),
     responses(
         (status = 200, description = "The exits", body = Vec<ExitTransactionStatus>,
-            headers(("Berth-Freshness" = String, description = "`current`, or `possibly-stale` while the wallet cannot be opened (chain source unreachable): what the wallet database held when it was last open"))),
+            headers(("Next-Cursor" = String, description = "With `limit`, when more follow: the `cursor` of the next page"),
+                ("Berth-Freshness" = String, description = "`current`, or `possibly-stale` while the wallet cannot be opened (chain source unreachable): what the wallet database held when it was last open"))),
         (status = 400, description = "Malformed query", body = ErrorResponse),
         (status = 422, description = "No wallet", body = ErrorResponse),
         (status = 503, description = "The wallet is locked (its seed waits for its passphrase)", body = ErrorResponse),
@@ -239,8 +256,9 @@ async fn list(
 pub async fn exit_list_all(
     State(state): State<AppState>,
     query: Result<Query<ExitStatusQuery>, QueryRejection>,
-) -> Result<Fresh<Json<Vec<ExitTransactionStatus>>>, ApiError> {
-    list(state, query, crate::engine::ExitList::All).await
+    page: Result<Query<PageQuery>, QueryRejection>,
+) -> Result<Fresh<RenderedPage>, ApiError> {
+    list(state, query, page, crate::engine::ExitList::All).await
 }
 
 /// `GET /api/v1/exits/status/live`
@@ -250,10 +268,11 @@ pub async fn exit_list_all(
     tag = "exits",
     summary = "Exits in progress",
     description = "Exits from `start` to `claim-in-progress`.",
-    params(ExitStatusQuery),
+    params(ExitStatusQuery, PageQuery),
     responses(
         (status = 200, description = "The exits", body = Vec<ExitTransactionStatus>,
-            headers(("Berth-Freshness" = String, description = "`current`, or `possibly-stale` while the wallet cannot be opened (chain source unreachable): what the wallet database held when it was last open"))),
+            headers(("Next-Cursor" = String, description = "With `limit`, when more follow: the `cursor` of the next page"),
+                ("Berth-Freshness" = String, description = "`current`, or `possibly-stale` while the wallet cannot be opened (chain source unreachable): what the wallet database held when it was last open"))),
         (status = 400, description = "Malformed query", body = ErrorResponse),
         (status = 422, description = "No wallet", body = ErrorResponse),
         (status = 503, description = "The wallet is locked (its seed waits for its passphrase)", body = ErrorResponse),
@@ -263,8 +282,9 @@ pub async fn exit_list_all(
 pub async fn exit_list_live(
     State(state): State<AppState>,
     query: Result<Query<ExitStatusQuery>, QueryRejection>,
-) -> Result<Fresh<Json<Vec<ExitTransactionStatus>>>, ApiError> {
-    list(state, query, crate::engine::ExitList::Live).await
+    page: Result<Query<PageQuery>, QueryRejection>,
+) -> Result<Fresh<RenderedPage>, ApiError> {
+    list(state, query, page, crate::engine::ExitList::Live).await
 }
 
 /// `GET /api/v1/exits/status/finished`
@@ -274,10 +294,11 @@ pub async fn exit_list_live(
     tag = "exits",
     summary = "Finished exits",
     description = "Claimed, canceled, already spent or swept exits.",
-    params(ExitStatusQuery),
+    params(ExitStatusQuery, PageQuery),
     responses(
         (status = 200, description = "The exits", body = Vec<ExitTransactionStatus>,
-            headers(("Berth-Freshness" = String, description = "`current`, or `possibly-stale` while the wallet cannot be opened (chain source unreachable): what the wallet database held when it was last open"))),
+            headers(("Next-Cursor" = String, description = "With `limit`, when more follow: the `cursor` of the next page"),
+                ("Berth-Freshness" = String, description = "`current`, or `possibly-stale` while the wallet cannot be opened (chain source unreachable): what the wallet database held when it was last open"))),
         (status = 400, description = "Malformed query", body = ErrorResponse),
         (status = 422, description = "No wallet", body = ErrorResponse),
         (status = 503, description = "The wallet is locked (its seed waits for its passphrase)", body = ErrorResponse),
@@ -287,8 +308,9 @@ pub async fn exit_list_live(
 pub async fn exit_list_finished(
     State(state): State<AppState>,
     query: Result<Query<ExitStatusQuery>, QueryRejection>,
-) -> Result<Fresh<Json<Vec<ExitTransactionStatus>>>, ApiError> {
-    list(state, query, crate::engine::ExitList::Finished).await
+    page: Result<Query<PageQuery>, QueryRejection>,
+) -> Result<Fresh<RenderedPage>, ApiError> {
+    list(state, query, page, crate::engine::ExitList::Finished).await
 }
 
 async fn one(
