@@ -89,6 +89,8 @@ struct Parts {
     spending: JoinHandle<()>,
     /// Runs approved payments, expires the others (`api::approvals`).
     approvals: JoinHandle<()>,
+    /// What runs them, holding the API's routes until the stop.
+    approval_runner: Arc<crate::api::approvals::Runner>,
     /// Nostr Wallet Connect's relays and requests.
     nwc: Arc<crate::nwc::Nwc>,
     /// Webhook deliveries, one task per endpoint.
@@ -136,6 +138,10 @@ impl Parts {
         self.autopilot.abort();
         self.spending.abort();
         self.approvals.abort();
+        // The routes hold the API's state, the store among it: let them go, so that the
+        // wallet database is closed when the last of the parts is, not left for redb
+        // to repair at the next start.
+        self.approval_runner.release_routes();
         // A backup under way finishes on its own thread or is cut off with the process;
         // what it left is removed at the next start.
         self.backups.abort();
@@ -377,6 +383,7 @@ impl Daemon {
         let watchdog = crate::systemd::watchdog_interval()
             .map(|every| spawn_watchdog(Arc::clone(&systemd), watched, every));
         // After the router: approved requests run through its routes.
+        let approval_runner = Arc::clone(&approvals);
         let approvals = approvals.spawn();
 
         Ok(Daemon {
@@ -391,6 +398,7 @@ impl Daemon {
                 autopilot,
                 spending,
                 approvals,
+                approval_runner,
                 nwc,
                 webhooks,
                 backups: backup_schedule,

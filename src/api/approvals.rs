@@ -16,7 +16,7 @@
 //!   before a stop (and marks those a stop cut short in the middle of their payment:
 //!   their outcome is unknown).
 
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::Router;
@@ -132,9 +132,10 @@ pub struct Runner {
     devices: Arc<crate::access::devices::Devices>,
     keys: IdempotencyKeys,
     /// The routes behind the bearer check, with their route layers; set once the
-    /// router is built. (It holds the API's state, which holds this runner: a cycle
-    /// that lives as long as the process, as the router does.)
-    routes: OnceLock<Router>,
+    /// router is built, let go when the daemon stops ([`Runner::release_routes`]):
+    /// they hold the API's state, which holds this runner, and that cycle would keep
+    /// the wallet database open past the end, so that every start repaired it.
+    routes: Mutex<Option<Router>>,
     /// Runs (and ends) the approvals of Nostr Wallet Connect payments.
     nwc: Arc<crate::nwc::Nwc>,
 }
@@ -150,14 +151,27 @@ impl Runner {
             engine,
             devices,
             keys,
-            routes: OnceLock::new(),
+            routes: Mutex::new(None),
             nwc,
         })
     }
 
     /// The routes approved requests run through (set by `api::router`).
     pub fn set_routes(&self, routes: Router) {
-        let _ = self.routes.set(routes);
+        *self.routes.lock().unwrap_or_else(|e| e.into_inner()) = Some(routes);
+    }
+
+    /// Let the routes go (the daemon is stopping): what they hold, the wallet
+    /// database among it, can then be closed. A request run after this is refused.
+    pub fn release_routes(&self) {
+        self.routes.lock().unwrap_or_else(|e| e.into_inner()).take();
+    }
+
+    fn routes(&self) -> Option<Router> {
+        self.routes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// Run approval `approval`'s request, once, and record its answer.
@@ -210,7 +224,7 @@ impl Runner {
                 "the device that asked for this payment was removed",
             );
         };
-        let Some(routes) = self.routes.get().cloned() else {
+        let Some(routes) = self.routes() else {
             return refusal(StatusCode::SERVICE_UNAVAILABLE, "berthd is starting");
         };
         let mut request = match Request::builder()
@@ -257,7 +271,7 @@ impl Runner {
         body: String,
         idempotency_key: Option<&str>,
     ) -> (StatusCode, String) {
-        let Some(routes) = self.routes.get().cloned() else {
+        let Some(routes) = self.routes() else {
             return (StatusCode::SERVICE_UNAVAILABLE, String::new());
         };
         let mut builder = Request::builder().method("POST").uri(path).header(

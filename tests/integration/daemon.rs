@@ -671,3 +671,39 @@ fn a_request_cut_short_by_a_restart_is_never_run_again_under_its_key() {
         "{raw}"
     );
 }
+
+/// Start, SIGTERM, start again on the same datadir: the second start finds the
+/// database closed cleanly and repairs nothing. (The API's routes, held by the
+/// approvals' runner, once kept the store open past the end: every start repaired
+/// the database, a walk of the whole file on a big wallet.)
+fn restarts_without_a_repair(datadir: &std::path::Path, loaded: bool) {
+    let log = datadir.join("second-start.log");
+    for start in ["first", "second"] {
+        let daemon = Daemon::start_logged(datadir, &[], &[], &log);
+        if loaded {
+            wait_loaded(&daemon, datadir);
+        }
+        let (status, _) = daemon.terminate();
+        assert!(status.success(), "{start} stop: {status}");
+        let text = std::fs::read_to_string(&log).expect("log");
+        assert!(
+            !text.contains("repairing"),
+            "the {start} start repaired the database: {text}"
+        );
+        assert!(text.contains("berthd stopped"), "{text}");
+    }
+}
+
+#[test]
+fn a_stopped_daemon_leaves_its_database_closed() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    restarts_without_a_repair(tmp.path(), false);
+}
+
+#[test]
+#[ignore = "needs BITCOIND_EXEC: run scripts/e2e"]
+fn a_stopped_daemon_with_a_loaded_wallet_leaves_its_database_closed() {
+    let bitcoind = Bitcoind::start("a_stopped_daemon_with_a_loaded_wallet");
+    let (_tmp, datadir) = datadir_with_wallet(&bitcoind);
+    restarts_without_a_repair(&datadir, true);
+}
