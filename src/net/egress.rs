@@ -254,7 +254,11 @@ impl reqwest::dns::Resolve for PolicyResolver {
 pub struct Egress {
     policy: Arc<Policy>,
     limits: Limits,
-    client: reqwest::Client,
+    follow_redirects: bool,
+    /// Made at the first fetch, not at the start: reqwest reads the OS's store of
+    /// roots (ADR 0006) as it builds, tens of files and milliseconds that the start,
+    /// and `/ping`, need not wait for.
+    client: std::sync::OnceLock<Result<reqwest::Client, String>>,
     /// Fetches under way, per caller (entries removed at zero: bounded by `overall`).
     under_way: Mutex<HashMap<String, usize>>,
 }
@@ -275,8 +279,24 @@ impl Egress {
     }
 
     fn build(policy: Policy, limits: Limits, follow_redirects: bool) -> Result<Egress, String> {
-        let policy = Arc::new(policy);
-        let redirects = if !follow_redirects {
+        Ok(Egress {
+            policy: Arc::new(policy),
+            limits,
+            follow_redirects,
+            client: std::sync::OnceLock::new(),
+            under_way: Mutex::new(HashMap::new()),
+        })
+    }
+
+    fn client(&self) -> Result<&reqwest::Client, EgressError> {
+        self.client
+            .get_or_init(|| self.make_client())
+            .as_ref()
+            .map_err(|e| EgressError::Failed(e.clone()))
+    }
+
+    fn make_client(&self) -> Result<reqwest::Client, String> {
+        let redirects = if !self.follow_redirects {
             reqwest::redirect::Policy::none()
         } else {
             reqwest::redirect::Policy::custom(|attempt| {
@@ -297,23 +317,17 @@ impl Egress {
                 }
             })
         };
-        let client = reqwest::Client::builder()
+        reqwest::Client::builder()
             .dns_resolver(Arc::new(PolicyResolver {
-                policy: Arc::clone(&policy),
+                policy: Arc::clone(&self.policy),
             }))
             .no_proxy()
             .redirect(redirects)
-            .connect_timeout(limits.connect)
-            .timeout(limits.total)
+            .connect_timeout(self.limits.connect)
+            .timeout(self.limits.total)
             .user_agent(concat!("berthd/", env!("CARGO_PKG_VERSION")))
             .build()
-            .map_err(|e| format!("building the outbound HTTP client: {e}"))?;
-        Ok(Egress {
-            policy,
-            limits,
-            client,
-            under_way: Mutex::new(HashMap::new()),
-        })
+            .map_err(|e| format!("building the outbound HTTP client: {e}"))
     }
 
     pub fn limits(&self) -> Limits {
@@ -418,7 +432,7 @@ impl Egress {
         let _slot = self.take_slot(caller)?;
         let posted = tokio::time::timeout(self.limits.total, async {
             let mut response = self
-                .client
+                .client()?
                 .post(url.clone())
                 .headers(headers)
                 .body(body)
@@ -445,7 +459,7 @@ impl Egress {
 
     async fn fetch(&self, url: &Url) -> Result<Vec<u8>, EgressError> {
         let mut response = self
-            .client
+            .client()?
             .get(url.clone())
             .send()
             .await

@@ -164,7 +164,6 @@ pub struct Nwc {
     events: Arc<EventHub>,
     egress: Arc<Egress>,
     settings: Settings,
-    tls: Arc<rustls::ClientConfig>,
     snapshot: watch::Sender<Arc<Snapshot>>,
     relays: Mutex<HashMap<Url, RelayHandle>>,
     incoming: mpsc::Sender<Incoming>,
@@ -207,7 +206,6 @@ impl Nwc {
             events,
             egress,
             settings,
-            tls: Arc::new(relay::tls_config()?),
             snapshot: watch::Sender::new(Arc::new(Snapshot::default())),
             relays: Mutex::new(HashMap::new()),
             incoming,
@@ -308,7 +306,6 @@ impl Nwc {
             let task = relay::RelayTask {
                 url: url.clone(),
                 egress: Arc::clone(&self.egress),
-                tls: Arc::clone(&self.tls),
                 snapshot: self.snapshot.subscribe(),
                 outbox,
                 incoming: self.incoming.clone(),

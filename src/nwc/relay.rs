@@ -76,7 +76,6 @@ pub enum RelayState {
 pub(super) struct RelayTask {
     pub url: Url,
     pub egress: Arc<Egress>,
-    pub tls: Arc<rustls::ClientConfig>,
     pub snapshot: watch::Receiver<Arc<Snapshot>>,
     pub outbox: mpsc::Receiver<Arc<str>>,
     pub incoming: mpsc::Sender<Incoming>,
@@ -146,7 +145,8 @@ impl RelayTask {
             let host = self.url.host_str().unwrap_or_default().to_string();
             let name = rustls::pki_types::ServerName::try_from(host)
                 .map_err(|e| format!("not a name for TLS: {e}"))?;
-            let tls = tokio_rustls::TlsConnector::from(Arc::clone(&self.tls))
+            let config = RELAY_TLS.as_ref().map_err(Clone::clone)?;
+            let tls = tokio_rustls::TlsConnector::from(Arc::clone(config))
                 .connect(name, tcp)
                 .await
                 .map_err(|e| format!("TLS: {e}"))?;
@@ -424,6 +424,12 @@ fn backoff(attempts: u32) -> Duration {
     let _ = getrandom::fill(&mut byte);
     base + base.mul_f64(f64::from(byte[0]) / 510.0)
 }
+
+/// The TLS settings for relays, made at the first connection to a `wss` relay rather
+/// than at the start: reading the OS's store is tens of files and milliseconds that
+/// the start, and `/ping`, need not wait for.
+static RELAY_TLS: std::sync::LazyLock<Result<Arc<rustls::ClientConfig>, String>> =
+    std::sync::LazyLock::new(|| tls_config().map(Arc::new));
 
 /// The TLS settings for relays: the web's roots (compiled in) and the OS's store
 /// (ADR 0006), ring as everywhere else.
