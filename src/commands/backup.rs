@@ -41,7 +41,8 @@ pub fn run(layout: &Layout, command: &BackupCommand) -> anyhow::Result<()> {
         } => {
             let key = key_for(layout, mnemonic_file.as_deref())?;
             let scratch = std::env::temp_dir();
-            let report = backup::verify_file(file, &key, &scratch)?;
+            let report =
+                backup::verify_file(file, &key, backup::Scratch::for_file(file, &scratch))?;
             print_report("verified", file, &report);
         }
     }

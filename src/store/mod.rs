@@ -191,12 +191,24 @@ impl Store {
                 builder.create_with_backend(backend)
             }
         };
-        let mut db = created.map_err(|e| match e {
+        let db = created.map_err(|e| match e {
             redb::DatabaseError::DatabaseAlreadyOpen => StoreError::AlreadyOpen {
                 path: path.display().to_string(),
             },
             other => from_redb(CTX, other),
         })?;
+        Store::over(db, path, config)
+    }
+
+    /// A store over a database already open (a backup's copy rebuilt in memory, to be
+    /// checked): the checks and migrations of [`Store::open`]. `path` names it in
+    /// messages.
+    pub(crate) fn over(
+        mut db: Database,
+        path: &Path,
+        config: &StoreConfig,
+    ) -> Result<(Store, OpenReport), StoreError> {
+        const CTX: &str = "opening the wallet database";
         let integrity_ok = if config.full_check {
             db.check_integrity().map_err(|e| from_redb(CTX, e))?
         } else {

@@ -259,18 +259,37 @@ impl Restorer {
                 path.display()
             )));
         }
+        let db = Self::builder()
+            .create(path)
+            .map_err(|e| from_redb(CTX, e))?;
+        Ok(Self::over(db))
+    }
+
+    /// A database in memory, for a check that keeps nothing (a backup's verification):
+    /// nothing reaches the disk, which on the box is the card that wears.
+    pub fn create_in_memory() -> Result<Restorer, SnapshotError> {
+        let db = Self::builder()
+            .create_with_backend(redb::backends::InMemoryBackend::new())
+            .map_err(|e| from_redb("creating a database in memory", e))?;
+        Ok(Self::over(db))
+    }
+
+    fn builder() -> redb::Builder {
         let mut builder = redb::Database::builder();
         // The restore writes in batches and reads nothing back: a small cache does.
         builder.set_cache_size(1 << 20);
-        let db = builder.create(path).map_err(|e| from_redb(CTX, e))?;
-        Ok(Restorer {
+        builder
+    }
+
+    fn over(db: redb::Database) -> Restorer {
+        Restorer {
             db,
             table: None,
             batch: Vec::new(),
             batch_bytes: 0,
             entries: 0,
             tables: Vec::new(),
-        })
+        }
     }
 
     /// The next entries belong to table `name`.
@@ -329,7 +348,13 @@ impl Restorer {
     }
 
     /// Make everything durable and close the file. Returns entries per table.
-    pub fn finish(mut self) -> Result<Vec<(String, u64)>, SnapshotError> {
+    pub fn finish(self) -> Result<Vec<(String, u64)>, SnapshotError> {
+        self.finish_open().map(|(_, tables)| tables)
+    }
+
+    /// [`Restorer::finish`], keeping the database open (one in memory is gone once
+    /// closed): the database and the entries per table.
+    pub fn finish_open(self) -> Result<(redb::Database, Vec<(String, u64)>), SnapshotError> {
         if let Some(name) = &self.table {
             return Err(SnapshotError::Invalid(format!("table {name} never ends")));
         }
@@ -338,7 +363,7 @@ impl Restorer {
         tx.set_durability(Durability::Immediate)
             .map_err(|e| from_redb(CTX, e))?;
         tx.commit().map_err(|e| from_redb(CTX, e))?;
-        Ok(std::mem::take(&mut self.tables))
+        Ok((self.db, self.tables))
     }
 
     fn flush(&mut self, durability: Durability) -> Result<(), SnapshotError> {

@@ -9,7 +9,7 @@ use crate::harness;
 
 use std::path::Path;
 
-use berth::engine::backup::{self, BackupError, BackupKey};
+use berth::engine::backup::{self, BackupError, BackupKey, Scratch};
 use berth::store::codec::{Envelope, PropertiesRecord};
 use berth::store::{EventRetention, Store, StoreConfig};
 use common::wallet_datadir::{
@@ -124,10 +124,25 @@ fn small_backup() -> (tempfile::TempDir, Vec<u8>, BackupKey) {
     (tmp, bytes, key)
 }
 
-fn verify_bytes(bytes: &[u8], key: &BackupKey, scratch: &Path) -> Result<(), BackupError> {
+/// Verify `bytes` as a backup file, rebuilt in memory (as the daemon does a small one);
+/// with `on_disk`, in a scratch database under `scratch` too, which must agree.
+fn verify_bytes(
+    bytes: &[u8],
+    key: &BackupKey,
+    scratch: &Path,
+    on_disk: bool,
+) -> Result<(), BackupError> {
     let file = scratch.join("candidate");
     std::fs::write(&file, bytes).expect("write");
-    let result = backup::verify_file(&file, key, scratch).map(drop);
+    let result = backup::verify_file(&file, key, Scratch::Memory).map(drop);
+    if on_disk {
+        let disk = backup::verify_file(&file, key, Scratch::Dir(scratch)).map(drop);
+        assert_eq!(
+            format!("{disk:?}"),
+            format!("{result:?}"),
+            "in memory and on disk agree"
+        );
+    }
     std::fs::remove_file(&file).expect("remove");
     result
 }
@@ -136,13 +151,15 @@ fn verify_bytes(bytes: &[u8], key: &BackupKey, scratch: &Path) -> Result<(), Bac
 fn a_flipped_byte_a_cut_or_longer_file_or_another_seed_is_refused_and_nothing_is_written() {
     let (_tmp, good, key) = small_backup();
     let scratch = tempfile::tempdir().expect("tempdir");
-    verify_bytes(&good, &key, scratch.path()).expect("the original verifies");
+    verify_bytes(&good, &key, scratch.path(), true).expect("the original verifies");
     println!("backup of store-v3: {} bytes", good.len());
 
     for i in 0..good.len() {
         let mut bad = good.clone();
         bad[i] ^= 0x01;
-        let error = verify_bytes(&bad, &key, scratch.path())
+        // On disk too for the header's bytes and every 97th: the same answers.
+        let on_disk = i < backup::format::HEADER_LEN || i % 97 == 0;
+        let error = verify_bytes(&bad, &key, scratch.path(), on_disk)
             .expect_err(&format!("byte {i} flipped must be refused"));
         if i >= backup::format::HEADER_LEN {
             assert!(
@@ -152,7 +169,7 @@ fn a_flipped_byte_a_cut_or_longer_file_or_another_seed_is_refused_and_nothing_is
         }
     }
     for len in 0..good.len() {
-        let error = verify_bytes(&good[..len], &key, scratch.path())
+        let error = verify_bytes(&good[..len], &key, scratch.path(), len % 97 == 0)
             .expect_err(&format!("cut to {len} bytes must be refused"));
         assert!(
             matches!(
@@ -165,10 +182,10 @@ fn a_flipped_byte_a_cut_or_longer_file_or_another_seed_is_refused_and_nothing_is
     for extra in [&[0u8][..], &[0u8; 16], &good[backup::format::HEADER_LEN..]] {
         let mut longer = good.clone();
         longer.extend_from_slice(extra);
-        verify_bytes(&longer, &key, scratch.path()).expect_err("an extended file is refused");
+        verify_bytes(&longer, &key, scratch.path(), true).expect_err("an extended file is refused");
     }
     let other = BackupKey::from_phrase(OTHER).expect("key");
-    let error = verify_bytes(&good, &other, scratch.path()).expect_err("another seed");
+    let error = verify_bytes(&good, &other, scratch.path(), true).expect_err("another seed");
     assert!(matches!(error, BackupError::WrongWallet), "{error}");
     assert!(
         error
@@ -189,6 +206,45 @@ fn a_flipped_byte_a_cut_or_longer_file_or_another_seed_is_refused_and_nothing_is
     std::fs::write(&file, &bad).expect("write");
     backup::restore(&file, &key, &datadir.join("berth.redb"), &datadir).expect_err("damaged");
     assert_eq!(std::fs::read_dir(&datadir).expect("list").count(), 0);
+}
+
+/// Bytes this thread has caused to be written to storage (`/proc/thread-self/io`):
+/// other tests' threads do not count.
+fn thread_write_bytes() -> u64 {
+    std::fs::read_to_string("/proc/thread-self/io")
+        .expect("/proc/thread-self/io")
+        .lines()
+        .find_map(|l| l.strip_prefix("write_bytes:"))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("write_bytes")
+}
+
+/// A backup verified in memory writes nothing to disk (on the box, the card a check
+/// would otherwise wear by the wallet's whole database at every backup); the same check
+/// in a scratch directory does write.
+#[test]
+fn a_small_backup_is_verified_without_writing_to_disk() {
+    let (_tmp, good, key) = small_backup();
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let file = scratch.path().join("small");
+    std::fs::write(&file, &good).expect("write");
+    let synced = std::fs::File::open(&file).and_then(|f| f.sync_all());
+    synced.expect("sync the candidate");
+    assert!(matches!(
+        Scratch::for_file(&file, scratch.path()),
+        Scratch::Memory
+    ));
+    let before = thread_write_bytes();
+    backup::verify_file(&file, &key, Scratch::Memory).expect("verifies");
+    assert_eq!(thread_write_bytes() - before, 0, "nothing written");
+    let before = thread_write_bytes();
+    backup::verify_file(&file, &key, Scratch::Dir(scratch.path())).expect("verifies");
+    let on_disk = thread_write_bytes() - before;
+    assert!(on_disk > 0, "a scratch database on disk is written");
+    println!(
+        "verifying a {} byte backup on disk wrote {on_disk} bytes",
+        good.len()
+    );
 }
 
 /// While a writer appends events (each one a change to three tables: the log, its
@@ -291,7 +347,9 @@ fn a_format_version_1_backup_restores() {
     let key = BackupKey::from_phrase(MNEMONIC).expect("key");
     let file = fixture("backup-v1.berthbackup");
     let scratch = tempfile::tempdir().expect("tempdir");
-    let report = backup::verify_file(&file, &key, scratch.path()).expect("verifies");
+    let report = backup::verify_file(&file, &key, Scratch::Dir(scratch.path())).expect("verifies");
+    let in_memory = backup::verify_file(&file, &key, Scratch::Memory).expect("verifies");
+    assert_eq!(in_memory.manifest, report.manifest);
     assert_eq!(report.manifest.snapshot.schema_version, 3);
     let (_tmp, target) = harness::new_datadir();
     std::fs::create_dir_all(&target).expect("dir");

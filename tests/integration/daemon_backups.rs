@@ -202,8 +202,12 @@ fn scheduled_backups_follow_changes_are_verified_rotated_and_reported() {
     assert_eq!(status.code(), Some(0));
     let stored = dump_file(&datadir.join("berth.redb"));
     let scratch = tempfile::tempdir().expect("scratch");
-    let newest = backup::verify_file(&dir.join(&kept[1]), &key(), scratch.path())
-        .expect("the newest backup verifies");
+    let newest = backup::verify_file(
+        &dir.join(&kept[1]),
+        &key(),
+        backup::Scratch::Dir(scratch.path()),
+    )
+    .expect("the newest backup verifies");
     let listed = |table: &str| {
         newest
             .manifest
@@ -221,8 +225,12 @@ fn scheduled_backups_follow_changes_are_verified_rotated_and_reported() {
     );
     assert!(entries_of(&stored, "devices") > 0);
     assert_eq!(listed("devices"), Some(0), "{:?}", newest.manifest);
-    backup::verify_file(&dir.join(&kept[0]), &key(), scratch.path())
-        .expect("the older backup verifies");
+    backup::verify_file(
+        &dir.join(&kept[0]),
+        &key(),
+        backup::Scratch::Dir(scratch.path()),
+    )
+    .expect("the older backup verifies");
 }
 
 #[test]
@@ -512,7 +520,12 @@ fn a_full_target_raises_backup_failed_keeps_the_last_backup_and_the_wallet_goes_
     assert_eq!(backups_in(&dir), vec![last.clone()]);
     assert_no_leftovers(&dir, &datadir);
     let scratch = tempfile::tempdir().expect("scratch");
-    backup::verify_file(&dir.join(&last), &key(), scratch.path()).expect("still verifies");
+    backup::verify_file(
+        &dir.join(&last),
+        &key(),
+        backup::Scratch::Dir(scratch.path()),
+    )
+    .expect("still verifies");
 }
 
 /// Change the wallet as a payment would (a new movement in its store), with the daemon

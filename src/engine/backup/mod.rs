@@ -22,7 +22,7 @@ mod restore;
 pub mod service;
 
 pub use key::{BackupKey, HeldKey};
-pub use restore::{RestoreReport, restore, verify_file};
+pub use restore::{RestoreReport, Scratch, restore, verify_file};
 
 use std::io::{BufWriter, Read, Write};
 use std::path::Path;
@@ -327,7 +327,8 @@ impl<R: Read> Read for Hashing<R> {
 }
 
 /// Write a backup to `path` atomically: a temporary file beside it, synced, verified
-/// (restored into a scratch database under `scratch_dir` and checked), then renamed
+/// (restored into a scratch database, in memory or under `scratch_dir` for a large one
+/// ([`Scratch::for_file`]), and checked), then renamed
 /// into place and the directory synced. Nothing is left under `path` unless all of
 /// that succeeded. Blocks.
 pub fn write_file(
@@ -354,7 +355,7 @@ pub fn write_file(
         file.sync_all()
             .map_err(BackupError::io(format!("syncing {}", partial.display())))?;
         drop(file);
-        let verified = verify_file(&partial, key, scratch_dir)?;
+        let verified = verify_file(&partial, key, Scratch::for_file(&partial, scratch_dir))?;
         if verified.manifest != report.manifest || verified.content_digest != report.content_digest
         {
             return Err(BackupError::Check(
@@ -449,7 +450,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let key = BackupKey::from_phrase(PHRASE).expect("key");
         let file = craft(dir.path(), &key, payload);
-        let error = verify_file(&file, &key, dir.path()).expect_err("refused");
+        let error = verify_file(&file, &key, Scratch::Dir(dir.path())).expect_err("refused");
         assert!(
             matches!(error, BackupError::Invalid(_)),
             "{error}: the payload's checks, not the cipher, refuse it"

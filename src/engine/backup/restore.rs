@@ -49,25 +49,56 @@ struct Target<'a> {
     dropping: Option<u64>,
 }
 
-/// Decrypt `file` and rebuild its database at `db_path` (which must not exist). Every
-/// chunk is authenticated before its contents are used; on any error the partial
-/// database is removed.
+/// Where a backup's database is rebuilt.
+pub enum Scratch<'a> {
+    /// In memory: a verification then writes nothing to the disk under the datadir
+    /// (on the box, the card, which wears), at the cost of holding the rebuilt
+    /// database while it is checked; for backups up to [`Scratch::MEMORY_LIMIT`].
+    Memory,
+    /// A scratch database in this directory, removed afterwards.
+    Dir(&'a Path),
+}
+
+impl<'a> Scratch<'a> {
+    /// The largest backup file verified in memory. The rebuilt database is a small
+    /// multiple of it (redb's pages and its file's growth), so tens of MiB at most on a
+    /// board with a GiB or more; a larger one goes to `dir`.
+    pub const MEMORY_LIMIT: u64 = 8 << 20;
+
+    /// In memory when the backup `file` is small enough, else in `dir`.
+    pub fn for_file(file: &Path, dir: &'a Path) -> Scratch<'a> {
+        match std::fs::metadata(file) {
+            Ok(meta) if meta.len() <= Self::MEMORY_LIMIT => Scratch::Memory,
+            _ => Scratch::Dir(dir),
+        }
+    }
+}
+
+/// Decrypt `file` and rebuild its database with `restorer`. Every chunk is
+/// authenticated before its contents are used. Returns the database, still open; on
+/// any error the files written beside it are removed (the caller removes the
+/// database's own file).
 fn restore_into(
     file: &Path,
     key: &BackupKey,
-    db_path: &Path,
+    restorer: Restorer,
     files_dir: Option<&Path>,
-) -> Result<Restored, BackupError> {
+) -> Result<(Restored, redb::Database), BackupError> {
     let mut input = Hashing::new(open_reader(file, key)?);
     let mut target = Target {
-        restorer: Restorer::create(db_path)?,
+        restorer,
         files: files_dir,
         written_files: Vec::new(),
         dropping: None,
     };
-    let result = read_records(&mut input, &mut target);
-    let result = result.and_then(|(manifest, content_digest)| {
-        let tables = target.restorer.finish()?;
+    let read = read_records(&mut input, &mut target);
+    let Target {
+        restorer,
+        written_files,
+        ..
+    } = target;
+    let result = read.and_then(|(manifest, content_digest)| {
+        let (db, tables) = restorer.finish_open()?;
         // Every table restored is listed with the same count, and every table listed
         // with entries was restored.
         for (name, entries) in &manifest.snapshot.tables {
@@ -89,19 +120,41 @@ fn restore_into(
                 "table {name} was restored but is not in the manifest"
             )));
         }
-        Ok(Restored {
-            manifest,
-            content_digest,
-            files: std::mem::take(&mut target.written_files),
-        })
+        Ok((
+            Restored {
+                manifest,
+                content_digest,
+                files: written_files.clone(),
+            },
+            db,
+        ))
     });
     if result.is_err() {
-        let _ = std::fs::remove_file(db_path);
-        for path in &target.written_files {
+        for path in &written_files {
             let _ = std::fs::remove_file(path);
         }
     }
     result
+}
+
+/// [`restore_into`] a new file at `db_path`, closed afterwards; on error the file is
+/// removed.
+fn restore_into_file(
+    file: &Path,
+    key: &BackupKey,
+    db_path: &Path,
+    files_dir: Option<&Path>,
+) -> Result<Restored, BackupError> {
+    let result = Restorer::create(db_path)
+        .map_err(BackupError::from)
+        .and_then(|restorer| restore_into(file, key, restorer, files_dir));
+    match result {
+        Ok((restored, _closed_on_drop)) => Ok(restored),
+        Err(e) => {
+            let _ = std::fs::remove_file(db_path);
+            Err(e)
+        }
+    }
 }
 
 /// What [`restore_into`] read.
@@ -186,31 +239,40 @@ fn read_records(
 }
 
 /// Check a backup file as a restore would use it: decrypt it with `key`, rebuild its
-/// database in `scratch_dir`, open that (integrity check, migrations to this version),
-/// check the store's invariants, the entry counts and that the wallet is `key`'s. The
-/// scratch database is removed afterwards. Blocks.
+/// database in `scratch` (removed afterwards), open that (integrity check, migrations
+/// to this version), check the store's invariants, the entry counts and that the
+/// wallet is `key`'s. Blocks.
 pub fn verify_file(
     file: &Path,
     key: &BackupKey,
-    scratch_dir: &Path,
+    scratch: Scratch<'_>,
 ) -> Result<BackupReport, BackupError> {
-    let mut suffix = [0u8; 8];
-    getrandom::fill(&mut suffix)
-        .map_err(|e| BackupError::Invalid(format!("no randomness for a scratch name: {e}")))?;
-    let scratch = scratch_dir.join(format!(".backup-verify-{}", hex(&suffix)));
-    std::fs::create_dir(&scratch)
-        .map_err(BackupError::io(format!("creating {}", scratch.display())))?;
-    let db_path = scratch.join("berth.redb");
-    let checked = restore_into(file, key, &db_path, None).and_then(|restored| {
-        check_restored(&db_path, &restored.manifest, key)?;
-        Ok(restored)
-    });
-    let _ = std::fs::remove_dir_all(&scratch);
-    let Restored {
-        manifest,
-        content_digest,
-        ..
-    } = checked?;
+    let (manifest, content_digest) = match scratch {
+        Scratch::Memory => {
+            let (restored, db) = restore_into(file, key, Restorer::create_in_memory()?, None)?;
+            let (store, _) = Store::over(db, Path::new("(in memory)"), &check_config())?;
+            check_restored(&store, &restored.manifest, key)?;
+            (restored.manifest, restored.content_digest)
+        }
+        Scratch::Dir(dir) => {
+            let mut suffix = [0u8; 8];
+            getrandom::fill(&mut suffix).map_err(|e| {
+                BackupError::Invalid(format!("no randomness for a scratch name: {e}"))
+            })?;
+            let scratch = dir.join(format!(".backup-verify-{}", hex(&suffix)));
+            std::fs::create_dir(&scratch)
+                .map_err(BackupError::io(format!("creating {}", scratch.display())))?;
+            let db_path = scratch.join("berth.redb");
+            let checked = restore_into_file(file, key, &db_path, None).and_then(|restored| {
+                let (store, _) = Store::open(&db_path, &check_config())?;
+                check_restored(&store, &restored.manifest, key)?;
+                Ok(restored)
+            });
+            let _ = std::fs::remove_dir_all(&scratch);
+            let restored = checked?;
+            (restored.manifest, restored.content_digest)
+        }
+    };
     let size = std::fs::metadata(file)
         .map_err(BackupError::io(format!("reading {}", file.display())))?
         .len();
@@ -221,14 +283,18 @@ pub fn verify_file(
     })
 }
 
-/// Open a restored database as berthd would (integrity, migrations), then check it.
-fn check_restored(db_path: &Path, manifest: &Manifest, key: &BackupKey) -> Result<(), BackupError> {
-    let config = StoreConfig {
+/// How a restored database is opened for its check: as berthd would, with the full
+/// integrity check, a small cache.
+fn check_config() -> StoreConfig {
+    StoreConfig {
         cache_size: 1 << 20,
         full_check: true,
         ..StoreConfig::default()
-    };
-    let (store, _) = Store::open(db_path, &config)?;
+    }
+}
+
+/// Check a restored database, opened as berthd would open it.
+fn check_restored(store: &Store, manifest: &Manifest, key: &BackupKey) -> Result<(), BackupError> {
     let report = store
         .verify_invariants_blocking()
         .map_err(|e| BackupError::Check(e.to_string()))?;
@@ -293,13 +359,16 @@ pub fn restore(
     let _ = std::fs::remove_file(&partial);
     let Restored {
         manifest, files, ..
-    } = restore_into(file, key, &partial, Some(datadir))?;
-    let checked = check_restored(&partial, &manifest, key).and_then(|()| {
-        std::fs::rename(&partial, db_path).map_err(BackupError::io(format!(
-            "renaming to {}",
-            db_path.display()
-        )))
-    });
+    } = restore_into_file(file, key, &partial, Some(datadir))?;
+    let checked = Store::open(&partial, &check_config())
+        .map_err(BackupError::from)
+        .and_then(|(store, _)| check_restored(&store, &manifest, key))
+        .and_then(|()| {
+            std::fs::rename(&partial, db_path).map_err(BackupError::io(format!(
+                "renaming to {}",
+                db_path.display()
+            )))
+        });
     if let Err(e) = checked {
         let _ = std::fs::remove_file(&partial);
         for path in &files {

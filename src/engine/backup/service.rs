@@ -327,7 +327,8 @@ impl Backups {
             let mut verified = Vec::new();
             // The ones kept: older ones go at the next backup anyway.
             for file in files.into_iter().take(keep.max(1)) {
-                match backup::verify_file(&dir.join(&file.name), &key, &datadir) {
+                let path = dir.join(&file.name);
+                match backup::verify_file(&path, &key, backup::Scratch::for_file(&path, &datadir)) {
                     Ok(report) => verified.push((file, report.content_digest)),
                     Err(e) => tracing::warn!(target: "berth::backup", file = %file.name,
                         error = %e, "a backup in the backup directory fails its check"),
