@@ -112,6 +112,8 @@ struct Inner {
     /// Decoded VTXO rows, so listings and the balance do not decode every VTXO's
     /// public keys on each call.
     vtxo_rows: VtxoRowMemo,
+    /// The last balance computed, with what it was computed at (`bark::balance`).
+    balance: std::sync::Mutex<Option<bark::BalanceMemo>>,
 }
 
 /// Decoded VTXO rows, each kept with the exact bytes it was decoded from: an entry is
@@ -227,6 +229,7 @@ impl Store {
                 fatal,
                 commits: tokio::sync::watch::Sender::new(0),
                 vtxo_rows: VtxoRowMemo(Default::default()),
+                balance: std::sync::Mutex::new(None),
             }),
         };
         let report = OpenReport {

@@ -84,9 +84,43 @@ impl Store {
         tip: Option<u32>,
         max_exit_depth: Option<u16>,
     ) -> Result<Balance, StoreError> {
-        self.read(CTX, move |tx| balance(tx, tip, max_exit_depth))
-            .await
+        // The count first: what the read below sees is at least as new (`commit_count`).
+        let commits = self.commit_count();
+        let at = (
+            commits,
+            ChainView {
+                tip,
+                max_exit_depth,
+            },
+        );
+        if let Some(memo) = &*lock(&self.inner.balance)
+            && memo.at == at
+        {
+            return Ok(memo.balance.clone());
+        }
+        let balance = self
+            .read(CTX, move |tx| balance(tx, tip, max_exit_depth))
+            .await?;
+        *lock(&self.inner.balance) = Some(BalanceMemo {
+            at,
+            balance: balance.clone(),
+        });
+        Ok(balance)
     }
+}
+
+/// The last balance computed and what it was judged at: the store's commit count read
+/// before its read transaction, and the chain view. While neither moved, the balance is
+/// the same, so a client polling it (a phone app does, every few seconds; a wallet
+/// screen on several devices) costs no read transaction and no hand-off to the
+/// blocking pool.
+pub(crate) struct BalanceMemo {
+    at: (u64, ChainView),
+    balance: Balance,
+}
+
+fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 fn balance(

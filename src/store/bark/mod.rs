@@ -64,6 +64,7 @@ use bitcoin::{Amount, Transaction, Txid};
 use chrono::{DateTime, Local};
 use lightning_invoice::Bolt11Invoice;
 
+pub(crate) use self::balance::BalanceMemo;
 pub use self::balance::ChainView;
 pub(crate) use self::movements::payment_method_index_keys;
 pub(crate) use self::vtxos::{vtxo_state_index_key, vtxo_totals_key};
