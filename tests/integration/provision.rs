@@ -932,12 +932,188 @@ fn the_first_boot_units_verify_and_run_only_when_something_was_provisioned() {
     for enabled in ["berth-claim-code.service", "berth-setup.service"] {
         assert!(build.contains(enabled), "the image enables {enabled}");
     }
+    // The data partition grows before it is checked and mounted, never while berthd runs.
+    let grow = unit_lines("berth-grow-data.service");
+    for line in [
+        "DefaultDependencies=no",
+        "Before=systemd-fsck@dev-disk-by\\x2dlabel-berth\\x2ddata.service var-lib-berth.mount local-fs.target",
+        "ExecStart=/usr/lib/berth/grow-data",
+    ] {
+        assert!(grow.lines().any(|l| l == line), "berth-grow-data: {line}");
+    }
     verify_unit(
         TEST,
         "berth-claim-code.service",
         "/usr/lib/berth/move-claim-code",
     );
     verify_unit(TEST, "berth-setup.service", "/usr/lib/berth/apply-setup");
+    verify_unit(TEST, "berth-grow-data.service", "/usr/lib/berth/grow-data");
+}
+
+/// A card image attached as a loop device with its partitions, detached (and its
+/// mount undone) on drop, also when the test fails.
+struct LoopCard {
+    device: String,
+    mount: Option<PathBuf>,
+}
+
+impl Drop for LoopCard {
+    fn drop(&mut self) {
+        if let Some(mount) = &self.mount {
+            let _ = Command::new("umount").arg(mount).status();
+        }
+        let _ = Command::new("losetup").args(["-d", &self.device]).status();
+    }
+}
+
+/// A block device node for partition `nr` of `card` in `dir`, named as the kernel names
+/// it (`loop3p7`), kept pointing at the kernel's partition while the returned flag is
+/// up: on the box devtmpfs and udev do that under /dev (a partition the kernel removes
+/// and adds again to resize it comes back under a new device number), here, where /dev
+/// gets no partition nodes (a container, this test's CI), a thread does.
+fn partition_node(
+    card: &LoopCard,
+    nr: u32,
+    dir: &Path,
+) -> (PathBuf, std::sync::Arc<std::sync::atomic::AtomicBool>) {
+    let name = format!("{}p{nr}", card.device.trim_start_matches("/dev/"));
+    let sys = format!("/sys/class/block/{name}/dev");
+    // The kernel scans the table as the device is attached (`--partscan`), unless the
+    // loop driver was loaded without partition support: then partx adds them.
+    if !Path::new(&sys).exists() {
+        let _ = Command::new("partx")
+            .args(["--add", "--nr", &nr.to_string(), &card.device])
+            .status();
+    }
+    harness::wait_until(&format!("the kernel's partition {name}"), 10, || {
+        Path::new(&sys).exists()
+    });
+    fn make(node: &Path, numbers: &str) {
+        let _ = std::fs::remove_file(node);
+        let (major, minor) = numbers.trim().split_once(':').expect("major:minor");
+        run(Command::new("mknod").arg(node).args(["b", major, minor]));
+    }
+    let node = dir.join(&name);
+    let mut made = std::fs::read_to_string(&sys).expect("the partition's device numbers");
+    make(&node, &made);
+    let up = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let (keep, kept) = (std::sync::Arc::clone(&up), node.clone());
+    std::thread::spawn(move || {
+        while keep.load(std::sync::atomic::Ordering::Relaxed) {
+            if let Ok(now) = std::fs::read_to_string(&sys)
+                && now != made
+            {
+                make(&kept, &now);
+                made = now;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    });
+    (node, up)
+}
+
+/// First boot grows the data partition to the end of a card larger than the image
+/// (`grow-data`, `berth-grow-data.service`): on a loop device over a card image laid out
+/// as image/build does, its data partition holding a file and not mounted (the unit runs
+/// before the mount), the extended and the data partition end at the card's end, the
+/// ext4 fills it and checks clean, the file is intact; run again, it does nothing.
+#[test]
+fn the_data_partition_grows_to_the_end_of_the_card() {
+    const TEST: &str = "the_data_partition_grows_to_the_end_of_the_card";
+    if !tools_or_skip(
+        TEST,
+        &[
+            "sfdisk",
+            "partx",
+            "losetup",
+            "mke2fs",
+            "mkfs.vfat",
+            "mcopy",
+            "resize2fs",
+            "dumpe2fs",
+            "e2fsck",
+            "mknod",
+            "mount",
+        ],
+    ) {
+        return;
+    }
+    if !rustix::process::geteuid().is_root() {
+        harness::skip(TEST, "needs root (a loop device and a mount)");
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).expect("dir");
+    let image = card(dir.path(), &empty, None, &empty);
+    let (data_start, data_mib, _) = layout()[6];
+    let card_mib = data_start + data_mib + 120;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&image)
+        .and_then(|f| f.set_len(card_mib << 20))
+        .expect("a larger card");
+    let attached = Command::new("losetup")
+        .args(["--find", "--show", "--partscan"])
+        .arg(&image)
+        .output()
+        .expect("losetup");
+    if !attached.status.success() {
+        harness::skip(TEST, &format!("no loop device here: {}", text(&attached)));
+        return;
+    }
+    let mut card = LoopCard {
+        device: String::from_utf8_lossy(&attached.stdout).trim().to_string(),
+        mount: None,
+    };
+    let (data, node_kept) = partition_node(&card, 7, dir.path());
+    let mount = dir.path().join("data");
+    std::fs::create_dir(&mount).expect("mount point");
+    let size = |path: &Path| {
+        rustix::fs::statvfs(path)
+            .map(|s| s.f_blocks * s.f_frsize)
+            .expect("statvfs")
+    };
+    // A wallet on it, then unmounted, as the partition is when the unit runs at boot.
+    run(Command::new("mount").arg(&data).arg(&mount));
+    card.mount = Some(mount.clone());
+    std::fs::write(mount.join("wallet"), "the wallet's bytes").expect("a file");
+    let before = size(&mount);
+    run(Command::new("umount").arg(&mount));
+    card.mount = None;
+
+    let script = repo("board/common/usr/lib/berth/grow-data");
+    let grown = run(Command::new(&script).arg(&data));
+    assert!(grown.contains("grow-data: growing"), "{grown}");
+    let table = run(Command::new("partx").args(["-g", "-o", "NR,END", &card.device]));
+    let last_sector = (card_mib << 11) - 1;
+    for nr in [4, 7] {
+        assert!(
+            table.lines().any(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                f == [nr.to_string(), last_sector.to_string()]
+            }),
+            "partition {nr} ends at the card's last sector: {table}"
+        );
+    }
+    run(Command::new("e2fsck").args(["-f", "-n"]).arg(&data));
+    run(Command::new("mount").arg(&data).arg(&mount));
+    card.mount = Some(mount.clone());
+    let after = size(&mount);
+    assert!(
+        after > before + (100 << 20),
+        "the filesystem grew: {before} -> {after} bytes"
+    );
+    assert_eq!(
+        std::fs::read_to_string(mount.join("wallet")).expect("the file"),
+        "the wallet's bytes"
+    );
+    // Every later boot: nothing to do (here with the partition mounted, as by hand).
+    let again = run(Command::new(&script).arg(&data));
+    assert!(again.contains("already fills the card"), "{again}");
+    assert_eq!(size(&mount), after, "nothing more to grow");
+    node_kept.store(false, std::sync::atomic::Ordering::Relaxed);
+    println!("{grown}");
 }
 
 /// RAUC's custom bootloader backend for the card (`board/common/usr/lib/berth/ab-boot`),
