@@ -881,29 +881,38 @@ fn unit_lines(unit_name: &str) -> String {
     .expect("unit")
 }
 
+/// The unit has each of `lines`, exactly.
+fn assert_unit_has(unit_name: &str, lines: &[&str]) {
+    let unit = unit_lines(unit_name);
+    for line in lines {
+        assert!(unit.lines().any(|l| l == *line), "{unit_name}: {line}");
+    }
+}
+
 #[test]
 fn the_first_boot_units_verify_and_run_only_when_something_was_provisioned() {
     const TEST: &str = "the_first_boot_units_verify_and_run_only_when_something_was_provisioned";
-    let claim = unit_lines("berth-claim-code.service");
-    for line in [
-        "ConditionPathExists=/boot/firmware/berth-claim-code",
-        "RequiresMountsFor=/boot/firmware /var/lib/berth",
-        "Before=berthd.service",
-        "WantedBy=berthd.service",
-        "ExecStart=/usr/lib/berth/move-claim-code",
-    ] {
-        assert!(claim.lines().any(|l| l == line), "berth-claim-code: {line}");
-    }
+    assert_unit_has(
+        "berth-claim-code.service",
+        &[
+            "ConditionPathExists=/boot/firmware/berth-claim-code",
+            "RequiresMountsFor=/boot/firmware /var/lib/berth",
+            "Before=berthd.service",
+            "WantedBy=berthd.service",
+            "ExecStart=/usr/lib/berth/move-claim-code",
+        ],
+    );
+    assert_unit_has(
+        "berth-setup.service",
+        &[
+            "ConditionPathExists=|/boot/firmware/berth-setup.txt",
+            "ConditionPathExists=|/boot/firmware/berth-authorized-keys",
+            "ConditionPathExists=|/var/lib/berth/card-setup-request",
+            "RequiresMountsFor=/boot/firmware /var/lib/berth",
+            "ExecStart=/usr/lib/berth/apply-setup",
+        ],
+    );
     let setup = unit_lines("berth-setup.service");
-    for line in [
-        "ConditionPathExists=|/boot/firmware/berth-setup.txt",
-        "ConditionPathExists=|/boot/firmware/berth-authorized-keys",
-        "ConditionPathExists=|/var/lib/berth/card-setup-request",
-        "RequiresMountsFor=/boot/firmware /var/lib/berth",
-        "ExecStart=/usr/lib/berth/apply-setup",
-    ] {
-        assert!(setup.lines().any(|l| l == line), "berth-setup: {line}");
-    }
     let before = setup
         .lines()
         .find_map(|l| l.strip_prefix("Before="))
@@ -933,14 +942,14 @@ fn the_first_boot_units_verify_and_run_only_when_something_was_provisioned() {
         assert!(build.contains(enabled), "the image enables {enabled}");
     }
     // The data partition grows before it is checked and mounted, never while berthd runs.
-    let grow = unit_lines("berth-grow-data.service");
-    for line in [
-        "DefaultDependencies=no",
-        "Before=systemd-fsck@dev-disk-by\\x2dlabel-berth\\x2ddata.service var-lib-berth.mount local-fs.target",
-        "ExecStart=/usr/lib/berth/grow-data",
-    ] {
-        assert!(grow.lines().any(|l| l == line), "berth-grow-data: {line}");
-    }
+    assert_unit_has(
+        "berth-grow-data.service",
+        &[
+            "DefaultDependencies=no",
+            "Before=systemd-fsck@dev-disk-by\\x2dlabel-berth\\x2ddata.service var-lib-berth.mount local-fs.target",
+            "ExecStart=/usr/lib/berth/grow-data",
+        ],
+    );
     verify_unit(
         TEST,
         "berth-claim-code.service",
@@ -1346,14 +1355,14 @@ fn an_update_bundle_verifies_against_the_appliance_keyring_and_not_another() {
 #[test]
 fn the_trial_unit_verifies_and_the_image_enables_it() {
     const TEST: &str = "the_trial_unit_verifies_and_the_image_enables_it";
-    let trial = unit_lines("berth-trial.service");
-    for line in [
-        "ExecStart=/usr/lib/berth/trial",
-        "RequiresMountsFor=/boot/firmware",
-        "WantedBy=multi-user.target",
-    ] {
-        assert!(trial.lines().any(|l| l == line), "berth-trial: {line}");
-    }
+    assert_unit_has(
+        "berth-trial.service",
+        &[
+            "ExecStart=/usr/lib/berth/trial",
+            "RequiresMountsFor=/boot/firmware",
+            "WantedBy=multi-user.target",
+        ],
+    );
     let build = std::fs::read_to_string(repo("image/build")).expect("image/build");
     assert!(
         build.contains("berth-trial.service"),
