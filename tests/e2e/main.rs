@@ -28,6 +28,7 @@ mod offboard_pending;
 mod payment_pending;
 mod refresh_window;
 mod stack;
+mod writes;
 
 use std::time::Instant;
 

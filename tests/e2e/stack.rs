@@ -811,6 +811,29 @@ impl Berthd {
         }
     }
 
+    /// `program` (berthd, or barkd 0.8.0 for a comparison: both serve barkd's API) on
+    /// `datadir` with `args`, its stderr (its log) going to `log`.
+    pub fn start_program(
+        name: &str,
+        program: &Path,
+        datadir: &Path,
+        args: &[&str],
+        log: &Path,
+    ) -> Berthd {
+        let daemon = Daemon::start_program_logged(program, datadir, args, &[], log);
+        Berthd {
+            name: name.to_string(),
+            datadir: datadir.to_path_buf(),
+            token: harness::token(datadir),
+            daemon: Some(daemon),
+        }
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.daemon().child.id()
+    }
+
     /// [`Berthd::start`] with these environment variables.
     pub fn start_with_env(name: &str, datadir: &Path, env: &[(&str, &str)]) -> Berthd {
         let daemon = Daemon::try_start_with_env(datadir, &["-v"], env)

@@ -70,8 +70,19 @@ impl Daemon {
     /// berthd on a free port with this datadir, arguments and extra environment, its
     /// stderr to `stderr`. The caller's seed settings never leak in.
     fn spawn_with(datadir: &Path, args: &[&str], stderr: Stdio, env: &[(&str, &str)]) -> Daemon {
+        Self::spawn_program(&bin(), datadir, args, stderr, env)
+    }
+
+    /// `program` (berthd, or barkd for a comparison: both take `--datadir` and `--port`).
+    fn spawn_program(
+        program: &Path,
+        datadir: &Path,
+        args: &[&str],
+        stderr: Stdio,
+        env: &[(&str, &str)],
+    ) -> Daemon {
         let port = free_port();
-        let child = Command::new(bin())
+        let child = Command::new(program)
             .arg("--datadir")
             .arg(datadir)
             .args(["--port", &port.to_string()])
@@ -140,12 +151,23 @@ impl Daemon {
     /// Start with extra environment, berthd's stderr going to the file `log`, and wait
     /// for `/ping`.
     pub fn start_logged(datadir: &Path, args: &[&str], env: &[(&str, &str)], log: &Path) -> Daemon {
+        Self::start_program_logged(&bin(), datadir, args, env, log)
+    }
+
+    /// [`Daemon::start_logged`] of another program that serves barkd's API (barkd).
+    pub fn start_program_logged(
+        program: &Path,
+        datadir: &Path,
+        args: &[&str],
+        env: &[(&str, &str)],
+        log: &Path,
+    ) -> Daemon {
         let file = std::fs::File::create(log).expect("create the log");
-        let mut daemon = Self::spawn_with(datadir, args, Stdio::from(file), env);
-        wait_until("berthd answers /ping", 20, || {
+        let mut daemon = Self::spawn_program(program, datadir, args, Stdio::from(file), env);
+        wait_until("the daemon answers /ping", 30, || {
             if let Some(status) = daemon.child.try_wait().expect("try_wait") {
                 let log = std::fs::read_to_string(log).unwrap_or_default();
-                panic!("berthd exited with {status}: {log}");
+                panic!("{} exited with {status}: {log}", program.display());
             }
             matches!(
                 try_request(daemon.port, "GET", "/ping", &[], None),
