@@ -113,7 +113,7 @@ struct Inner {
     /// public keys on each call.
     vtxo_rows: VtxoRowMemo,
     /// The last balance computed, with what it was computed at (`bark::balance`).
-    balance: std::sync::Mutex<Option<bark::BalanceMemo>>,
+    balance: bark::BalanceMemo,
 }
 
 /// Decoded VTXO rows, each kept with the exact bytes it was decoded from: an entry is
@@ -229,7 +229,7 @@ impl Store {
                 fatal,
                 commits: tokio::sync::watch::Sender::new(0),
                 vtxo_rows: VtxoRowMemo(Default::default()),
-                balance: std::sync::Mutex::new(None),
+                balance: bark::BalanceMemo::default(),
             }),
         };
         let report = OpenReport {

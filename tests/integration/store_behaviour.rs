@@ -384,6 +384,50 @@ async fn store_vtxos_is_idempotent_and_keeps_the_current_state() {
     assert_eq!(db.get_all_vtxos().await.expect("all").len(), 1);
 }
 
+/// The balance kept between commits (`Store::ark_balance`) is never an old one: a
+/// commit, another tip or another exit depth limit each give the balance of now.
+#[tokio::test]
+async fn the_kept_balance_follows_every_commit_and_the_chain_view() {
+    let (_dir, db) = fresh_store();
+    let pool = common::vtxos::vtxo_pool(2);
+    let (a, b) = (&pool[0], &pool[1]);
+    let spendable = |balance: bark::Balance| balance.spendable.to_sat();
+    let before = db.ark_balance(Some(900), None).await.expect("balance");
+    assert_eq!(spendable(before), 0);
+    db.store_vtxos(&[(a, &VtxoState::Spendable)])
+        .await
+        .expect("store");
+    let one = db.ark_balance(Some(900), None).await.expect("balance");
+    assert_eq!(
+        spendable(one.clone()),
+        a.amount().to_sat(),
+        "after a commit"
+    );
+    let again = db.ark_balance(Some(900), None).await.expect("balance");
+    assert_eq!(
+        (again.spendable, again.needs_refresh),
+        (one.spendable, one.needs_refresh)
+    );
+    // Another tip: `a` (expiry 1,000) has expired and needs a refresh.
+    let later = db.ark_balance(Some(1_000), None).await.expect("balance");
+    assert_eq!(later.needs_refresh, a.amount(), "at tip 1,000: {later:?}");
+    // Another exit depth limit: a board is at depth 0, at the limit 0.
+    let deep = db.ark_balance(Some(900), Some(0)).await.expect("balance");
+    assert_eq!(deep.needs_refresh, a.amount(), "at depth limit 0: {deep:?}");
+    db.store_vtxos(&[(b, &VtxoState::Spendable)])
+        .await
+        .expect("store");
+    db.update_vtxo_state_checked(a.id(), VtxoState::Spent, VtxoStateKind::UNSPENT_STATES)
+        .await
+        .expect("spend");
+    let now = db.ark_balance(Some(900), None).await.expect("balance");
+    assert_eq!(
+        spendable(now),
+        b.amount().to_sat(),
+        "after two more commits"
+    );
+}
+
 #[tokio::test]
 async fn vtxos_by_state_are_ordered_across_states() {
     let (_dir, db) = fresh_store();

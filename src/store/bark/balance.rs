@@ -85,26 +85,20 @@ impl Store {
         max_exit_depth: Option<u16>,
     ) -> Result<Balance, StoreError> {
         // The count first: what the read below sees is at least as new (`commit_count`).
-        let commits = self.commit_count();
         let at = (
-            commits,
+            self.commit_count(),
             ChainView {
                 tip,
                 max_exit_depth,
             },
         );
-        if let Some(memo) = &*lock(&self.inner.balance)
-            && memo.at == at
-        {
-            return Ok(memo.balance.clone());
+        if let Some(kept) = self.inner.balance.get(at) {
+            return Ok(kept);
         }
         let balance = self
             .read(CTX, move |tx| balance(tx, tip, max_exit_depth))
             .await?;
-        *lock(&self.inner.balance) = Some(BalanceMemo {
-            at,
-            balance: balance.clone(),
-        });
+        self.inner.balance.put(at, balance.clone());
         Ok(balance)
     }
 }
@@ -114,13 +108,20 @@ impl Store {
 /// the same, so a client polling it (a phone app does, every few seconds; a wallet
 /// screen on several devices) costs no read transaction and no hand-off to the
 /// blocking pool.
-pub(crate) struct BalanceMemo {
-    at: (u64, ChainView),
-    balance: Balance,
-}
+#[derive(Default)]
+pub(crate) struct BalanceMemo(std::sync::Mutex<Option<((u64, ChainView), Balance)>>);
 
-fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|e| e.into_inner())
+impl BalanceMemo {
+    fn get(&self, at: (u64, ChainView)) -> Option<Balance> {
+        let kept = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        kept.as_ref()
+            .filter(|(kept_at, _)| *kept_at == at)
+            .map(|(_, balance)| balance.clone())
+    }
+
+    fn put(&self, at: (u64, ChainView), balance: Balance) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some((at, balance));
+    }
 }
 
 fn balance(
