@@ -120,21 +120,24 @@ fn restore_into(
                 "table {name} was restored but is not in the manifest"
             )));
         }
-        Ok((
+        Ok((manifest, content_digest, db))
+    });
+    match result {
+        Ok((manifest, content_digest, db)) => Ok((
             Restored {
                 manifest,
                 content_digest,
-                files: written_files.clone(),
+                files: written_files,
             },
             db,
-        ))
-    });
-    if result.is_err() {
-        for path in &written_files {
-            let _ = std::fs::remove_file(path);
+        )),
+        Err(e) => {
+            for path in &written_files {
+                let _ = std::fs::remove_file(path);
+            }
+            Err(e)
         }
     }
-    result
 }
 
 /// [`restore_into`] a new file at `db_path`, closed afterwards; on error the file is
