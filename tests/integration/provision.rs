@@ -975,16 +975,21 @@ impl Drop for LoopCard {
     }
 }
 
+/// Keeps a partition's node current until dropped ([`partition_node`]).
+struct NodeKeeper(std::sync::Arc<std::sync::atomic::AtomicBool>);
+
+impl Drop for NodeKeeper {
+    fn drop(&mut self) {
+        self.0.store(false, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 /// A block device node for partition `nr` of `card` in `dir`, named as the kernel names
-/// it (`loop3p7`), kept pointing at the kernel's partition while the returned flag is
-/// up: on the box devtmpfs and udev do that under /dev (a partition the kernel removes
+/// it (`loop3p7`), kept pointing at the kernel's partition while the returned keeper
+/// lives: on the box devtmpfs and udev do that under /dev (a partition the kernel removes
 /// and adds again to resize it comes back under a new device number), here, where /dev
 /// gets no partition nodes (a container, this test's CI), a thread does.
-fn partition_node(
-    card: &LoopCard,
-    nr: u32,
-    dir: &Path,
-) -> (PathBuf, std::sync::Arc<std::sync::atomic::AtomicBool>) {
+fn partition_node(card: &LoopCard, nr: u32, dir: &Path) -> (PathBuf, NodeKeeper) {
     let name = format!("{}p{nr}", card.device.trim_start_matches("/dev/"));
     let sys = format!("/sys/class/block/{name}/dev");
     // The kernel scans the table as the device is attached (`--partscan`), unless the
@@ -1018,7 +1023,7 @@ fn partition_node(
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
     });
-    (node, up)
+    (node, NodeKeeper(up))
 }
 
 /// First boot grows the data partition to the end of a card larger than the image
@@ -1075,7 +1080,7 @@ fn the_data_partition_grows_to_the_end_of_the_card() {
         device: String::from_utf8_lossy(&attached.stdout).trim().to_string(),
         mount: None,
     };
-    let (data, node_kept) = partition_node(&card, 7, dir.path());
+    let (data, _node_kept) = partition_node(&card, 7, dir.path());
     let mount = dir.path().join("data");
     std::fs::create_dir(&mount).expect("mount point");
     let size = |path: &Path| {
@@ -1121,7 +1126,6 @@ fn the_data_partition_grows_to_the_end_of_the_card() {
     let again = run(Command::new(&script).arg(&data));
     assert!(again.contains("already fills the card"), "{again}");
     assert_eq!(size(&mount), after, "nothing more to grow");
-    node_kept.store(false, std::sync::atomic::Ordering::Relaxed);
     println!("{grown}");
 }
 
