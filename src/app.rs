@@ -349,6 +349,10 @@ impl Daemon {
             history_pages: Arc::new(crate::api::v1::page_cache::PageCache::history()),
             vtxo_lists: Arc::new(crate::api::v1::page_cache::PageCache::vtxo_lists()),
             exit_lists: Arc::new(crate::api::v1::page_cache::PageCache::exit_lists()),
+            system_update: Arc::new(crate::system_update::SystemUpdate::new(
+                settings.file.update.settings(),
+                settings.layout.system_update_dir(),
+            )),
             settings_toml: toml::to_string_pretty(&settings.file)
                 .unwrap_or_else(|e| format!("# cannot show the configuration: {e}"))
                 .into(),

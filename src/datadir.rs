@@ -122,6 +122,11 @@ impl Layout {
         self.root.join(crate::card_setup::REQUEST_FILE)
     }
 
+    /// Where an uploaded system update waits (`system_update`).
+    pub fn system_update_dir(&self) -> PathBuf {
+        self.root.join("update")
+    }
+
     /// Everything above, and the locks: the entries Berth knows.
     fn known_entries(&self) -> Vec<PathBuf> {
         let seed = self.seed_files();
@@ -141,6 +146,7 @@ impl Layout {
             self.control_socket(),
             self.claim(),
             self.card_setup_request(),
+            self.system_update_dir(),
         ]
     }
 

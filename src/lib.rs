@@ -44,6 +44,7 @@ pub mod nwc;
 pub mod runtime;
 pub mod shutdown;
 pub mod store;
+pub mod system_update;
 pub mod systemd;
 pub mod telemetry;
 pub mod tls;

@@ -91,6 +91,8 @@ pub struct AppState {
     pub settings_toml: Arc<str>,
     /// Runs requests the owner approved, and expires the others (`approvals`).
     pub approvals: Arc<approvals::Runner>,
+    /// The uploaded system update bundle (`/api/v1/system/update`).
+    pub system_update: Arc<crate::system_update::SystemUpdate>,
     /// Wallets the console is creating: the new seed shown to a device, waiting for it
     /// to confirm the phrase, by device id (at most 16, 15 minutes each).
     pub new_wallets: Arc<

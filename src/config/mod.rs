@@ -39,6 +39,49 @@ pub struct BerthToml {
     pub console: ConsoleSection,
     pub nwc: NwcSection,
     pub household: HouseholdSection,
+    pub update: UpdateSection,
+}
+
+/// System updates through the API (`system_update`): where RAUC and the running
+/// system's facts are (the image's places by default), and the largest bundle taken.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct UpdateSection {
+    /// The largest update bundle taken, in MiB (1 to 16,384).
+    pub max_bundle_mib: Bounded<1, 16_384>,
+    /// The `rauc` program.
+    pub rauc: std::path::PathBuf,
+    /// RAUC's configuration (the board's `compatible`).
+    pub system_conf: std::path::PathBuf,
+    /// The certificates an update bundle's signature must chain to.
+    pub keyring: std::path::PathBuf,
+    /// The running system's release file (its build time).
+    pub release: std::path::PathBuf,
+}
+
+impl Default for UpdateSection {
+    fn default() -> Self {
+        UpdateSection {
+            // The image's bundles are a few hundred MiB (image/README.md, "Updates").
+            max_bundle_mib: Bounded::of::<2048>(),
+            rauc: "rauc".into(),
+            system_conf: "/etc/rauc/system.conf".into(),
+            keyring: "/etc/rauc/keyring.pem".into(),
+            release: "/usr/lib/berth/release".into(),
+        }
+    }
+}
+
+impl UpdateSection {
+    pub fn settings(&self) -> crate::system_update::UpdateSettings {
+        crate::system_update::UpdateSettings {
+            rauc: self.rauc.clone(),
+            system_conf: self.system_conf.clone(),
+            keyring: self.keyring.clone(),
+            release: self.release.clone(),
+            max_bundle_bytes: self.max_bundle_mib.get() << 20,
+        }
+    }
 }
 
 /// Spending rules and approvals (`docs/household.md`).

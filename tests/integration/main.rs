@@ -38,5 +38,6 @@ mod store_behaviour;
 mod store_crash;
 mod store_differential;
 mod store_migration;
+mod system_update;
 mod systemd;
 mod webhooks;

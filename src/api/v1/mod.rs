@@ -23,6 +23,7 @@ pub mod onchain;
 pub mod page_cache;
 pub mod push;
 pub mod rules;
+pub mod system;
 pub mod wallet;
 pub mod webhooks;
 
@@ -30,7 +31,7 @@ use crate::api::routes::Routes;
 
 /// Every `/api/v1` route, declared by its group (`api::routes`).
 pub fn routes() -> Routes {
-    let groups: [fn(Routes) -> Routes; 18] = [
+    let groups: [fn(Routes) -> Routes; 19] = [
         wallet::routes,
         onchain::routes,
         bitcoin::routes,
@@ -49,6 +50,7 @@ pub fn routes() -> Routes {
         export::routes,
         webhooks::routes,
         push::routes,
+        system::routes,
     ];
     groups
         .into_iter()

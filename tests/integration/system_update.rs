@@ -1,0 +1,307 @@
+//! Update bundles uploaded through the API (`system_update`, `api::v1::system`) on the
+//! real binary, checked by the real RAUC against a keyring of the test's own: a bundle
+//! signed by the box's key and for its board is kept (and said to be a downgrade when
+//! it was built before the running system), streamed past the request body limit;
+//! one signed by another key, for another board, or not a bundle at all is refused and
+//! leaves nothing behind; a body over `[update] max_bundle_mib` is refused whether it
+//! declares its length or not; a kept bundle is checked again after a restart; only the
+//! owner uploads. Installing is `berth-update`'s, proven by `image/boot-test`.
+
+use std::io::{Read as _, Write as _};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::harness::*;
+
+const STATUS: &str = "/api/v1/system/update";
+const BUNDLE: &str = "/api/v1/system/update/bundle";
+const RUNNING_BUILD: &str = "20261128T120000Z";
+
+fn installed(tool: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(tool).is_file()))
+}
+
+fn run(command: &mut Command) {
+    let out = command.output().expect("run");
+    assert!(
+        out.status.success(),
+        "{command:?}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A self-signed signing key, as `image/update-key` makes one: its certificate's path.
+fn signing_key(dir: &Path, name: &str) -> PathBuf {
+    run(Command::new("openssl")
+        .args([
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+        ])
+        .args(["-subj", &format!("/O=Berth/CN={name}")])
+        .arg("-keyout")
+        .arg(dir.join(format!("{name}.key")))
+        .arg("-out")
+        .arg(dir.join(format!("{name}.pem"))));
+    dir.join(format!("{name}.pem"))
+}
+
+/// A verity bundle, as `image/build` makes them, for board `compatible`, built at
+/// `build`, signed with the key `signer` names; one image of incompressible bytes.
+fn bundle(dir: &Path, signer: &Path, compatible: &str, build: &str) -> PathBuf {
+    let name = format!(
+        "{compatible}-{build}-{}",
+        signer.file_stem().expect("a name").display()
+    );
+    let content = dir.join(format!("{name}.d"));
+    std::fs::create_dir(&content).expect("content");
+    std::fs::write(
+        content.join("manifest.raucm"),
+        format!(
+            "[update]\ncompatible={compatible}\nversion=test-{build}\nbuild={build}\n\n\
+             [bundle]\nformat=verity\n\n[image.rootfs]\nfilename=root.img\n"
+        ),
+    )
+    .expect("manifest");
+    let mut noise = vec![0u8; 200 << 10];
+    let mut x: u32 = 0x9e37_79b9 ^ build.len() as u32;
+    for b in noise.iter_mut() {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        *b = x as u8;
+    }
+    std::fs::write(content.join("root.img"), &noise).expect("image");
+    let out = dir.join(format!("{name}.raucb"));
+    run(Command::new("rauc")
+        .arg(format!("--cert={}", signer.display()))
+        .arg(format!("--key={}", signer.with_extension("key").display()))
+        .arg("bundle")
+        .arg(&content)
+        .arg(&out));
+    out
+}
+
+/// An upload of `body` to the bundle route: with a `Content-Length`, or chunked.
+fn upload(port: u16, bearer: &str, body: &[u8], declared: bool) -> (u16, Value) {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(120)))
+        .expect("timeout");
+    let mut head = format!(
+        "PUT {BUNDLE} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\
+         Authorization: {bearer}\r\nContent-Type: application/octet-stream\r\n"
+    );
+    if declared {
+        head.push_str(&format!("Content-Length: {}\r\n\r\n", body.len()));
+        stream.write_all(head.as_bytes()).expect("head");
+        // A refusal may come (and the connection close) before the whole body is sent.
+        let _ = stream.write_all(body);
+    } else {
+        head.push_str("Transfer-Encoding: chunked\r\n\r\n");
+        stream.write_all(head.as_bytes()).expect("head");
+        for chunk in body.chunks(64 << 10) {
+            let framed = [
+                format!("{:x}\r\n", chunk.len()).as_bytes(),
+                chunk,
+                b"\r\n".as_slice(),
+            ]
+            .concat();
+            if stream.write_all(&framed).is_err() {
+                break;
+            }
+        }
+        let _ = stream.write_all(b"0\r\n\r\n");
+    }
+    let mut raw = Vec::new();
+    let _ = stream.read_to_end(&mut raw);
+    let raw = String::from_utf8_lossy(&raw).into_owned();
+    let json = serde_json::from_str(body_of(&raw)).unwrap_or(Value::Null);
+    (status_of(&raw), json)
+}
+
+fn status(daemon: &Daemon, bearer: &str) -> Value {
+    let (code, raw) = request(
+        daemon.port,
+        "GET",
+        STATUS,
+        &[("Authorization", bearer)],
+        None,
+    );
+    assert_eq!(code, 200, "{raw}");
+    json_of(&raw)
+}
+
+/// The files in the datadir's update directory.
+fn kept(datadir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(datadir.join("update"))
+        .map(|entries| {
+            entries
+                .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+#[test]
+fn an_uploaded_bundle_is_checked_by_rauc_and_kept_only_if_this_box_takes_it() {
+    const TEST: &str = "an_uploaded_bundle_is_checked_by_rauc_and_kept_only_if_this_box_takes_it";
+    for tool in ["rauc", "mksquashfs", "openssl"] {
+        if !installed(tool) {
+            skip(
+                TEST,
+                &format!("{tool} is not installed (scripts/ensure-deps)"),
+            );
+            return;
+        }
+    }
+    let keys = tempfile::tempdir().expect("tempdir");
+    let k = keys.path();
+    let box_key = signing_key(k, "build");
+    let stranger = signing_key(k, "stranger");
+    // RAUC's configuration as the image has it (system.conf's keys RAUC needs to load),
+    // and the running system's release file.
+    let conf = k.join("system.conf");
+    std::fs::write(
+        &conf,
+        "[system]\ncompatible=berth-rpi4\nbootloader=custom\n\n\
+         [handlers]\nbootloader-custom-backend=/bin/true\n",
+    )
+    .expect("system.conf");
+    let release = k.join("release");
+    std::fs::write(&release, format!("build={RUNNING_BUILD}\n")).expect("release");
+    let newer = bundle(k, &box_key, "berth-rpi4", "20261129T080000Z");
+    let older = bundle(k, &box_key, "berth-rpi4", "20261101T080000Z");
+    let foreign = bundle(k, &stranger, "berth-rpi4", "20261129T080000Z");
+    let other_board = bundle(k, &box_key, "berth-rpi5", "20261129T080000Z");
+
+    // A request body limit far below a bundle's size: the upload is not bound by it.
+    let toml = format!(
+        "[server]\nmax_body_kib = 64\n\n[update]\nmax_bundle_mib = 1\nsystem_conf = \"{}\"\n\
+         keyring = \"{}\"\nrelease = \"{}\"\n",
+        conf.display(),
+        box_key.display(),
+        release.display()
+    );
+    let (_tmp, datadir, daemon, admin) = berthd_with_offline_wallet(&toml, &[]);
+    let before = status(&daemon, &admin);
+    assert_eq!(before["available"], true, "{before}");
+    assert_eq!(before["running_build"], RUNNING_BUILD, "{before}");
+    assert_eq!(before["max_bundle_bytes"], 1 << 20, "{before}");
+    assert!(before["bundle"].is_null(), "{before}");
+
+    let (phone, _) = pair_device(&daemon, &datadir, "read,receive,send");
+    let bytes = std::fs::read(&newer).expect("bundle");
+    assert!(bytes.len() > 64 << 10, "larger than the body limit");
+    let (code, _) = upload(daemon.port, &phone, &bytes, true);
+    assert_eq!(code, 403, "only the owner uploads");
+    assert!(kept(&datadir).is_empty(), "{:?}", kept(&datadir));
+
+    let (code, info) = upload(daemon.port, &admin, &bytes, true);
+    assert_eq!(code, 201, "{info}");
+    assert_eq!(info["compatible"], "berth-rpi4", "{info}");
+    assert_eq!(info["version"], "test-20261129T080000Z", "{info}");
+    assert_eq!(info["build"], "20261129T080000Z", "{info}");
+    assert_eq!(info["size_bytes"], bytes.len() as u64, "{info}");
+    assert_eq!(info["downgrade"], false, "{info}");
+    assert_eq!(kept(&datadir), ["bundle.raucb"]);
+    assert_eq!(
+        std::fs::read(datadir.join("update/bundle.raucb")).expect("kept"),
+        bytes,
+        "kept as sent"
+    );
+    assert_eq!(status(&daemon, &admin)["bundle"], info);
+
+    // Chunked, without a length: the same check.
+    let (code, info) = upload(
+        daemon.port,
+        &admin,
+        &std::fs::read(&older).expect("bundle"),
+        false,
+    );
+    assert_eq!(code, 201, "{info}");
+    assert_eq!(
+        info["downgrade"], true,
+        "built before the running system: {info}"
+    );
+
+    // Checked again after a restart.
+    let _ = daemon.terminate();
+    let daemon = Daemon::start(&datadir, &["-q"]);
+    let again = status(&daemon, &admin);
+    assert_eq!(again["bundle"], info, "{again}");
+
+    // Refused, and nothing kept: the new upload replaced the old bundle either way.
+    for (what, path, reason) in [
+        ("another key's", &foreign, "signature"),
+        ("another board's", &other_board, "berth-rpi5"),
+    ] {
+        let (code, error) = upload(
+            daemon.port,
+            &admin,
+            &std::fs::read(path).expect("bundle"),
+            true,
+        );
+        assert_eq!(code, 422, "{what}: {error}");
+        assert!(
+            error["message"].as_str().unwrap_or("").contains(reason),
+            "{what}: {error}"
+        );
+        assert!(kept(&datadir).is_empty(), "{what}: {:?}", kept(&datadir));
+    }
+    let (code, error) = upload(daemon.port, &admin, &[7u8; 10_000], true);
+    assert_eq!(code, 422, "not a bundle: {error}");
+    assert!(kept(&datadir).is_empty(), "{:?}", kept(&datadir));
+
+    // Over [update] max_bundle_mib, declared or found out while streaming.
+    let big = vec![1u8; (1 << 20) + 1];
+    for declared in [true, false] {
+        let (code, error) = upload(daemon.port, &admin, &big, declared);
+        assert_eq!(code, 413, "declared {declared}: {error}");
+        assert!(kept(&datadir).is_empty(), "{:?}", kept(&datadir));
+    }
+
+    // Removed on request.
+    let (code, info) = upload(daemon.port, &admin, &bytes, true);
+    assert_eq!(code, 201, "{info}");
+    let delete = || {
+        request(
+            daemon.port,
+            "DELETE",
+            BUNDLE,
+            &[("Authorization", &admin)],
+            None,
+        )
+        .0
+    };
+    assert_eq!(delete(), 204);
+    assert!(kept(&datadir).is_empty(), "{:?}", kept(&datadir));
+    assert_eq!(delete(), 404);
+    assert!(status(&daemon, &admin)["bundle"].is_null());
+}
+
+#[test]
+fn a_machine_without_raucs_keyring_takes_no_bundles() {
+    let (_tmp, datadir, daemon, admin) = berthd_with_offline_wallet(
+        "[update]\nsystem_conf = \"/nonexistent/system.conf\"\nkeyring = \"/nonexistent/keyring.pem\"\n",
+        &[],
+    );
+    let state = status(&daemon, &admin);
+    assert_eq!(state["available"], false, "{state}");
+    assert!(
+        state["unavailable_reason"]
+            .as_str()
+            .unwrap_or("")
+            .contains("/nonexistent/system.conf"),
+        "{state}"
+    );
+    let (code, error) = upload(daemon.port, &admin, b"not read", true);
+    assert_eq!(code, 404, "{error}");
+    assert!(kept(&datadir).is_empty());
+}
