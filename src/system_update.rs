@@ -111,6 +111,11 @@ impl SystemUpdate {
         }
     }
 
+    /// Where the checked bundle is kept.
+    pub fn bundle_path(&self) -> PathBuf {
+        self.dir.join(BUNDLE)
+    }
+
     pub fn settings(&self) -> &UpdateSettings {
         &self.settings
     }

@@ -29,7 +29,8 @@ pub fn apply(app: Router, limits: RequestLimits) -> Router {
 async fn limit(limits: RequestLimits, request: Request, next: Next) -> Response {
     // An update bundle is hundreds of MiB, minutes over Wi-Fi: its handler bounds its
     // size (`[update] max_bundle_mib`) and the pauses between its chunks itself.
-    if request.uri().path() == crate::api::v1::system::UPLOAD_PATH {
+    let path = request.uri().path();
+    if path == crate::api::v1::system::UPLOAD_PATH || path == crate::console::UPLOAD_PATH {
         return next.run(request).await;
     }
     let declared = request

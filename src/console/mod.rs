@@ -76,6 +76,7 @@ fn declare<D: routes::Declare>(table: D) -> D {
         .page("/console/style.css", Public, style)
         .page("/console/live.js", Public, live_script)
         .page("/console/send.js", Public, send_script)
+        .page("/console/update.js", Public, update_script)
         .form("/console/live/ticket", Script(Read), live_ticket)
         .form("/console/sign-in", Public, sign_in)
         .form("/console/logout", Public, sign_out)
@@ -177,6 +178,12 @@ fn declare<D: routes::Declare>(table: D) -> D {
         )
         .page("/console/settings", Page(Admin), settings::settings)
         .form("/console/settings/card", Page(Admin), settings::card_setup)
+        .form(UPLOAD_PATH, Page(Admin), settings::upload_bundle)
+        .form(
+            "/console/system/bundle/remove",
+            Page(Admin),
+            settings::remove_bundle,
+        )
         .page("/console/send", Page(Send), send::send_form)
         .form("/console/send/review", Page(Send), send::review)
         .form("/console/send", Page(Send), send::pay)
@@ -197,6 +204,11 @@ fn declare<D: routes::Declare>(table: D) -> D {
 const STYLE: &str = include_str!("style.css");
 const LIVE_SCRIPT: &str = include_str!("live.js");
 const SEND_SCRIPT: &str = include_str!("send.js");
+const UPDATE_SCRIPT: &str = include_str!("update.js");
+
+/// Where the settings page's script sends an update bundle; the request limits leave
+/// its size and time to the handler, as for the API's (`api::limits`).
+pub const UPLOAD_PATH: &str = "/console/system/bundle";
 
 async fn style() -> impl IntoResponse {
     asset("text/css; charset=utf-8", STYLE)
@@ -208,6 +220,10 @@ async fn live_script() -> impl IntoResponse {
 
 async fn send_script() -> impl IntoResponse {
     asset("text/javascript; charset=utf-8", SEND_SCRIPT)
+}
+
+async fn update_script() -> impl IntoResponse {
+    asset("text/javascript; charset=utf-8", UPDATE_SCRIPT)
 }
 
 /// One of the console's compiled-in files.

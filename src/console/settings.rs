@@ -1,10 +1,12 @@
 //! The settings page: the configuration in effect (read-only), and, on the appliance,
 //! the owner's way to have the settings on the card applied again at the next start
-//! (`card_setup`).
+//! (`card_setup`), and a system update bundle uploaded and checked (`system_update`;
+//! `update.js` sends the file).
 
 use askama::Template;
+use axum::body::Body;
 use axum::extract::{Form, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
@@ -21,6 +23,14 @@ struct SettingsPage {
     signed_in: bool,
     toml: String,
     card_setup_requested: bool,
+    /// Why this machine takes no update bundles, if it takes none.
+    update_unavailable: Option<String>,
+    running_build: Option<String>,
+    bundle: Option<crate::system_update::BundleInfo>,
+    /// Where the bundle is kept, for `berth-update install` until the console installs.
+    bundle_path: String,
+    /// Why the kept bundle's state could not be read.
+    update_error: Option<String>,
 }
 
 fn request_path(state: &AppState) -> std::path::PathBuf {
@@ -30,6 +40,11 @@ fn request_path(state: &AppState) -> std::path::PathBuf {
 /// `GET /console/settings` (scope `admin`).
 pub(super) async fn settings(State(state): State<AppState>) -> Response {
     let frame = Frame::new(&state);
+    let updates = &state.system_update;
+    let (bundle, update_error) = match updates.bundle().await {
+        Ok(bundle) => (bundle, None),
+        Err(e) => (None, Some(crate::api::error::ApiError::from(e).to_string())),
+    };
     page(
         StatusCode::OK,
         &SettingsPage {
@@ -38,6 +53,11 @@ pub(super) async fn settings(State(state): State<AppState>) -> Response {
             signed_in: true,
             toml: state.settings_toml.to_string(),
             card_setup_requested: crate::card_setup::requested(&request_path(&state)),
+            update_unavailable: updates.unavailable(),
+            running_build: updates.running_build(),
+            bundle,
+            bundle_path: updates.bundle_path().display().to_string(),
+            update_error,
         },
     )
 }
@@ -78,6 +98,51 @@ pub(super) async fn card_setup(
                 "the request could not be written to the data directory",
             )
                 .into_response()
+        }
+    }
+}
+
+/// `POST /console/system/bundle` (scope `admin`): an update bundle as the body, sent by
+/// `update.js`; 201 once RAUC has checked it, else the reason as text.
+pub(super) async fn upload_bundle(
+    State(state): State<AppState>,
+    Signed(who): Signed,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    match state
+        .system_update
+        .receive(declared, body.into_data_stream())
+        .await
+    {
+        Ok(info) => {
+            tracing::info!(
+                target: "berth::console",
+                device = %who.device_id,
+                version = %info.version,
+                downgrade = info.downgrade,
+                "an update bundle was uploaded and checked"
+            );
+            (StatusCode::CREATED, "checked").into_response()
+        }
+        Err(e) => {
+            let e = crate::api::error::ApiError::from(e);
+            (e.status(), e.to_string()).into_response()
+        }
+    }
+}
+
+/// `POST /console/system/bundle/remove` (scope `admin`): remove the kept bundle.
+pub(super) async fn remove_bundle(State(state): State<AppState>) -> Response {
+    match state.system_update.discard().await {
+        Ok(_) => see_other("/console/settings", None),
+        Err(e) => {
+            let e = crate::api::error::ApiError::from(e);
+            (e.status(), e.to_string()).into_response()
         }
     }
 }

@@ -573,7 +573,7 @@ fn run_flow(chromium: &Path, target: &Target) {
 /// No serious or critical fault axe-core finds on the page as it is now (a page state
 /// the width loop of [`run_flow`] does not visit), in the light and the dark colour
 /// scheme. Without axe-core, nothing: that loop reported it skipped.
-async fn assert_accessible(page: &mut Page, what: &str) {
+pub(crate) async fn assert_accessible(page: &mut Page, what: &str) {
     if let Some(axe) = harness::browser::axe_source() {
         for dark in [false, true] {
             page.set_dark(dark).await;

@@ -149,24 +149,26 @@ fn kept(datadir: &Path) -> Vec<String> {
     names
 }
 
-#[test]
-fn an_uploaded_bundle_is_checked_by_rauc_and_kept_only_if_this_box_takes_it() {
-    const TEST: &str = "an_uploaded_bundle_is_checked_by_rauc_and_kept_only_if_this_box_takes_it";
+/// The tools that make and check bundles (scripts/ensure-deps installs them), or a skip.
+fn tools_or_skip(test: &str) -> bool {
     for tool in ["rauc", "mksquashfs", "openssl"] {
         if !installed(tool) {
             skip(
-                TEST,
+                test,
                 &format!("{tool} is not installed (scripts/ensure-deps)"),
             );
-            return;
+            return false;
         }
     }
-    let keys = tempfile::tempdir().expect("tempdir");
-    let k = keys.path();
+    true
+}
+
+/// A box's update settings under `k`: its signing key (the keyring), RAUC's
+/// configuration as the image has it (the keys RAUC needs to load it), and the running
+/// system's release file; the `berth.toml` naming them, with a request body limit far
+/// below a bundle's size (the upload is not bound by it) and bundles up to 1 MiB.
+fn rauc_box(k: &Path) -> (PathBuf, String) {
     let box_key = signing_key(k, "build");
-    let stranger = signing_key(k, "stranger");
-    // RAUC's configuration as the image has it (system.conf's keys RAUC needs to load),
-    // and the running system's release file.
     let conf = k.join("system.conf");
     std::fs::write(
         &conf,
@@ -176,12 +178,6 @@ fn an_uploaded_bundle_is_checked_by_rauc_and_kept_only_if_this_box_takes_it() {
     .expect("system.conf");
     let release = k.join("release");
     std::fs::write(&release, format!("build={RUNNING_BUILD}\n")).expect("release");
-    let newer = bundle(k, &box_key, "berth-rpi4", "20261129T080000Z");
-    let older = bundle(k, &box_key, "berth-rpi4", "20261101T080000Z");
-    let foreign = bundle(k, &stranger, "berth-rpi4", "20261129T080000Z");
-    let other_board = bundle(k, &box_key, "berth-rpi5", "20261129T080000Z");
-
-    // A request body limit far below a bundle's size: the upload is not bound by it.
     let toml = format!(
         "[server]\nmax_body_kib = 64\n\n[update]\nmax_bundle_mib = 1\nsystem_conf = \"{}\"\n\
          keyring = \"{}\"\nrelease = \"{}\"\n",
@@ -189,6 +185,24 @@ fn an_uploaded_bundle_is_checked_by_rauc_and_kept_only_if_this_box_takes_it() {
         box_key.display(),
         release.display()
     );
+    (box_key, toml)
+}
+
+#[test]
+fn an_uploaded_bundle_is_checked_by_rauc_and_kept_only_if_this_box_takes_it() {
+    const TEST: &str = "an_uploaded_bundle_is_checked_by_rauc_and_kept_only_if_this_box_takes_it";
+    if !tools_or_skip(TEST) {
+        return;
+    }
+    let keys = tempfile::tempdir().expect("tempdir");
+    let k = keys.path();
+    let (box_key, toml) = rauc_box(k);
+    let stranger = signing_key(k, "stranger");
+    let newer = bundle(k, &box_key, "berth-rpi4", "20261129T080000Z");
+    let older = bundle(k, &box_key, "berth-rpi4", "20261101T080000Z");
+    let foreign = bundle(k, &stranger, "berth-rpi4", "20261129T080000Z");
+    let other_board = bundle(k, &box_key, "berth-rpi5", "20261129T080000Z");
+
     let (_tmp, datadir, daemon, admin) = berthd_with_offline_wallet(&toml, &[]);
     let before = status(&daemon, &admin);
     assert_eq!(before["available"], true, "{before}");
@@ -304,4 +318,82 @@ fn a_machine_without_raucs_keyring_takes_no_bundles() {
     let (code, error) = upload(daemon.port, &admin, b"not read", true);
     assert_eq!(code, 404, "{error}");
     assert!(kept(&datadir).is_empty());
+}
+
+#[test]
+fn the_owner_uploads_a_bundle_in_the_console_and_sees_it_checked() {
+    const TEST: &str = "the_owner_uploads_a_bundle_in_the_console_and_sees_it_checked";
+    let Some(chromium) = crate::harness::browser::chromium_binary(TEST) else {
+        return;
+    };
+    if !tools_or_skip(TEST) {
+        return;
+    }
+    let keys = tempfile::tempdir().expect("tempdir");
+    let k = keys.path();
+    let (box_key, toml) = rauc_box(k);
+    let older = bundle(k, &box_key, "berth-rpi4", "20261101T080000Z");
+    let foreign = bundle(
+        k,
+        &signing_key(k, "stranger"),
+        "berth-rpi4",
+        "20261129T080000Z",
+    );
+    let (_tmp, datadir, daemon, _admin) = berthd_with_offline_wallet(&toml, &[]);
+    let cookie = console_session(daemon.port, &datadir, "read,receive,send,admin", "Laptop");
+    let base = format!("http://127.0.0.1:{}", daemon.port);
+    let browser = crate::harness::browser::Chromium::start(&chromium, "");
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    runtime.block_on(async {
+        use crate::harness::browser::Page;
+        let mut page = Page::signed_in(&browser, &base, &cookie, "system-update").await;
+        page.open(&format!("{base}/console/settings")).await;
+        page.wait_for("/console/settings", "System update").await;
+        // The file chosen as a person would: into the page's file input.
+        async fn choose(page: &mut Page, file: &Path) {
+            let document = page.call("DOM.getDocument", serde_json::json!({})).await;
+            let input = page
+                .call(
+                    "DOM.querySelector",
+                    serde_json::json!({"nodeId": document["root"]["nodeId"], "selector": "#bundle-file"}),
+                )
+                .await;
+            page.call(
+                "DOM.setFileInputFiles",
+                serde_json::json!({"nodeId": input["nodeId"], "files": [file.display().to_string()]}),
+            )
+            .await;
+            page.eval("document.querySelector('#bundle-upload button').click()")
+                .await;
+        }
+
+        choose(&mut page, &older).await;
+        let text = page
+            .wait_for("/console/settings", "Uploaded and checked")
+            .await;
+        assert!(text.contains("test-20261101T080000Z"), "{text}");
+        assert!(text.contains("Older than the running system"), "{text}");
+        assert!(
+            text.contains("berth-update install") && text.contains("--allow-downgrade"),
+            "{text}"
+        );
+        assert_eq!(kept(&datadir), ["bundle.raucb"]);
+        crate::browser::assert_accessible(&mut page, "the settings page with a bundle").await;
+
+        // Another key's bundle: refused, the reason shown, nothing kept.
+        choose(&mut page, &foreign).await;
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let said = page
+                .eval("document.getElementById('bundle-status').textContent")
+                .await;
+            let said = said.as_str().unwrap_or_default().to_owned();
+            if said.contains("signature") {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "no refusal shown: {said:?}");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        assert!(kept(&datadir).is_empty(), "{:?}", kept(&datadir));
+    });
 }

@@ -1,0 +1,47 @@
+// The settings page's bundle upload: the file is sent as the request's body (never
+// read into the page), with its progress shown, and the page is loaded again once
+// RAUC has checked it. Without this script the page says how to upload otherwise.
+"use strict";
+(() => {
+  const form = document.getElementById("bundle-upload");
+  if (!form) return;
+  const input = document.getElementById("bundle-file");
+  const button = form.querySelector("button");
+  const progress = document.getElementById("bundle-progress");
+  const status = document.getElementById("bundle-status");
+  const say = (text) => { status.textContent = text; };
+  form.hidden = false;
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const file = input.files[0];
+    if (!file) {
+      say("Choose a bundle file first.");
+      return;
+    }
+    const request = new XMLHttpRequest();
+    request.open("POST", form.action);
+    request.setRequestHeader("Content-Type", "application/octet-stream");
+    request.upload.onprogress = (e) => {
+      if (!e.lengthComputable) return;
+      progress.max = e.total;
+      progress.value = e.loaded;
+      say(`Uploading: ${Math.floor((100 * e.loaded) / e.total)} %`);
+    };
+    request.upload.onload = () => say("Uploaded. RAUC is checking its signature and its version…");
+    request.onload = () => {
+      if (request.status === 201) {
+        location.reload();
+        return;
+      }
+      button.disabled = false;
+      say(request.responseText || `The upload failed (${request.status}).`);
+    };
+    request.onerror = () => {
+      button.disabled = false;
+      say("The upload stopped: the box could not be reached.");
+    };
+    button.disabled = true;
+    say("Uploading…");
+    request.send(file);
+  });
+})();
