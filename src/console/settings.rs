@@ -6,7 +6,7 @@
 use askama::Template;
 use axum::body::Body;
 use axum::extract::{Form, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
@@ -110,10 +110,7 @@ pub(super) async fn upload_bundle(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    let declared = headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
+    let declared = crate::api::v1::system::declared_length(&headers);
     match state
         .system_update
         .receive(declared, body.into_data_stream())

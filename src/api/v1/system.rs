@@ -107,13 +107,9 @@ pub async fn upload_bundle(
     headers: HeaderMap,
     body: Body,
 ) -> Result<(StatusCode, Json<BundleInfo>), ApiError> {
-    let declared = headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
     let info = state
         .system_update
-        .receive(declared, body.into_data_stream())
+        .receive(declared_length(&headers), body.into_data_stream())
         .await?;
     tracing::info!(
         version = %info.version,
@@ -122,6 +118,15 @@ pub async fn upload_bundle(
         "an update bundle was uploaded and checked"
     );
     Ok((StatusCode::CREATED, Json(info)))
+}
+
+/// The body's length as the request declares it (`Content-Length`), if it does: an
+/// upload over the cap is refused before a byte is written.
+pub(crate) fn declared_length(headers: &HeaderMap) -> Option<u64> {
+    headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
 }
 
 /// `DELETE /api/v1/system/update/bundle`
