@@ -352,6 +352,8 @@ impl Daemon {
             system_update: Arc::new(crate::system_update::SystemUpdate::new(
                 settings.file.update.settings(),
                 settings.layout.system_update_dir(),
+                // The wallet's reserve, and as much again for its growth meanwhile.
+                2 * crate::api::disk::RESERVE,
             )),
             settings_toml: toml::to_string_pretty(&settings.file)
                 .unwrap_or_else(|e| format!("# cannot show the configuration: {e}"))

@@ -299,6 +299,16 @@ fn retire_old_lock(dir: &Path, retired_file: &str) -> Result<(), FsError> {
     }
 }
 
+/// Free and total bytes of the filesystem holding `dir` (free as an unprivileged
+/// process may use it: what is left for berthd, not root's reserved blocks).
+pub fn space(dir: &Path) -> std::io::Result<(u64, u64)> {
+    let stat = rustix::fs::statvfs(dir)?;
+    Ok((
+        stat.f_bavail.saturating_mul(stat.f_frsize),
+        stat.f_blocks.saturating_mul(stat.f_frsize),
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -39,9 +39,6 @@ pub struct UpdateSettings {
     pub max_bundle_bytes: u64,
 }
 
-/// The free space an upload leaves on the data partition: the wallet's reserve
-/// (`api::disk::RESERVE`) and as much again for the wallet's growth meanwhile.
-const SPACE_LEFT: u64 = 2 * crate::api::disk::RESERVE;
 /// How long `rauc info` may take (a verity bundle's check reads only its end).
 const CHECK_TIMEOUT: Duration = Duration::from_secs(120);
 /// How long an upload may pause between two chunks before it is abandoned.
@@ -94,19 +91,23 @@ pub enum UpdateError {
 pub struct SystemUpdate {
     settings: UpdateSettings,
     dir: PathBuf,
+    /// The free space an upload must leave on the data partition.
+    keep_free: u64,
     /// The checked bundle, once known; `Some(None)`: known to be none. The lock also
     /// makes uploads one at a time.
     bundle: tokio::sync::Mutex<Option<Option<BundleInfo>>>,
 }
 
 impl SystemUpdate {
-    /// Over the datadir's update directory (`Layout::system_update_dir`). An upload
-    /// left unfinished by a stop is removed.
-    pub fn new(settings: UpdateSettings, dir: PathBuf) -> SystemUpdate {
+    /// Over the datadir's update directory (`Layout::system_update_dir`); an upload
+    /// must leave `keep_free` bytes free there. An upload left unfinished by a stop is
+    /// removed.
+    pub fn new(settings: UpdateSettings, dir: PathBuf, keep_free: u64) -> SystemUpdate {
         let _ = std::fs::remove_file(dir.join(PARTIAL));
         SystemUpdate {
             settings,
             dir,
+            keep_free,
             bundle: tokio::sync::Mutex::new(None),
         }
     }
@@ -230,13 +231,13 @@ impl SystemUpdate {
     }
 
     fn check_space(&self, needed: u64) -> Result<(), UpdateError> {
-        let (free, _) = crate::api::disk::space(&self.dir)
+        let (free, _) = crate::fsutil::space(&self.dir)
             .with_context(|| format!("cannot read the free space of {}", self.dir.display()))?;
-        if free < needed.saturating_add(SPACE_LEFT) {
+        if free < needed.saturating_add(self.keep_free) {
             return Err(UpdateError::NoSpace(format!(
                 "{} MiB free, the bundle and the wallet's reserve need {} MiB",
                 free >> 20,
-                needed.saturating_add(SPACE_LEFT).div_ceil(1 << 20)
+                needed.saturating_add(self.keep_free).div_ceil(1 << 20)
             )));
         }
         Ok(())

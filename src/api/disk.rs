@@ -14,7 +14,7 @@
 //! [`WATCH_PERIOD`] by a watch that raises a `disk-full` alert when the disk enters the
 //! reserve (once until it leaves it) and logs when it leaves it.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -35,15 +35,7 @@ pub const LOW: u64 = 1024 * 1024 * 1024;
 /// How often the watch reads the free space.
 pub const WATCH_PERIOD: Duration = Duration::from_secs(30);
 
-/// Free and total bytes of the filesystem holding `dir` (free as an unprivileged
-/// process may use it: what is left for berthd, not root's reserved blocks).
-pub fn space(dir: &Path) -> std::io::Result<(u64, u64)> {
-    let stat = rustix::fs::statvfs(dir)?;
-    Ok((
-        stat.f_bavail.saturating_mul(stat.f_frsize),
-        stat.f_blocks.saturating_mul(stat.f_frsize),
-    ))
-}
+pub use crate::fsutil::space;
 
 /// The reserve's state, shared by the request layer and the watch.
 pub struct DiskReserve {

@@ -178,7 +178,11 @@ fn declare<D: routes::Declare>(table: D) -> D {
         )
         .page("/console/settings", Page(Admin), settings::settings)
         .form("/console/settings/card", Page(Admin), settings::card_setup)
-        .form(UPLOAD_PATH, Page(Admin), settings::upload_bundle)
+        .form(
+            crate::api::limits::CONSOLE_BUNDLE_UPLOAD,
+            Page(Admin),
+            settings::upload_bundle,
+        )
         .form(
             "/console/system/bundle/remove",
             Page(Admin),
@@ -205,10 +209,6 @@ const STYLE: &str = include_str!("style.css");
 const LIVE_SCRIPT: &str = include_str!("live.js");
 const SEND_SCRIPT: &str = include_str!("send.js");
 const UPDATE_SCRIPT: &str = include_str!("update.js");
-
-/// Where the settings page's script sends an update bundle; the request limits leave
-/// its size and time to the handler, as for the API's (`api::limits`).
-pub const UPLOAD_PATH: &str = "/console/system/bundle";
 
 async fn style() -> impl IntoResponse {
     asset("text/css; charset=utf-8", STYLE)

@@ -21,10 +21,6 @@ pub(super) fn routes(routes: Routes) -> Routes {
         .admin(route!(discard_bundle))
 }
 
-/// The paths the request limits leave to the handler: a bundle is larger than any
-/// other body, and a slow link takes minutes to send it (`api::limits`).
-pub const UPLOAD_PATH: &str = "/api/v1/system/update/bundle";
-
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct UpdateStatus {
     /// Whether this box takes update bundles (the appliance's image does).
@@ -79,7 +75,8 @@ pub async fn update_status(State(state): State<AppState>) -> Result<Json<UpdateS
     }))
 }
 
-/// `PUT /api/v1/system/update/bundle`
+/// `PUT /api/v1/system/update/bundle` (`api::limits::API_BUNDLE_UPLOAD`: not bound by
+/// the request limits)
 #[utoipa::path(
     put,
     path = "/system/update/bundle",
