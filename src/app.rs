@@ -35,8 +35,7 @@ use crate::store::Store;
 use crate::tls::ServerIdentity;
 
 /// Run `berthd` as the command line says; the exit code to end the process with.
-/// `on_worker_idle` is the binary's hook for the daemon's runtime ([`crate::runtime::build`]).
-pub fn main(cli: Cli, on_worker_idle: Option<fn()>) -> ExitCode {
+pub fn main(cli: Cli) -> ExitCode {
     // Before anything is created, and while this is the only thread.
     crate::fsutil::restrict_umask();
     let layout = Layout::new(cli.datadir.clone().unwrap_or_else(Layout::default_root));
@@ -47,8 +46,7 @@ pub fn main(cli: Cli, on_worker_idle: Option<fn()>) -> ExitCode {
     let result = match &cli.command {
         Some(command) => crate::commands::run(command, &layout),
         None => Settings::resolve(&cli, layout).and_then(|settings| {
-            crate::runtime::build(on_worker_idle)?
-                .block_on(async { Daemon::start(settings).await?.run().await })
+            crate::runtime::build()?.block_on(async { Daemon::start(settings).await?.run().await })
         }),
     };
     match result {

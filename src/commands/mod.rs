@@ -22,7 +22,7 @@ pub fn run(command: &Command, layout: &Layout) -> anyhow::Result<()> {
             command: StoreCommand::Check { path },
         } => {
             let path = path.clone().unwrap_or_else(|| layout.database());
-            crate::runtime::build(None)?.block_on(store::check(&path))
+            crate::runtime::build()?.block_on(store::check(&path))
         }
         Command::Tls {
             command: TlsCommand::Show,
@@ -37,7 +37,7 @@ pub fn run(command: &Command, layout: &Layout) -> anyhow::Result<()> {
             command: ClaimCommand::Reset,
         } => claim::reset(layout),
         Command::Pair { scopes, name } => {
-            crate::runtime::build(None)?.block_on(pair::run(layout, scopes, name.as_deref()))
+            crate::runtime::build()?.block_on(pair::run(layout, scopes, name.as_deref()))
         }
     }
 }
