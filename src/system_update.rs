@@ -192,32 +192,20 @@ impl SystemUpdate {
         *known = Some(None);
         self.check_space(declared.unwrap_or(0))?;
 
-        let partial = self.dir.join(PARTIAL);
-        let written = self.write(&partial, body).await;
-        let size = match written {
-            Ok(size) => size,
-            Err(e) => {
-                remove(&partial).await?;
-                return Err(e);
-            }
+        // Removed however this ends: an error, or the request dropped mid-way (the
+        // client gone, the daemon stopping).
+        let partial = Partial(self.dir.join(PARTIAL));
+        let size = self.write(&partial.0, body).await?;
+        let info = self.check(&partial.0).await?;
+        tokio::fs::rename(&partial.0, &kept)
+            .await
+            .with_context(|| format!("cannot rename {}", partial.0.display()))?;
+        let info = BundleInfo {
+            size_bytes: size,
+            ..info
         };
-        match self.check(&partial).await {
-            Ok(info) => {
-                tokio::fs::rename(&partial, &kept)
-                    .await
-                    .with_context(|| format!("cannot rename {}", partial.display()))?;
-                let info = BundleInfo {
-                    size_bytes: size,
-                    ..info
-                };
-                *known = Some(Some(info.clone()));
-                Ok(info)
-            }
-            Err(e) => {
-                remove(&partial).await?;
-                Err(e)
-            }
-        }
+        *known = Some(Some(info.clone()));
+        Ok(info)
     }
 
     /// Remove the kept bundle; whether there was one.
@@ -252,7 +240,8 @@ impl SystemUpdate {
         let max = self.settings.max_bundle_bytes;
         let mut file = tokio::fs::OpenOptions::new()
             .write(true)
-            .create_new(true)
+            .create(true)
+            .truncate(true)
             .open(path)
             .await
             .with_context(|| format!("cannot create {}", path.display()))?;
@@ -344,6 +333,16 @@ impl SystemUpdate {
     }
 }
 
+/// The upload under way, removed when dropped (after the rename into place it is gone
+/// already, and the removal finds nothing).
+struct Partial(PathBuf);
+
+impl Drop for Partial {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
 /// The part of `rauc info --output-format=json` read here.
 #[derive(serde::Deserialize)]
 struct RaucInfo {
@@ -393,10 +392,12 @@ fn field_in(text: &str, section: &str, key: &str) -> Option<String> {
             current = line.trim();
             continue;
         }
+        // As RAUC's key files allow: spaces around the `=`.
         if current == section
-            && let Some(value) = line.strip_prefix(key).and_then(|r| r.strip_prefix('='))
+            && let Some((name, value)) = line.split_once('=')
+            && name.trim() == key
         {
-            return Some(value.to_owned());
+            return Some(value.trim().to_owned());
         }
     }
     None
@@ -457,6 +458,15 @@ mod tests {
             Some("20261128T120000Z")
         );
         assert_eq!(field("buildx=1\n", "build"), None);
+        assert_eq!(
+            field_in(
+                "[system]\ncompatible = berth-rpi5\n",
+                "[system]",
+                "compatible"
+            )
+            .as_deref(),
+            Some("berth-rpi5")
+        );
     }
 
     #[test]

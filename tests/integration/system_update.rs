@@ -273,6 +273,33 @@ fn an_uploaded_bundle_is_checked_by_rauc_and_kept_only_if_this_box_takes_it() {
     assert_eq!(code, 422, "not a bundle: {error}");
     assert!(kept(&datadir).is_empty(), "{:?}", kept(&datadir));
 
+    // Cut off half-way (the client gone): nothing left, and the next upload works.
+    {
+        let mut stream = TcpStream::connect(("127.0.0.1", daemon.port)).expect("connect");
+        let head = format!(
+            "PUT {BUNDLE} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\
+             Authorization: {admin}\r\nContent-Length: {}\r\n\r\n",
+            bytes.len()
+        );
+        stream.write_all(head.as_bytes()).expect("head");
+        stream.write_all(&bytes[..bytes.len() / 2]).expect("half");
+        wait_until("the upload to be under way", 30, || {
+            kept(&datadir) == ["bundle.raucb.part"]
+        });
+    }
+    // Over once a removal is no longer refused as busy (404: nothing kept).
+    wait_until("the cut-off upload to end", 30, || {
+        request(
+            daemon.port,
+            "DELETE",
+            BUNDLE,
+            &[("Authorization", &admin)],
+            None,
+        )
+        .0 == 404
+    });
+    assert!(kept(&datadir).is_empty(), "{:?}", kept(&datadir));
+
     // Over [update] max_bundle_mib, declared or found out while streaming.
     let big = vec![1u8; (1 << 20) + 1];
     for declared in [true, false] {
