@@ -48,7 +48,7 @@ fn installed(name: &str) -> bool {
 }
 
 /// The tools these tests need (scripts/ensure-deps installs them), or a skip.
-fn tools_or_skip(test: &str, tools: &[&str]) -> bool {
+pub(crate) fn tools_or_skip(test: &str, tools: &[&str]) -> bool {
     for tool in tools {
         if !installed(tool) {
             harness::skip(

@@ -21,11 +21,6 @@ const STATUS: &str = "/api/v1/system/update";
 const BUNDLE: &str = "/api/v1/system/update/bundle";
 const RUNNING_BUILD: &str = "20261128T120000Z";
 
-fn installed(tool: &str) -> bool {
-    std::env::var_os("PATH")
-        .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(tool).is_file()))
-}
-
 fn run(command: &mut Command) {
     let out = command.output().expect("run");
     assert!(
@@ -151,16 +146,7 @@ fn kept(datadir: &Path) -> Vec<String> {
 
 /// The tools that make and check bundles (scripts/ensure-deps installs them), or a skip.
 fn tools_or_skip(test: &str) -> bool {
-    for tool in ["rauc", "mksquashfs", "openssl"] {
-        if !installed(tool) {
-            skip(
-                test,
-                &format!("{tool} is not installed (scripts/ensure-deps)"),
-            );
-            return false;
-        }
-    }
-    true
+    crate::provision::tools_or_skip(test, &["rauc", "mksquashfs", "openssl"])
 }
 
 /// A box's update settings under `k`: its signing key (the keyring), RAUC's
@@ -273,6 +259,18 @@ fn an_uploaded_bundle_is_checked_by_rauc_and_kept_only_if_this_box_takes_it() {
     assert_eq!(code, 422, "not a bundle: {error}");
     assert!(kept(&datadir).is_empty(), "{:?}", kept(&datadir));
 
+    // A removal: 404 when nothing is kept, 409 while an upload holds the bundle.
+    let delete = || {
+        request(
+            daemon.port,
+            "DELETE",
+            BUNDLE,
+            &[("Authorization", &admin)],
+            None,
+        )
+        .0
+    };
+
     // Cut off half-way (the client gone): nothing left, and the next upload works.
     {
         let mut stream = TcpStream::connect(("127.0.0.1", daemon.port)).expect("connect");
@@ -288,16 +286,7 @@ fn an_uploaded_bundle_is_checked_by_rauc_and_kept_only_if_this_box_takes_it() {
         });
     }
     // Over once a removal is no longer refused as busy (404: nothing kept).
-    wait_until("the cut-off upload to end", 30, || {
-        request(
-            daemon.port,
-            "DELETE",
-            BUNDLE,
-            &[("Authorization", &admin)],
-            None,
-        )
-        .0 == 404
-    });
+    wait_until("the cut-off upload to end", 30, || delete() == 404);
     assert!(kept(&datadir).is_empty(), "{:?}", kept(&datadir));
 
     // Over [update] max_bundle_mib, declared or found out while streaming.
@@ -311,16 +300,6 @@ fn an_uploaded_bundle_is_checked_by_rauc_and_kept_only_if_this_box_takes_it() {
     // Removed on request.
     let (code, info) = upload(daemon.port, &admin, &bytes, true);
     assert_eq!(code, 201, "{info}");
-    let delete = || {
-        request(
-            daemon.port,
-            "DELETE",
-            BUNDLE,
-            &[("Authorization", &admin)],
-            None,
-        )
-        .0
-    };
     assert_eq!(delete(), 204);
     assert!(kept(&datadir).is_empty(), "{:?}", kept(&datadir));
     assert_eq!(delete(), 404);

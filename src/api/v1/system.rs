@@ -66,9 +66,10 @@ impl From<UpdateError> for ApiError {
 )]
 pub async fn update_status(State(state): State<AppState>) -> Result<Json<UpdateStatus>, ApiError> {
     let updates = &state.system_update;
+    let unavailable = updates.unavailable();
     Ok(Json(UpdateStatus {
-        available: updates.unavailable().is_none(),
-        unavailable_reason: updates.unavailable(),
+        available: unavailable.is_none(),
+        unavailable_reason: unavailable,
         running_build: updates.running_build(),
         max_bundle_bytes: updates.settings().max_bundle_bytes,
         bundle: updates.bundle().await?,
