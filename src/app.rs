@@ -83,6 +83,9 @@ struct Parts {
     pruner: JoinHandle<()>,
     /// Reads the free space every 30 s and raises `disk-full` (`api::disk`).
     disk_watch: JoinHandle<()>,
+    /// Tells what became of a system update as an event (`system_update`), where the
+    /// box takes updates.
+    update_outcomes: Option<JoinHandle<()>>,
     engine: Arc<Engine>,
     autopilot: JoinHandle<()>,
     /// Ends reserved payments as their movements end (`engine::spending`).
@@ -149,6 +152,9 @@ impl Parts {
         self.engine.unload().await;
         self.pruner.abort();
         self.disk_watch.abort();
+        if let Some(watch) = self.update_outcomes {
+            watch.abort();
+        }
         drop(self.store);
     }
 }
@@ -323,6 +329,16 @@ impl Daemon {
             engine.idempotency_keys(),
             Arc::clone(&nwc),
         );
+        let system_update = Arc::new(crate::system_update::SystemUpdate::new(
+            settings.file.update.settings(),
+            settings.layout.system_update_dir(),
+            // The wallet's reserve, and as much again for its growth meanwhile.
+            2 * crate::api::disk::RESERVE,
+        ));
+        let update_outcomes = crate::system_update::spawn_outcome_watch(
+            Arc::clone(&system_update),
+            Arc::clone(&events),
+        );
         let state = AppState {
             approvals: Arc::clone(&approvals),
             engine: Arc::clone(&engine),
@@ -347,12 +363,7 @@ impl Daemon {
             history_pages: Arc::new(crate::api::v1::page_cache::PageCache::history()),
             vtxo_lists: Arc::new(crate::api::v1::page_cache::PageCache::vtxo_lists()),
             exit_lists: Arc::new(crate::api::v1::page_cache::PageCache::exit_lists()),
-            system_update: Arc::new(crate::system_update::SystemUpdate::new(
-                settings.file.update.settings(),
-                settings.layout.system_update_dir(),
-                // The wallet's reserve, and as much again for its growth meanwhile.
-                2 * crate::api::disk::RESERVE,
-            )),
+            system_update,
             settings_toml: toml::to_string_pretty(&settings.file)
                 .unwrap_or_else(|e| format!("# cannot show the configuration: {e}"))
                 .into(),
@@ -400,6 +411,7 @@ impl Daemon {
                 store,
                 pruner,
                 disk_watch,
+                update_outcomes,
                 engine,
                 autopilot,
                 spending,

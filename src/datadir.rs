@@ -23,6 +23,11 @@
 //! - `card-setup-request`: the owner asked in the console for the settings on the
 //!   appliance's card to be applied at its next start (`card_setup`); the appliance's
 //!   `apply-setup` takes it away at that start.
+//! - `update/`: a system update bundle uploaded and checked (`bundle.raucb`), the
+//!   owner's request to install it (`install-request`, which root's
+//!   `berth-update-request` service takes), and what the appliance's root side writes
+//!   back across the restart (`install-pending`, `outcome`, kept as `last-outcome`
+//!   once told; `system_update`).
 
 use std::path::{Path, PathBuf};
 

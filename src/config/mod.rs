@@ -57,6 +57,8 @@ pub struct UpdateSection {
     pub keyring: std::path::PathBuf,
     /// The running system's release file (its build time).
     pub release: std::path::PathBuf,
+    /// Where the system's side of an install keeps its progress (root's; berthd reads).
+    pub status_dir: std::path::PathBuf,
 }
 
 impl Default for UpdateSection {
@@ -68,6 +70,7 @@ impl Default for UpdateSection {
             system_conf: "/etc/rauc/system.conf".into(),
             keyring: "/etc/rauc/keyring.pem".into(),
             release: "/usr/lib/berth/release".into(),
+            status_dir: "/run/berth-update".into(),
         }
     }
 }
@@ -80,6 +83,7 @@ impl UpdateSection {
             keyring: self.keyring.clone(),
             release: self.release.clone(),
             max_bundle_bytes: self.max_bundle_mib.get() << 20,
+            status_dir: self.status_dir.clone(),
         }
     }
 }

@@ -188,6 +188,17 @@ fn declare<D: routes::Declare>(table: D) -> D {
             Page(Admin),
             settings::remove_bundle,
         )
+        .form(
+            "/console/system/install",
+            Page(Admin),
+            settings::install_bundle,
+        )
+        // What update.js follows while an install runs: the API's answer.
+        .page(
+            "/console/system/update",
+            Page(Admin),
+            crate::api::v1::system::update_status,
+        )
         .page("/console/send", Page(Send), send::send_form)
         .form("/console/send/review", Page(Send), send::review)
         .form("/console/send", Page(Send), send::pay)

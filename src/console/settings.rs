@@ -14,6 +14,7 @@ use super::routes::Signed;
 use super::{Frame, page, see_other};
 use crate::api::AppState;
 use crate::datadir::Layout;
+use crate::system_update::{InstallProgress, InstallState, OutcomeResult, UpdateOutcome};
 
 #[derive(Template)]
 #[template(path = "settings.html")]
@@ -27,10 +28,70 @@ struct SettingsPage {
     update_unavailable: Option<String>,
     running_build: Option<String>,
     bundle: Option<crate::system_update::BundleInfo>,
-    /// Where the bundle is kept, for `berth-update install` until the console installs.
+    /// Where the bundle is kept, for `berth-update install` over SSH.
     bundle_path: String,
+    /// The install under way.
+    install: Option<InstallView>,
+    /// What became of the last install: whether it took, and in words.
+    outcome: Option<(bool, String)>,
     /// Why the kept bundle's state could not be read.
     update_error: Option<String>,
+}
+
+/// An install under way, as the page shows it.
+struct InstallView {
+    title: &'static str,
+    build: Option<String>,
+    step: Option<String>,
+    percent: Option<u8>,
+}
+
+impl InstallView {
+    fn title(&self) -> &'static str {
+        self.title
+    }
+}
+
+impl From<InstallProgress> for InstallView {
+    fn from(p: InstallProgress) -> Self {
+        InstallView {
+            title: match p.state {
+                InstallState::Requested => "Installation asked for",
+                InstallState::Installing => "Installing",
+                InstallState::Rebooting => "Installed; restarting into the new system",
+                InstallState::Trial => "Trying the new system",
+            },
+            build: p.build,
+            step: p.step,
+            percent: p.percent,
+        }
+    }
+}
+
+/// The last outcome in the owner's words; whether it took.
+fn outcome_words(o: UpdateOutcome) -> (bool, String) {
+    let when =
+        o.at.and_then(|at| chrono::DateTime::from_timestamp(at as i64, 0))
+            .map_or(String::new(), |t| {
+                format!(" ({} UTC)", t.format("%Y-%m-%d %H:%M"))
+            });
+    let build = o
+        .build
+        .map_or(String::new(), |b| format!(" to the system built {b}"));
+    match o.result {
+        OutcomeResult::Committed => (true, format!("updated{build}{when}: {}.", o.reason)),
+        OutcomeResult::RolledBack => (
+            false,
+            format!("the update{build} was rolled back{when}: {}.", o.reason),
+        ),
+        OutcomeResult::Failed => (
+            false,
+            format!(
+                "the update{build} failed{when}; nothing was changed: {}.",
+                o.reason
+            ),
+        ),
+    }
 }
 
 fn request_path(state: &AppState) -> std::path::PathBuf {
@@ -57,6 +118,8 @@ pub(super) async fn settings(State(state): State<AppState>) -> Response {
             running_build: updates.running_build(),
             bundle,
             bundle_path: updates.bundle_path().display().to_string(),
+            install: updates.progress().map(InstallView::from),
+            outcome: updates.last_outcome().map(outcome_words),
             update_error,
         },
     )
@@ -137,6 +200,38 @@ pub(super) async fn upload_bundle(
 pub(super) async fn remove_bundle(State(state): State<AppState>) -> Response {
     match state.system_update.discard().await {
         Ok(_) => see_other("/console/settings", None),
+        Err(e) => {
+            let e = crate::api::error::ApiError::from(e);
+            (e.status(), e.to_string()).into_response()
+        }
+    }
+}
+
+#[derive(Deserialize)]
+pub(super) struct InstallForm {
+    /// `yes`: the owner confirmed going back to an older system.
+    #[serde(default)]
+    allow_downgrade: Option<String>,
+}
+
+/// `POST /console/system/install` (scope `admin`): install the kept bundle.
+pub(super) async fn install_bundle(
+    State(state): State<AppState>,
+    Signed(who): Signed,
+    Form(form): Form<InstallForm>,
+) -> Response {
+    let allow_downgrade = form.allow_downgrade.as_deref() == Some("yes");
+    match state.system_update.install(allow_downgrade).await {
+        Ok(progress) => {
+            tracing::info!(
+                target: "berth::console",
+                device = %who.device_id,
+                build = progress.build.as_deref().unwrap_or("unknown"),
+                allow_downgrade,
+                "a system update was asked for"
+            );
+            see_other("/console/settings", None)
+        }
         Err(e) => {
             let e = crate::api::error::ApiError::from(e);
             (e.status(), e.to_string()).into_response()

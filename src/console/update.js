@@ -45,3 +45,50 @@
     request.send(file);
   });
 })();
+
+// An install under way: its progress followed from the box, through the restart
+// into the new system (the box does not answer meanwhile), until its outcome is known;
+// then the page is loaded again and shows it.
+(() => {
+  const install = document.getElementById("install");
+  if (!install) return;
+  const step = document.getElementById("install-step");
+  const bar = document.getElementById("install-progress");
+  const titles = {
+    requested: "Installation asked for",
+    installing: "Installing",
+    rebooting: "Installed; restarting into the new system",
+    trial: "Trying the new system",
+  };
+  const title = install.querySelector("strong");
+  let away = false;
+  const poll = async () => {
+    try {
+      const response = await fetch("/console/system/update", {
+        headers: { Accept: "application/json" },
+        credentials: "same-origin",
+        cache: "no-store",
+      });
+      const answer = response.ok ? await response.json() : null;
+      if (!answer) throw new Error(`status ${response.status}`);
+      if (!answer.install) {
+        // Ended: committed, rolled back or failed; the page says which.
+        location.reload();
+        return;
+      }
+      const p = answer.install;
+      title.textContent = titles[p.state] || p.state;
+      if (p.step) step.textContent = p.step;
+      if (typeof p.percent === "number") bar.value = p.percent;
+      away = false;
+    } catch (_) {
+      if (!away) {
+        away = true;
+        step.textContent =
+          "The box is restarting into the new system. This page goes on when it answers again.";
+      }
+    }
+    setTimeout(poll, 2000);
+  };
+  setTimeout(poll, 2000);
+})();

@@ -85,11 +85,17 @@ pub enum EventKind {
     WebhookDisabled,
     /// A phone or app was paired (not a console sign-in; opt-in, like the alerts).
     DevicePaired,
+    /// A system update the owner started was installed and kept (`system_update`;
+    /// opt-in, like the alerts).
+    SystemUpdated,
+    /// A system update the owner started failed, or was tried and rolled back (opt-in,
+    /// like the alerts).
+    SystemUpdateFailed,
 }
 
 impl EventKind {
     /// Every kind, in the order the documentation lists them.
-    pub const ALL: [EventKind; 16] = [
+    pub const ALL: [EventKind; 18] = [
         EventKind::MovementCreated,
         EventKind::MovementUpdated,
         EventKind::ChannelLagging,
@@ -106,6 +112,8 @@ impl EventKind {
         EventKind::Test,
         EventKind::WebhookDisabled,
         EventKind::DevicePaired,
+        EventKind::SystemUpdated,
+        EventKind::SystemUpdateFailed,
     ];
 
     /// The kind's name: its serialised form, and the API's `type`.
@@ -127,6 +135,8 @@ impl EventKind {
             EventKind::Test => "test",
             EventKind::WebhookDisabled => "webhook-disabled",
             EventKind::DevicePaired => "device-paired",
+            EventKind::SystemUpdated => "system-updated",
+            EventKind::SystemUpdateFailed => "system-update-failed",
         }
     }
 }

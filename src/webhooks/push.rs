@@ -75,7 +75,9 @@ impl Category {
             EventKind::DevicePaired => Category::Pairing,
             EventKind::ArkServerUnreachable
             | EventKind::SeedRecovery
-            | EventKind::WebhookDisabled => Category::System,
+            | EventKind::WebhookDisabled
+            | EventKind::SystemUpdated
+            | EventKind::SystemUpdateFailed => Category::System,
             EventKind::ChannelLagging | EventKind::Test => return None,
         })
     }
@@ -266,6 +268,21 @@ pub fn render(
             "Webhook disabled",
             said("A webhook kept failing and was disabled."),
             3,
+            "warning",
+        ),
+        EventKind::SystemUpdated => push(
+            "System updated",
+            said("The box runs its new system."),
+            3,
+            "package",
+        ),
+        EventKind::SystemUpdateFailed => push(
+            "System update failed",
+            // The reason names slots and builds: only with details.
+            said(
+                "The system update did not take: the box runs the system it had. Open the console to see why.",
+            ),
+            4,
             "warning",
         ),
         EventKind::ChannelLagging | EventKind::Test => None,

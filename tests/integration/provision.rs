@@ -1363,7 +1363,7 @@ fn the_trial_unit_verifies_and_the_image_enables_it() {
         "berth-trial.service",
         &[
             "ExecStart=/usr/lib/berth/trial",
-            "RequiresMountsFor=/boot/firmware",
+            "RequiresMountsFor=/boot/firmware /var/lib/berth",
             "WantedBy=multi-user.target",
         ],
     );
@@ -1373,4 +1373,58 @@ fn the_trial_unit_verifies_and_the_image_enables_it() {
         "the image enables berth-trial.service"
     );
     verify_unit(TEST, "berth-trial.service", "/usr/lib/berth/trial");
+}
+
+/// berthd's install request starts root's side: the path unit watches the request on
+/// the mounted data partition, the service runs install-request and reports a run cut
+/// off; both verify, and the image enables the path unit.
+#[test]
+fn the_install_request_units_verify_and_the_image_enables_them() {
+    const TEST: &str = "the_install_request_units_verify_and_the_image_enables_them";
+    assert_unit_has(
+        "berth-update-request.path",
+        &[
+            "PathExists=/var/lib/berth/update/install-request",
+            "RequiresMountsFor=/var/lib/berth",
+            "WantedBy=multi-user.target",
+        ],
+    );
+    assert_unit_has(
+        "berth-update-request.service",
+        &[
+            "Type=oneshot",
+            "ExecStart=/usr/lib/berth/install-request",
+            "ExecStopPost=/usr/lib/berth/install-request --stopped",
+        ],
+    );
+    let build = std::fs::read_to_string(repo("image/build")).expect("image/build");
+    assert!(
+        build.contains("berth-update-request.path"),
+        "the image enables berth-update-request.path"
+    );
+    if !installed("systemd-analyze") {
+        harness::skip(TEST, "systemd-analyze is not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let script = repo("board/common/usr/lib/berth/install-request");
+    for unit in ["berth-update-request.path", "berth-update-request.service"] {
+        std::fs::write(
+            dir.path().join(unit),
+            unit_lines(unit).replace("/usr/lib/berth/install-request", &script.to_string_lossy()),
+        )
+        .expect("unit");
+    }
+    let verify = Command::new("systemd-analyze")
+        .arg("verify")
+        .arg(dir.path().join("berth-update-request.path"))
+        .arg(dir.path().join("berth-update-request.service"))
+        .output()
+        .expect("systemd-analyze verify");
+    let stderr = String::from_utf8_lossy(&verify.stderr);
+    let complaints: Vec<&str> = stderr
+        .lines()
+        .filter(|l| !l.contains(".service") && !l.contains(".target"))
+        .collect();
+    assert!(verify.status.success() && complaints.is_empty(), "{stderr}");
 }

@@ -5,7 +5,9 @@
 //! one signed by another key, for another board, or not a bundle at all is refused and
 //! leaves nothing behind; a body over `[update] max_bundle_mib` is refused whether it
 //! declares its length or not; a kept bundle is checked again after a restart; only the
-//! owner uploads. Installing is `berth-update`'s, proven by `image/boot-test`.
+//! owner uploads. An install the owner asks for is handed to root's side through the
+//! datadir, followed and told (`an_install_is_asked_for_followed_through_the_restart_and_told`);
+//! RAUC writing a slot and the restart are `image/boot-test`'s.
 
 use std::io::{Read as _, Write as _};
 use std::net::TcpStream;
@@ -338,6 +340,9 @@ fn the_owner_uploads_a_bundle_in_the_console_and_sees_it_checked() {
     let keys = tempfile::tempdir().expect("tempdir");
     let k = keys.path();
     let (box_key, toml) = rauc_box(k);
+    let run_dir = k.join("run");
+    let toml = format!("{toml}status_dir = \"{}\"\n", run_dir.display());
+    let stand = StandIns::new(k);
     let older = bundle(k, &box_key, "berth-rpi4", "20261101T080000Z");
     let foreign = bundle(
         k,
@@ -386,6 +391,44 @@ fn the_owner_uploads_a_bundle_in_the_console_and_sees_it_checked() {
         assert_eq!(kept(&datadir), ["bundle.raucb"]);
         crate::browser::assert_accessible(&mut page, "the settings page with a bundle").await;
 
+        // Installed on the owner's word: an older system needs the box ticked first.
+        page.eval("document.querySelector('#install-form button').click()")
+            .await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert!(
+            !datadir.join("update/install-request").exists(),
+            "the form is not sent without the confirmation"
+        );
+        page.eval("document.getElementById('allow-downgrade').click(); document.querySelector('#install-form button').click()")
+            .await;
+        page.wait_for("/console/settings", "Installation asked for")
+            .await;
+        assert_eq!(
+            std::fs::read_to_string(datadir.join("update/install-request")).expect("request"),
+            "build=20261101T080000Z\nallow_downgrade=yes\n"
+        );
+        crate::browser::assert_accessible(&mut page, "the settings page with an install").await;
+        // Root's side takes it and RAUC fails: the page follows it on its own and says so.
+        std::fs::write(stand.dir.join("go"), "").expect("go");
+        std::fs::write(stand.dir.join("fail"), "").expect("fail");
+        let release_root = k.join("root");
+        std::fs::create_dir_all(release_root.join("usr/lib/berth")).expect("root");
+        std::fs::write(
+            release_root.join("usr/lib/berth/release"),
+            format!("build={RUNNING_BUILD}\n"),
+        )
+        .expect("release");
+        let out = stand
+            .command("install-request", &datadir, &run_dir, &release_root)
+            .output()
+            .expect("install-request");
+        assert!(!out.status.success(), "{out:?}");
+        let text = page
+            .wait_for("/console/settings", "nothing was changed")
+            .await;
+        assert!(text.contains("the test says no"), "{text}");
+        assert!(text.contains("Install and restart"), "the bundle is still there: {text}");
+
         // Another key's bundle: refused, the reason shown, nothing kept.
         choose(&mut page, &foreign).await;
         let deadline = std::time::Instant::now() + Duration::from_secs(60);
@@ -400,6 +443,392 @@ fn the_owner_uploads_a_bundle_in_the_console_and_sees_it_checked() {
             assert!(std::time::Instant::now() < deadline, "no refusal shown: {said:?}");
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
-        assert!(kept(&datadir).is_empty(), "{:?}", kept(&datadir));
+        // No bundle; the failed install's outcome stays shown.
+        assert_eq!(kept(&datadir), ["last-outcome"]);
     });
+}
+
+const INSTALL: &str = "/api/v1/system/update/install";
+
+/// The parts of the box a host has no A/B card for, standing in for root's tools
+/// around the real `install-request` and `trial` scripts: `berth-update` (prints RAUC's
+/// progress as its client does, then waits for the test's word, then succeeds or
+/// fails), `ab-boot` (the slots the test names), `rauc status` and `systemctl`. Each
+/// logs its arguments.
+struct StandIns {
+    dir: PathBuf,
+}
+
+impl StandIns {
+    fn new(k: &Path) -> StandIns {
+        let dir = k.join("stand-ins");
+        std::fs::create_dir_all(dir.join("bin")).expect("dir");
+        let log = dir.join("log");
+        let script = |name: &str, body: &str| {
+            let path = dir.join(name);
+            std::fs::write(
+                &path,
+                format!(
+                    "#!/bin/sh\necho \"{name} $*\" >>'{}'\n{body}",
+                    log.display()
+                ),
+            )
+            .expect("stand-in");
+            use std::os::unix::fs::PermissionsExt as _;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("mode");
+        };
+        let d = dir.display();
+        script(
+            "berth-update",
+            &format!(
+                "case $1 in\n install)\n  echo installing\n  echo '  0% Installing'\n  \
+                 echo ' 40% Copying image to rootfs.1'\n  \
+                 while [ ! -e '{d}/go' ]; do sleep 0.1; done\n  \
+                 if [ -e '{d}/fail' ]; then echo 'LastError: Failed to mount bundle: the test says no'; exit 1; fi\n  \
+                 echo '100% Installing done.'\n  echo \"Installing \\`$2' succeeded\" ;;\nesac\n"
+            ),
+        );
+        script(
+            "ab-boot",
+            &format!(
+                "case $1 in\n get-primary) echo B ;;\n get-current) cat '{d}/current' ;;\n \
+                 committed) cat '{d}/committed' ;;\nesac\n"
+            ),
+        );
+        script("bin/rauc", "");
+        script("bin/systemctl", "");
+        StandIns { dir }
+    }
+
+    /// The slot booted and the committed one, as `ab-boot` answers.
+    fn slots(&self, current: &str, committed: &str) {
+        std::fs::write(self.dir.join("current"), current).expect("current");
+        std::fs::write(self.dir.join("committed"), committed).expect("committed");
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("log")).unwrap_or_default()
+    }
+
+    /// The real script from the board's tree, with the stand-ins.
+    fn command(
+        &self,
+        script: &str,
+        datadir: &Path,
+        run_dir: &Path,
+        release_root: &Path,
+    ) -> Command {
+        let mut command = Command::new(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("board/common/usr/lib/berth")
+                .join(script),
+        );
+        let path = format!(
+            "{}:{}",
+            self.dir.join("bin").display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        command
+            .env("BERTH_DATA_DIR", datadir)
+            .env("BERTH_RUN_DIR", run_dir)
+            .env("BERTH_UPDATE", self.dir.join("berth-update"))
+            .env("BERTH_AB_BOOT", self.dir.join("ab-boot"))
+            .env(
+                "BERTH_PRE_INSTALL",
+                Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .join("board/common/usr/lib/berth/rauc-pre-install"),
+            )
+            .env("BERTH_ROOT", release_root)
+            .env("BERTH_REBOOT_PAUSE", "0");
+        if script == "trial" {
+            // rauc and systemctl as the stand-ins: the trial marks and restarts.
+            command.env("PATH", path);
+        }
+        command
+    }
+}
+
+fn ask_install(daemon: &Daemon, bearer: &str, body: &str) -> (u16, Value) {
+    let (code, raw) = request(
+        daemon.port,
+        "POST",
+        INSTALL,
+        &[
+            ("Authorization", bearer),
+            ("Content-Type", "application/json"),
+        ],
+        Some(body),
+    );
+    (code, json_of(&raw))
+}
+
+/// The events of `types` recorded so far.
+fn events(daemon: &Daemon, bearer: &str, types: &str) -> Vec<Value> {
+    let (_, raw) = daemon.get(
+        &format!("/api/v1/notifications/wait?after=0&timeout=0&types={types}"),
+        &[("Authorization", bearer)],
+    );
+    json_of(&raw)["notifications"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+#[test]
+fn an_install_is_asked_for_followed_through_the_restart_and_told() {
+    const TEST: &str = "an_install_is_asked_for_followed_through_the_restart_and_told";
+    if !tools_or_skip(TEST) {
+        return;
+    }
+    let keys = tempfile::tempdir().expect("tempdir");
+    let k = keys.path();
+    let (box_key, toml) = rauc_box(k);
+    let run_dir = k.join("run");
+    let toml = format!("{toml}status_dir = \"{}\"\n", run_dir.display());
+    // The running system's release file where rauc-pre-install looks for it.
+    let root = k.join("root");
+    std::fs::create_dir_all(root.join("usr/lib/berth")).expect("root");
+    std::fs::write(
+        root.join("usr/lib/berth/release"),
+        format!("build={RUNNING_BUILD}\n"),
+    )
+    .expect("release");
+    let newer = bundle(k, &box_key, "berth-rpi4", "20261129T080000Z");
+    let older = bundle(k, &box_key, "berth-rpi4", "20261101T080000Z");
+    let stand = StandIns::new(k);
+    let (_tmp, datadir, daemon, admin) = berthd_with_offline_wallet(&toml, &[]);
+    let update = datadir.join("update");
+    let progress = |daemon: &Daemon| status(daemon, &admin)["install"].clone();
+
+    let (code, error) = ask_install(&daemon, &admin, "{}");
+    assert_eq!(code, 404, "nothing to install: {error}");
+
+    // An older system: only on the owner's word.
+    let (code, info) = upload(
+        daemon.port,
+        &admin,
+        &std::fs::read(&older).expect("bundle"),
+        true,
+    );
+    assert_eq!(code, 201, "{info}");
+    let (code, error) = ask_install(&daemon, &admin, "{}");
+    assert_eq!(code, 422, "{error}");
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("older system"),
+        "{error}"
+    );
+    assert!(!update.join("install-request").exists());
+    let (phone, _) = pair_device(&daemon, &datadir, "read,receive,send");
+    assert_eq!(
+        ask_install(&daemon, &phone, r#"{"allow_downgrade":true}"#).0,
+        403
+    );
+    let (code, asked) = ask_install(&daemon, &admin, r#"{"allow_downgrade":true}"#);
+    assert_eq!(code, 202, "{asked}");
+    assert_eq!(asked["state"], "requested", "{asked}");
+    assert_eq!(
+        std::fs::read_to_string(update.join("install-request")).expect("request"),
+        "build=20261101T080000Z\nallow_downgrade=yes\n"
+    );
+    assert_eq!(progress(&daemon)["state"], "requested");
+    assert_eq!(
+        ask_install(&daemon, &admin, r#"{"allow_downgrade":true}"#).0,
+        409
+    );
+    // The bundle is not replaced while an install waits; removing it cancels the install.
+    let bytes = std::fs::read(&newer).expect("bundle");
+    assert_eq!(upload(daemon.port, &admin, &bytes, true).0, 409);
+
+    // The bundle changed after the owner was shown it (root's side reads it again).
+    std::fs::copy(&newer, update.join("bundle.raucb")).expect("swap");
+    let out = stand
+        .command("install-request", &datadir, &run_dir, &root)
+        .output()
+        .expect("install-request");
+    assert!(!out.status.success(), "{out:?}");
+    wait_until("the refusal to be told", 30, || {
+        status(&daemon, &admin)["last_outcome"]["result"] == "failed"
+    });
+    let told = status(&daemon, &admin);
+    assert!(
+        told["last_outcome"]["reason"]
+            .as_str()
+            .unwrap_or("")
+            .contains("changed since it was shown"),
+        "{told}"
+    );
+    assert!(told["install"].is_null(), "{told}");
+    assert!(
+        !stand.log().contains("berth-update install"),
+        "nothing installed: {}",
+        stand.log()
+    );
+
+    // Asked for, taken by root's side, its progress followed.
+    let (code, info) = upload(daemon.port, &admin, &bytes, true);
+    assert_eq!(code, 201, "{info}");
+    let (code, asked) = ask_install(&daemon, &admin, "");
+    assert_eq!(code, 202, "an empty body is {{}}: {asked}");
+    assert_eq!(asked["build"], "20261129T080000Z", "{asked}");
+    let mut root_side = stand
+        .command("install-request", &datadir, &run_dir, &root)
+        .spawn()
+        .expect("install-request");
+    wait_until("RAUC's progress to show", 30, || {
+        let p = progress(&daemon);
+        p["state"] == "installing" && p["percent"] == 40
+    });
+    let p = progress(&daemon);
+    assert_eq!(p["step"], "Copying image to rootfs.1", "{p}");
+    assert_eq!(p["build"], "20261129T080000Z", "{p}");
+    assert!(!update.join("install-request").exists(), "taken");
+    assert_eq!(
+        upload(daemon.port, &admin, &bytes, true).0,
+        409,
+        "not replaced mid-install"
+    );
+    let delete = |daemon: &Daemon| {
+        request(
+            daemon.port,
+            "DELETE",
+            BUNDLE,
+            &[("Authorization", &admin)],
+            None,
+        )
+        .0
+    };
+    assert_eq!(delete(&daemon), 409, "not removed mid-install");
+    std::fs::write(stand.dir.join("go"), "").expect("go");
+    assert!(root_side.wait().expect("wait").success(), "{}", stand.log());
+    let log = stand.log();
+    assert!(
+        log.contains(&format!(
+            "berth-update install {} --no-reboot",
+            update.join("bundle.raucb").display()
+        )),
+        "{log}"
+    );
+    assert!(log.contains("berth-update reboot"), "{log}");
+    assert_eq!(progress(&daemon)["state"], "rebooting");
+    assert!(
+        !update.join("bundle.raucb").exists(),
+        "written into the slot, the bundle gives its space back"
+    );
+    let pending = std::fs::read_to_string(update.join("install-pending")).expect("pending");
+    assert!(
+        pending.contains("slot=B\nbuild=20261129T080000Z\n"),
+        "{pending}"
+    );
+
+    // The restart: /run is gone, berthd starts on the new system, which is on trial
+    // until berth-trial keeps it.
+    let _ = daemon.terminate();
+    std::fs::remove_dir_all(&run_dir).expect("run");
+    let daemon = Daemon::start(&datadir, &["-q"]);
+    assert_eq!(progress(&daemon)["state"], "trial");
+    stand.slots("B", "A");
+    let out = stand
+        .command("trial", &datadir, &run_dir, &root)
+        .output()
+        .expect("trial");
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        stand.log().contains("rauc status mark-good booted"),
+        "{}",
+        stand.log()
+    );
+    wait_until("the update to be told", 30, || {
+        !events(&daemon, &admin, "system-updated").is_empty()
+    });
+    let told = status(&daemon, &admin);
+    assert_eq!(told["last_outcome"]["result"], "committed", "{told}");
+    assert_eq!(told["last_outcome"]["build"], "20261129T080000Z", "{told}");
+    assert_eq!(told["last_outcome"]["slot"], "B", "{told}");
+    assert!(told["install"].is_null(), "{told}");
+    let updated = events(&daemon, &admin, "system-updated");
+    assert_eq!(updated.len(), 1, "{updated:?}");
+    assert!(
+        updated[0]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("was updated (built 20261129T080000Z)"),
+        "{updated:?}"
+    );
+    assert!(!update.join("install-pending").exists());
+    assert!(update.join("last-outcome").exists() && !update.join("outcome").exists());
+    // Told once: a restart does not tell it again.
+    let _ = daemon.terminate();
+    let daemon = Daemon::start(&datadir, &["-q"]);
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(events(&daemon, &admin, "system-updated").len(), 1);
+
+    // RAUC fails: nothing changes, the owner is told why.
+    assert!(status(&daemon, &admin)["bundle"].is_null());
+    assert_eq!(upload(daemon.port, &admin, &bytes, true).0, 201);
+    std::fs::write(stand.dir.join("fail"), "").expect("fail");
+    assert_eq!(ask_install(&daemon, &admin, "{}").0, 202);
+    let out = stand
+        .command("install-request", &datadir, &run_dir, &root)
+        .output()
+        .expect("install-request");
+    assert!(!out.status.success(), "{out:?}");
+    wait_until("the failure to be told", 30, || {
+        events(&daemon, &admin, "system-update-failed").len() == 2
+    });
+    let told = status(&daemon, &admin);
+    assert_eq!(told["last_outcome"]["result"], "failed", "{told}");
+    assert_eq!(
+        told["last_outcome"]["reason"], "Failed to mount bundle: the test says no",
+        "{told}"
+    );
+    assert!(told["install"].is_null(), "{told}");
+    assert!(
+        !update.join("install-pending").exists(),
+        "no restart after a failure"
+    );
+    assert!(
+        update.join("bundle.raucb").exists(),
+        "the bundle stays to try again"
+    );
+
+    // A new system that never got far enough to be tried: the box is back on the
+    // committed slot, and its trial says the update was rolled back.
+    std::fs::remove_file(stand.dir.join("fail")).expect("fail");
+    assert_eq!(ask_install(&daemon, &admin, "{}").0, 202);
+    let out = stand
+        .command("install-request", &datadir, &run_dir, &root)
+        .output()
+        .expect("install-request");
+    assert!(out.status.success(), "{out:?}");
+    let _ = daemon.terminate();
+    std::fs::remove_dir_all(&run_dir).expect("run");
+    let daemon = Daemon::start(&datadir, &["-q"]);
+    stand.slots("A", "A");
+    let out = stand
+        .command("trial", &datadir, &run_dir, &root)
+        .output()
+        .expect("trial");
+    assert!(out.status.success(), "{out:?}");
+    wait_until("the rollback to be told", 30, || {
+        events(&daemon, &admin, "system-update-failed").len() == 3
+    });
+    let told = status(&daemon, &admin);
+    assert_eq!(told["last_outcome"]["result"], "rolled-back", "{told}");
+    assert!(
+        told["last_outcome"]["reason"]
+            .as_str()
+            .unwrap_or("")
+            .contains("did not start far enough"),
+        "{told}"
+    );
+    assert_eq!(told["last_outcome"]["slot"], "A", "{told}");
+    // barkd's clients, which name no types, never see these.
+    let (_, raw) = daemon.get(
+        "/api/v1/notifications/wait?after=0&timeout=0",
+        &[("Authorization", &admin)],
+    );
+    assert!(!raw.contains("system-update"), "{raw}");
 }

@@ -210,8 +210,8 @@ pub struct TypeFilter {
 /// (`types=` absent) receives it: barkd's three are sent to everyone; Berth's own
 /// (alerts, from later issues) only to clients that name them, so a strict barkd
 /// client never meets a `type` it does not know.
-const TYPES: [(EventKind, &str, bool); 16] = {
-    let mut types = [(EventKind::MovementCreated, "", false); 16];
+const TYPES: [(EventKind, &str, bool); 18] = {
+    let mut types = [(EventKind::MovementCreated, "", false); 18];
     let mut i = 0;
     while i < EventKind::ALL.len() {
         let kind = EventKind::ALL[i];
@@ -816,7 +816,9 @@ mod tests {
                 | EventKind::ApprovalUpdated
                 | EventKind::Test
                 | EventKind::WebhookDisabled
-                | EventKind::DevicePaired => {}
+                | EventKind::DevicePaired
+                | EventKind::SystemUpdated
+                | EventKind::SystemUpdateFailed => {}
             }
             let (_, name, _) = TYPES
                 .iter()

@@ -1,17 +1,17 @@
 //! The box's system (a Berth extension): a signed update bundle uploaded, checked by
-//! RAUC and kept on the data partition for install (`system_update`;
-//! `image/README.md`, "Updates").
+//! RAUC and kept on the data partition, then installed on the owner's word, with its
+//! progress and what became of it (`system_update`; `image/README.md`, "Updates").
 
 use axum::Json;
-use axum::body::Body;
+use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorResponse, NotFoundResponse};
 use crate::api::routes::{Routes, route};
-use crate::system_update::{BundleInfo, UpdateError};
+use crate::system_update::{BundleInfo, InstallProgress, UpdateError, UpdateOutcome};
 
 /// The group's routes, each with who may call it (`api::routes`).
 pub(super) fn routes(routes: Routes) -> Routes {
@@ -19,6 +19,7 @@ pub(super) fn routes(routes: Routes) -> Routes {
         .admin(route!(update_status))
         .admin(route!(upload_bundle))
         .admin(route!(discard_bundle))
+        .admin(route!(install_bundle))
 }
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -33,6 +34,11 @@ pub struct UpdateStatus {
     pub max_bundle_bytes: u64,
     /// The bundle uploaded and checked, waiting to be installed.
     pub bundle: Option<BundleInfo>,
+    /// The install under way, if one is.
+    pub install: Option<InstallProgress>,
+    /// What became of the last install asked for here (committed, rolled back or
+    /// failed), once known.
+    pub last_outcome: Option<UpdateOutcome>,
 }
 
 impl From<UpdateError> for ApiError {
@@ -43,6 +49,11 @@ impl From<UpdateError> for ApiError {
             UpdateError::Busy => {
                 ApiError::Conflict("another bundle is being uploaded or removed; try again")
             }
+            UpdateError::NoBundle => ApiError::not_found(e.to_string()),
+            UpdateError::InstallUnderWay => {
+                ApiError::Conflict("a system update is being installed; wait for its outcome")
+            }
+            UpdateError::NeedsConfirmation(_) => ApiError::WrongState(e.to_string()),
             UpdateError::TooLarge { .. } => ApiError::PayloadTooLarge,
             UpdateError::NoSpace(_) => ApiError::InsufficientStorage(e.to_string()),
             UpdateError::Rejected(_) => ApiError::WrongState(e.to_string()),
@@ -59,7 +70,8 @@ impl From<UpdateError> for ApiError {
     tag = "system",
     summary = "The system update waiting",
     description = "Whether this box takes update bundles, when its running system was built, \
-        and the bundle uploaded and checked, if any (admin scope).",
+        the bundle uploaded and checked, if any, the install under way with RAUC's progress, \
+        and what became of the last install (admin scope).",
     responses(
         (status = 200, description = "The update state", body = UpdateStatus),
     )
@@ -73,6 +85,8 @@ pub async fn update_status(State(state): State<AppState>) -> Result<Json<UpdateS
         running_build: updates.running_build(),
         max_bundle_bytes: updates.settings().max_bundle_bytes,
         bundle: updates.bundle().await?,
+        install: updates.progress(),
+        last_outcome: updates.last_outcome(),
     }))
 }
 
@@ -146,4 +160,56 @@ pub async fn discard_bundle(State(state): State<AppState>) -> Result<StatusCode,
     } else {
         Err(ApiError::not_found("no update bundle is kept"))
     }
+}
+
+/// The owner's word to install.
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct InstallRequest {
+    /// Install it even though it holds an older system than the running one (the
+    /// bundle's `downgrade`). Without it such a bundle is refused.
+    #[serde(default)]
+    pub allow_downgrade: bool,
+}
+
+/// `POST /api/v1/system/update/install`
+#[utoipa::path(
+    post,
+    path = "/system/update/install",
+    tag = "system",
+    summary = "Install the uploaded bundle",
+    description = "Asks the system to install the bundle uploaded and checked (admin scope): \
+        RAUC writes it into the slot not running (`install.state` `installing`, with its \
+        `percent`), then the box restarts into the new system once (`rebooting`; the API is \
+        unreachable meanwhile) and keeps it when berthd is ready on it, else returns to the \
+        system before. `last_outcome` then says which (`committed`, `rolled-back`, or \
+        `failed` when nothing was installed), and a `system-updated` or \
+        `system-update-failed` event is raised. A bundle with `downgrade` is installed only \
+        with `allow_downgrade`.",
+    request_body(content = InstallRequest, content_type = "application/json"),
+    responses(
+        (status = 202, description = "Asked for: the system starts it within seconds", body = InstallProgress),
+        (status = 404, description = "No bundle is kept, or this box takes none", body = NotFoundResponse),
+        (status = 409, description = "An install is under way, or an upload", body = ErrorResponse),
+        (status = 422, description = "An older system, and `allow_downgrade` not given", body = ErrorResponse),
+    )
+)]
+pub async fn install_bundle(
+    State(state): State<AppState>,
+    body: Bytes,
+) -> Result<(StatusCode, Json<InstallProgress>), ApiError> {
+    // An empty body is `{}`: nothing confirmed.
+    let request: InstallRequest = if body.is_empty() {
+        InstallRequest::default()
+    } else {
+        serde_json::from_slice(&body)
+            .map_err(|e| ApiError::BadRequest(format!("invalid install request: {e}")))?
+    };
+    let progress = state.system_update.install(request.allow_downgrade).await?;
+    tracing::info!(
+        build = progress.build.as_deref().unwrap_or("unknown"),
+        allow_downgrade = request.allow_downgrade,
+        "a system update was asked for"
+    );
+    Ok((StatusCode::ACCEPTED, Json(progress)))
 }

@@ -5,8 +5,8 @@
 //! RAUC check it as the box will install it: the signature against the box's keyring,
 //! that it is for this board (`compatible`), and when it was built against the running
 //! system (an older build is a downgrade, which only the owner's word installs:
-//! `rauc-pre-install`). Installing it stays root's (`berth-update install`, over SSH)
-//! until the console drives the install too (issue 47).
+//! `rauc-pre-install`). The install the owner then asks for is root's side's
+//! (`install`).
 //!
 //! Why berthd runs `rauc info` itself: a verity bundle's manifest and signature are
 //! read without mounting anything, so the unprivileged daemon can say what it holds
@@ -23,6 +23,13 @@ use futures_util::{Stream, StreamExt as _};
 use serde::Serialize;
 use tokio::io::AsyncWriteExt as _;
 
+mod install;
+
+pub use install::{
+    InstallProgress, InstallState, OutcomeResult, REQUEST as INSTALL_REQUEST, UpdateOutcome,
+    spawn_outcome_watch,
+};
+
 /// Where RAUC and the running system's facts are (`[update]`); the image's places by
 /// default.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,6 +44,8 @@ pub struct UpdateSettings {
     pub release: PathBuf,
     /// The largest bundle taken.
     pub max_bundle_bytes: u64,
+    /// Where root's side of an install keeps its progress (`install`).
+    pub status_dir: PathBuf,
 }
 
 /// How long `rauc info` may take (a verity bundle's check reads only its end).
@@ -73,6 +82,15 @@ pub enum UpdateError {
     /// Another upload is under way.
     #[error("another bundle is being uploaded")]
     Busy,
+    /// No bundle was uploaded to install.
+    #[error("no update bundle is kept: upload one first")]
+    NoBundle,
+    /// An install was asked for and has not ended.
+    #[error("a system update is being installed")]
+    InstallUnderWay,
+    /// The bundle is older than the running system and the owner did not confirm it.
+    #[error("{0}")]
+    NeedsConfirmation(String),
     #[error("the bundle is larger than the {max} bytes allowed ([update] max_bundle_mib)")]
     TooLarge { max: u64 },
     #[error("not enough free space for the bundle: {0}")]
@@ -180,6 +198,10 @@ impl SystemUpdate {
             return Err(UpdateError::Unavailable(reason));
         }
         let mut known = self.bundle.try_lock().map_err(|_| UpdateError::Busy)?;
+        // The bundle being installed is not replaced underneath RAUC.
+        if self.progress().is_some() {
+            return Err(UpdateError::InstallUnderWay);
+        }
         let max = self.settings.max_bundle_bytes;
         if declared.is_some_and(|n| n > max) {
             return Err(UpdateError::TooLarge { max });
@@ -208,9 +230,17 @@ impl SystemUpdate {
         Ok(info)
     }
 
-    /// Remove the kept bundle; whether there was one.
+    /// Remove the kept bundle (and a request to install it that the system has not
+    /// taken yet); whether there was one.
     pub async fn discard(&self) -> Result<bool, UpdateError> {
         let mut known = self.bundle.try_lock().map_err(|_| UpdateError::Busy)?;
+        if self
+            .progress()
+            .is_some_and(|p| p.state != InstallState::Requested)
+        {
+            return Err(UpdateError::InstallUnderWay);
+        }
+        self.cancel_request().await?;
         let path = self.dir.join(BUNDLE);
         let existed = tokio::fs::try_exists(&path).await.unwrap_or(false);
         remove(&path).await?;
