@@ -834,6 +834,35 @@ fn an_install_is_asked_for_followed_through_the_restart_and_told() {
         "{told}"
     );
     assert_eq!(told["last_outcome"]["slot"], "A", "{told}");
+    // A run cut off (the service stopped or killed mid-install): its stop hook reports
+    // it failed rather than leaving it installing.
+    std::fs::create_dir_all(&run_dir).expect("run");
+    std::fs::write(
+        run_dir.join("status"),
+        "state=installing\npercent=40\nstep=Copying\nbuild=20261129T080000Z\n",
+    )
+    .expect("status");
+    assert_eq!(progress(&daemon)["state"], "installing");
+    let out = stand
+        .command("install-request", &datadir, &run_dir, &root)
+        .arg("--stopped")
+        .output()
+        .expect("install-request --stopped");
+    assert!(!out.status.success(), "{out:?}");
+    wait_until("the cut-off install to be told", 30, || {
+        events(&daemon, &admin, "system-update-failed").len() == 4
+    });
+    let told = status(&daemon, &admin);
+    assert_eq!(told["last_outcome"]["result"], "failed", "{told}");
+    assert!(
+        told["last_outcome"]["reason"]
+            .as_str()
+            .unwrap_or("")
+            .contains("stopped before its end"),
+        "{told}"
+    );
+    assert!(told["install"].is_null(), "{told}");
+
     // barkd's clients, which name no types, never see these.
     let (_, raw) = daemon.get(
         "/api/v1/notifications/wait?after=0&timeout=0",
