@@ -583,6 +583,23 @@ fn events(daemon: &Daemon, bearer: &str, types: &str) -> Vec<Value> {
         .unwrap_or_default()
 }
 
+/// Once the `count`th `system-update-failed` event is recorded: the outcome berthd
+/// shows, checked to be `result` with `reason` in its words, and no install under way.
+fn told_failure(daemon: &Daemon, admin: &str, count: usize, result: &str, reason: &str) -> Value {
+    wait_until(&format!("{count} system-update-failed events"), 30, || {
+        events(daemon, admin, "system-update-failed").len() == count
+    });
+    let told = status(daemon, admin);
+    let outcome = told["last_outcome"].clone();
+    assert_eq!(outcome["result"], result, "{told}");
+    assert!(
+        outcome["reason"].as_str().unwrap_or("").contains(reason),
+        "{told}"
+    );
+    assert!(told["install"].is_null(), "{told}");
+    outcome
+}
+
 #[test]
 fn an_install_is_asked_for_followed_through_the_restart_and_told() {
     const TEST: &str = "an_install_is_asked_for_followed_through_the_restart_and_told";
@@ -658,18 +675,7 @@ fn an_install_is_asked_for_followed_through_the_restart_and_told() {
         .output()
         .expect("install-request");
     assert!(!out.status.success(), "{out:?}");
-    wait_until("the refusal to be told", 30, || {
-        status(&daemon, &admin)["last_outcome"]["result"] == "failed"
-    });
-    let told = status(&daemon, &admin);
-    assert!(
-        told["last_outcome"]["reason"]
-            .as_str()
-            .unwrap_or("")
-            .contains("changed since it was shown"),
-        "{told}"
-    );
-    assert!(told["install"].is_null(), "{told}");
+    told_failure(&daemon, &admin, 1, "failed", "changed since it was shown");
     assert!(
         !stand.log().contains("berth-update install"),
         "nothing installed: {}",
@@ -784,16 +790,11 @@ fn an_install_is_asked_for_followed_through_the_restart_and_told() {
         .output()
         .expect("install-request");
     assert!(!out.status.success(), "{out:?}");
-    wait_until("the failure to be told", 30, || {
-        events(&daemon, &admin, "system-update-failed").len() == 2
-    });
-    let told = status(&daemon, &admin);
-    assert_eq!(told["last_outcome"]["result"], "failed", "{told}");
+    let outcome = told_failure(&daemon, &admin, 2, "failed", "the test says no");
     assert_eq!(
-        told["last_outcome"]["reason"], "Failed to mount bundle: the test says no",
-        "{told}"
+        outcome["reason"], "Failed to mount bundle: the test says no",
+        "RAUC's LastError, as it said it: {outcome}"
     );
-    assert!(told["install"].is_null(), "{told}");
     assert!(
         !update.join("install-pending").exists(),
         "no restart after a failure"
@@ -821,19 +822,14 @@ fn an_install_is_asked_for_followed_through_the_restart_and_told() {
         .output()
         .expect("trial");
     assert!(out.status.success(), "{out:?}");
-    wait_until("the rollback to be told", 30, || {
-        events(&daemon, &admin, "system-update-failed").len() == 3
-    });
-    let told = status(&daemon, &admin);
-    assert_eq!(told["last_outcome"]["result"], "rolled-back", "{told}");
-    assert!(
-        told["last_outcome"]["reason"]
-            .as_str()
-            .unwrap_or("")
-            .contains("did not start far enough"),
-        "{told}"
+    let outcome = told_failure(
+        &daemon,
+        &admin,
+        3,
+        "rolled-back",
+        "did not start far enough",
     );
-    assert_eq!(told["last_outcome"]["slot"], "A", "{told}");
+    assert_eq!(outcome["slot"], "A", "{outcome}");
     // A run cut off (the service stopped or killed mid-install): its stop hook reports
     // it failed rather than leaving it installing.
     std::fs::create_dir_all(&run_dir).expect("run");
@@ -849,19 +845,7 @@ fn an_install_is_asked_for_followed_through_the_restart_and_told() {
         .output()
         .expect("install-request --stopped");
     assert!(!out.status.success(), "{out:?}");
-    wait_until("the cut-off install to be told", 30, || {
-        events(&daemon, &admin, "system-update-failed").len() == 4
-    });
-    let told = status(&daemon, &admin);
-    assert_eq!(told["last_outcome"]["result"], "failed", "{told}");
-    assert!(
-        told["last_outcome"]["reason"]
-            .as_str()
-            .unwrap_or("")
-            .contains("stopped before its end"),
-        "{told}"
-    );
-    assert!(told["install"].is_null(), "{told}");
+    told_failure(&daemon, &admin, 4, "failed", "stopped before its end");
 
     // barkd's clients, which name no types, never see these.
     let (_, raw) = daemon.get(
