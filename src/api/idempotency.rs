@@ -19,7 +19,7 @@
 //! 422, a replay) before the route's scope check has passed: the layer runs after it.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::{MatchedPath, Request, State};
@@ -32,6 +32,7 @@ use crate::access::{Caller, Credential};
 use crate::api::error::ApiError;
 use crate::api::routes::RouteTable;
 use crate::store::idempotency::{Claim, IdempotencyKeys};
+use crate::store::now_us;
 
 pub const HEADER: &str = "idempotency-key";
 /// Set on a replayed answer.
@@ -42,13 +43,6 @@ pub const TTL: Duration = Duration::from_secs(24 * 3600);
 const MAX_REQUEST: usize = 64 * 1024;
 /// Largest answer kept for replay.
 const MAX_ANSWER: usize = 1024 * 1024;
-
-fn now_us() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
-        .unwrap_or(0)
-}
 
 fn hash(parts: &[&[u8]]) -> [u8; 32] {
     let mut engine = sha256::Hash::engine();

@@ -18,7 +18,7 @@ pub use crate::store::vocabulary;
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, OnceLock, RwLock};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use futures_util::{FutureExt as _, StreamExt as _};
@@ -27,7 +27,7 @@ use tokio_stream::wrappers::errors::BroadcastStreamRecvError;
 
 pub use self::vocabulary::{Alert, EventKind};
 use crate::store::records::StoredEvent;
-use crate::store::{EventRetention, Store, StoreError};
+use crate::store::{EventRetention, Store, StoreError, now_us};
 
 /// Most events one read returns: bounds what a reader holds at once.
 pub const MAX_PAGE: usize = 1000;
@@ -78,14 +78,6 @@ pub fn timestamp(at_us: u64) -> DateTime<Utc> {
 /// meaning after it), clamped to the epoch.
 pub fn micros(at: DateTime<Utc>) -> u64 {
     u64::try_from(at.timestamp_micros()).unwrap_or(0)
-}
-
-/// Now, in microseconds since the Unix epoch (0 before it).
-pub fn now_us() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
-        .unwrap_or(0)
 }
 
 /// What a read returned: the events after the cursor (oldest first, at most a page),

@@ -60,7 +60,7 @@ use crate::engine::Engine;
 use crate::events::EventHub;
 use crate::net::egress::Egress;
 use crate::store::nwc::NwcConnectionRecord;
-use crate::store::{Store, StoreError};
+use crate::store::{Store, StoreError, now_us};
 
 /// Connections at most, revoked ones included until they are purged.
 pub const MAX_CONNECTIONS: usize = 64;
@@ -176,10 +176,6 @@ pub struct Nwc {
     /// Payments being waited for (each until bark settles it), apart from the
     /// handlers so that a slow one holds no handler's place.
     settling: Mutex<tokio::task::JoinSet<()>>,
-}
-
-fn now_us() -> u64 {
-    u64::try_from(Utc::now().timestamp_micros()).unwrap_or(0)
 }
 
 fn from_us(us: u64) -> DateTime<Utc> {

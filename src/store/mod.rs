@@ -52,6 +52,15 @@ pub use self::records::{DeviceRecord, Recovery, RecoveryCounts};
 use self::schema::*;
 pub use self::setup::WalletRecord;
 
+/// Now, as every time in the store is kept: Unix time in microseconds (0 for a clock
+/// before 1970).
+pub fn now_us() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
 /// Default redb page cache: enough for a wallet's working set on a small board
 /// (redb's own default is 1 GiB).
 pub const DEFAULT_CACHE_SIZE: usize = 16 * 1024 * 1024;

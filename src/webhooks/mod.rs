@@ -35,8 +35,9 @@ use reqwest::Url;
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
-use crate::events::{Alert, Event, EventHub, EventKind, now_us};
+use crate::events::{Alert, Event, EventHub, EventKind};
 use crate::net::egress::{Egress, Limits, Policy};
+use crate::store::now_us;
 use crate::store::webhooks::{
     Added, Disabled, PreviousSecret, WebhookDeliveryRecord, WebhookRecord,
 };

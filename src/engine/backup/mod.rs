@@ -29,8 +29,8 @@ use std::path::Path;
 
 use sha2::Sha256;
 
-use crate::store::Store;
 use crate::store::snapshot::{SnapshotError, SnapshotItem, SnapshotSummary};
+use crate::store::{Store, now_us};
 use format::{Header, SALT_LEN};
 
 /// Why a backup could not be made, read or restored. Messages name the problem, never
@@ -375,12 +375,6 @@ pub fn write_file(
 
 pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn now_us() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_micros() as u64)
 }
 
 #[cfg(test)]

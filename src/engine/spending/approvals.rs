@@ -24,6 +24,7 @@ use crate::events::{Alert, EventKind, vocabulary::ApprovalAlert};
 use crate::store::approvals::{
     ApprovalRecord, HeldAnswerRecord, HeldRequestRecord, KEEP_ENDED, state,
 };
+use crate::store::now_us;
 
 /// How long an approval waits for the owner, unless `berth.toml` says otherwise.
 pub const DEFAULT_EXPIRY: StdDuration = StdDuration::from_secs(600);
@@ -101,10 +102,6 @@ pub struct Recovered {
 /// An approval id from its hex form.
 pub fn parse_id(id: &str) -> Option<[u8; 16]> {
     <[u8; 16] as bitcoin::hex::FromHex>::from_hex(id).ok()
-}
-
-fn now_us() -> u64 {
-    u64::try_from(Utc::now().timestamp_micros()).unwrap_or(0)
 }
 
 impl Engine {
