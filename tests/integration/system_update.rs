@@ -152,9 +152,11 @@ fn tools_or_skip(test: &str) -> bool {
 }
 
 /// A box's update settings under `k`: its signing key (the keyring), RAUC's
-/// configuration as the image has it (the keys RAUC needs to load it), and the running
-/// system's release file; the `berth.toml` naming them, with a request body limit far
-/// below a bundle's size (the upload is not bound by it) and bundles up to 1 MiB.
+/// configuration as the image has it (the keys RAUC needs to load it), the running
+/// system's release file (at `k/root/usr/lib/berth/release`, where `rauc-pre-install`
+/// reads it under `BERTH_ROOT=k/root`), and root's status directory (`k/run`); the
+/// `berth.toml` naming them, with a request body limit far below a bundle's size (the
+/// upload is not bound by it) and bundles up to 1 MiB.
 fn rauc_box(k: &Path) -> (PathBuf, String) {
     let box_key = signing_key(k, "build");
     let conf = k.join("system.conf");
@@ -164,14 +166,16 @@ fn rauc_box(k: &Path) -> (PathBuf, String) {
          [handlers]\nbootloader-custom-backend=/bin/true\n",
     )
     .expect("system.conf");
-    let release = k.join("release");
+    let release = k.join("root/usr/lib/berth/release");
+    std::fs::create_dir_all(release.parent().expect("dir")).expect("root");
     std::fs::write(&release, format!("build={RUNNING_BUILD}\n")).expect("release");
     let toml = format!(
         "[server]\nmax_body_kib = 64\n\n[update]\nmax_bundle_mib = 1\nsystem_conf = \"{}\"\n\
-         keyring = \"{}\"\nrelease = \"{}\"\n",
+         keyring = \"{}\"\nrelease = \"{}\"\nstatus_dir = \"{}\"\n",
         conf.display(),
         box_key.display(),
-        release.display()
+        release.display(),
+        k.join("run").display()
     );
     (box_key, toml)
 }
@@ -341,7 +345,6 @@ fn the_owner_uploads_a_bundle_in_the_console_and_sees_it_checked() {
     let k = keys.path();
     let (box_key, toml) = rauc_box(k);
     let run_dir = k.join("run");
-    let toml = format!("{toml}status_dir = \"{}\"\n", run_dir.display());
     let stand = StandIns::new(k);
     let older = bundle(k, &box_key, "berth-rpi4", "20261101T080000Z");
     let foreign = bundle(
@@ -412,12 +415,6 @@ fn the_owner_uploads_a_bundle_in_the_console_and_sees_it_checked() {
         std::fs::write(stand.dir.join("go"), "").expect("go");
         std::fs::write(stand.dir.join("fail"), "").expect("fail");
         let release_root = k.join("root");
-        std::fs::create_dir_all(release_root.join("usr/lib/berth")).expect("root");
-        std::fs::write(
-            release_root.join("usr/lib/berth/release"),
-            format!("build={RUNNING_BUILD}\n"),
-        )
-        .expect("release");
         let out = stand
             .command("install-request", &datadir, &run_dir, &release_root)
             .output()
@@ -610,15 +607,7 @@ fn an_install_is_asked_for_followed_through_the_restart_and_told() {
     let k = keys.path();
     let (box_key, toml) = rauc_box(k);
     let run_dir = k.join("run");
-    let toml = format!("{toml}status_dir = \"{}\"\n", run_dir.display());
-    // The running system's release file where rauc-pre-install looks for it.
     let root = k.join("root");
-    std::fs::create_dir_all(root.join("usr/lib/berth")).expect("root");
-    std::fs::write(
-        root.join("usr/lib/berth/release"),
-        format!("build={RUNNING_BUILD}\n"),
-    )
-    .expect("release");
     let newer = bundle(k, &box_key, "berth-rpi4", "20261129T080000Z");
     let older = bundle(k, &box_key, "berth-rpi4", "20261101T080000Z");
     let stand = StandIns::new(k);
