@@ -189,6 +189,7 @@ pub struct InstallRequest {
     request_body(content = InstallRequest, content_type = "application/json"),
     responses(
         (status = 202, description = "Asked for: the system starts it within seconds", body = InstallProgress),
+        (status = 400, description = "The body is not an install request", body = ErrorResponse),
         (status = 404, description = "No bundle is kept, or this box takes none", body = NotFoundResponse),
         (status = 409, description = "An install is under way, or an upload", body = ErrorResponse),
         (status = 422, description = "An older system, and `allow_downgrade` not given", body = ErrorResponse),
