@@ -641,6 +641,11 @@ fn an_install_is_asked_for_followed_through_the_restart_and_told() {
         ask_install(&daemon, &phone, r#"{"allow_downgrade":true}"#).0,
         403
     );
+    for malformed in [r#"{"allow_downgrade":"yes"}"#, r#"{"allow":true}"#, "{"] {
+        let (code, error) = ask_install(&daemon, &admin, malformed);
+        assert_eq!(code, 400, "{malformed}: {error}");
+    }
+    assert!(!update.join("install-request").exists());
     let (code, asked) = ask_install(&daemon, &admin, r#"{"allow_downgrade":true}"#);
     assert_eq!(code, 202, "{asked}");
     assert_eq!(asked["state"], "requested", "{asked}");
