@@ -62,7 +62,26 @@ fn chromium_pin(pin: &str) -> String {
     base64::engine::general_purpose::STANDARD.encode(raw)
 }
 
-fn pem_pin(pem: &str) -> String {
+/// The chain a booted box served (`BERTH_BROWSER_BOX_CHAIN`: PEM, leaf first, its CA
+/// last), as `image/boot-test` saved it.
+pub(crate) fn served_chain() -> Vec<String> {
+    let chain_file = std::env::var("BERTH_BROWSER_BOX_CHAIN").expect("BERTH_BROWSER_BOX_CHAIN");
+    let chain_pem = std::fs::read_to_string(&chain_file).expect("the served chain");
+    let certs: Vec<String> = chain_pem
+        .split_inclusive("-----END CERTIFICATE-----")
+        .filter(|c| c.contains("BEGIN CERTIFICATE"))
+        .map(|c| c.trim_start().to_owned())
+        .collect();
+    assert!(
+        certs.len() >= 2,
+        "the box serves its leaf and its CA: {chain_pem}"
+    );
+    certs
+}
+
+/// A certificate's SPKI hash as Chromium's `--ignore-certificate-errors-spki-list`
+/// takes it.
+pub(crate) fn pem_pin(pem: &str) -> String {
     use rustls::pki_types::CertificateDer;
     use rustls::pki_types::pem::PemObject as _;
     let der = CertificateDer::pem_slice_iter(pem.as_bytes())
@@ -158,17 +177,7 @@ fn a_booted_box_is_claimed_and_paired_from_a_browser() {
         return;
     };
     let port: u16 = port.parse().expect("BERTH_BROWSER_BOX_PORT is a port");
-    let chain_file = std::env::var("BERTH_BROWSER_BOX_CHAIN").expect("BERTH_BROWSER_BOX_CHAIN");
-    let chain_pem = std::fs::read_to_string(&chain_file).expect("the served chain");
-    let certs: Vec<String> = chain_pem
-        .split_inclusive("-----END CERTIFICATE-----")
-        .filter(|c| c.contains("BEGIN CERTIFICATE"))
-        .map(|c| c.trim_start().to_owned())
-        .collect();
-    assert!(
-        certs.len() >= 2,
-        "the box serves its leaf and its CA: {chain_pem}"
-    );
+    let certs = served_chain();
     let ca = certs.last().expect("ca").clone();
     let loads = std::env::var_os("BERTH_BROWSER_BOX_BITCOIND").is_some_and(|v| !v.is_empty());
     let chain = match std::env::var("BERTH_BROWSER_BOX_BITCOIND")

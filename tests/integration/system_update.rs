@@ -363,25 +363,7 @@ fn the_owner_uploads_a_bundle_in_the_console_and_sees_it_checked() {
         let mut page = Page::signed_in(&browser, &base, &cookie, "system-update").await;
         page.open(&format!("{base}/console/settings")).await;
         page.wait_for("/console/settings", "System update").await;
-        // The file chosen as a person would: into the page's file input.
-        async fn choose(page: &mut Page, file: &Path) {
-            let document = page.call("DOM.getDocument", serde_json::json!({})).await;
-            let input = page
-                .call(
-                    "DOM.querySelector",
-                    serde_json::json!({"nodeId": document["root"]["nodeId"], "selector": "#bundle-file"}),
-                )
-                .await;
-            page.call(
-                "DOM.setFileInputFiles",
-                serde_json::json!({"nodeId": input["nodeId"], "files": [file.display().to_string()]}),
-            )
-            .await;
-            page.eval("document.querySelector('#bundle-upload button').click()")
-                .await;
-        }
-
-        choose(&mut page, &older).await;
+        choose_bundle(&mut page, &older).await;
         let text = page
             .wait_for("/console/settings", "Uploaded and checked")
             .await;
@@ -427,7 +409,7 @@ fn the_owner_uploads_a_bundle_in_the_console_and_sees_it_checked() {
         assert!(text.contains("Install and restart"), "the bundle is still there: {text}");
 
         // Another key's bundle: refused, the reason shown, nothing kept.
-        choose(&mut page, &foreign).await;
+        choose_bundle(&mut page, &foreign).await;
         let deadline = std::time::Instant::now() + Duration::from_secs(60);
         loop {
             let said = page
@@ -452,6 +434,195 @@ fn the_owner_uploads_a_bundle_in_the_console_and_sees_it_checked() {
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     });
+}
+
+/// A bundle chosen on the settings page as a person would (into its file input), and
+/// sent with the page's "Upload and check".
+async fn choose_bundle(page: &mut crate::harness::browser::Page, file: &Path) {
+    let document = page.call("DOM.getDocument", serde_json::json!({})).await;
+    let input = page
+        .call(
+            "DOM.querySelector",
+            serde_json::json!({"nodeId": document["root"]["nodeId"], "selector": "#bundle-file"}),
+        )
+        .await;
+    page.call(
+        "DOM.setFileInputFiles",
+        serde_json::json!({"nodeId": input["nodeId"], "files": [file.display().to_string()]}),
+    )
+    .await;
+    page.eval("document.querySelector('#bundle-upload button').click()")
+        .await;
+}
+
+const BOX_UPDATE_TEST: &str = "a_booted_box_is_updated_from_its_console";
+
+/// The console's update on a booted appliance, one install per run, as `image/boot-test`
+/// runs it (`BERTH_BOOT_BROWSER=1 BERTH_BOOT_UPDATE=1`) while it plays the board's
+/// firmware through the restarts: headless Chromium, signed in with the console session
+/// boot-test made (`BERTH_BROWSER_BOX_COOKIE`), trusting the chain the box served
+/// (`BERTH_BROWSER_BOX_CHAIN`) on the forwarded port (`BERTH_BROWSER_BOX_PORT`), opens
+/// Settings; uploads `BERTH_BROWSER_BOX_BUNDLE` through the page when given (else one is
+/// there already), sees it checked as the build `BERTH_BROWSER_BOX_BUILD`, ticks "I mean
+/// to go back" when the page says it is older (it must say so exactly when
+/// `BERTH_BROWSER_BOX_DOWNGRADE=1`), asks for the install, and then only watches the same
+/// page: RAUC's progress, the box away while it restarts, and — the page reloading
+/// itself once the box answers and the trial has ended — the outcome
+/// `BERTH_BROWSER_BOX_UPDATE` (`committed` or `rolled-back`) in the owner's words.
+/// Screenshots under `target/tmp/browser-screenshots-box-update/`.
+#[test]
+fn a_booted_box_is_updated_from_its_console() {
+    let Some(expected) = std::env::var("BERTH_BROWSER_BOX_UPDATE").ok() else {
+        skip(
+            BOX_UPDATE_TEST,
+            "no booted box (image/boot-test runs it with BERTH_BOOT_BROWSER=1 BERTH_BOOT_UPDATE=1)",
+        );
+        return;
+    };
+    let Some(chromium) = crate::harness::browser::chromium_binary(BOX_UPDATE_TEST) else {
+        return;
+    };
+    let env = |name: &str| std::env::var(name).unwrap_or_else(|_| panic!("{name}"));
+    let port: u16 = env("BERTH_BROWSER_BOX_PORT").parse().expect("a port");
+    let cookie = env("BERTH_BROWSER_BOX_COOKIE");
+    let build = env("BERTH_BROWSER_BOX_BUILD");
+    let upload = std::env::var_os("BERTH_BROWSER_BOX_BUNDLE")
+        .filter(|b| !b.is_empty())
+        .map(PathBuf::from);
+    let downgrade = std::env::var("BERTH_BROWSER_BOX_DOWNGRADE").is_ok_and(|v| v == "1");
+    let (verdict, because) = match expected.as_str() {
+        "committed" => ("Last update: updated", "berthd was ready on the new system"),
+        "rolled-back" => ("was rolled back", "not ready on the new system"),
+        other => panic!("BERTH_BROWSER_BOX_UPDATE is committed or rolled-back, not {other}"),
+    };
+    let pins = crate::browser::served_chain()
+        .iter()
+        .map(|c| crate::browser::pem_pin(c))
+        .collect::<Vec<_>>()
+        .join(",");
+    let base = format!("https://localhost:{port}");
+    let browser = crate::harness::browser::Chromium::start(&chromium, &pins);
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    runtime.block_on(async {
+        use crate::harness::browser::Page;
+        let shots = format!("browser-screenshots-box-update/{expected}");
+        let mut page = Page::signed_in(&browser, &base, &cookie, &shots).await;
+        page.open(&format!("{base}/console/settings")).await;
+        page.wait_for("/console/settings", "System update").await;
+        let started = std::time::Instant::now();
+        if let Some(bundle) = &upload {
+            choose_bundle(&mut page, bundle).await;
+        }
+        // A bundle of a few hundred MB, through an emulated network card, then RAUC's
+        // check of it under emulation: minutes.
+        let text = page_until(&mut page, Duration::from_secs(1800), |p| {
+            p.text.contains("Uploaded and checked")
+        })
+        .await
+        .text;
+        let uploaded = started.elapsed();
+        assert!(text.contains(&build), "the page names the build {build}: {text}");
+        assert_eq!(
+            text.contains("Older than the running system"),
+            downgrade,
+            "a downgrade said exactly when it is one: {text}"
+        );
+        page.screenshot("1-checked").await;
+        crate::browser::assert_accessible(&mut page, "the settings page with a bundle on the box").await;
+        if downgrade {
+            page.eval("document.getElementById('allow-downgrade').click()").await;
+        }
+        page.eval("document.querySelector('#install-form button').click()").await;
+        page_until(&mut page, Duration::from_secs(120), |p| p.installing).await;
+        page.screenshot("2-asked").await;
+
+        // From here the page is only watched: update.js follows the install, the box
+        // goes away and comes back (boot-test restarts the VM as the firmware would),
+        // and the page loads itself again once the outcome is known.
+        let mut seen: Vec<&str> = Vec::new();
+        let mut top = 0u32;
+        let text = page_until(&mut page, Duration::from_secs(3600), |p| {
+            for (marker, name) in [
+                ("Installing", "installing"),
+                ("The box is restarting into the new system", "away"),
+                ("Trying the new system", "trial"),
+            ] {
+                if p.installing && p.text.contains(marker) && !seen.contains(&name) {
+                    seen.push(name);
+                }
+            }
+            top = top.max(p.percent);
+            // Ended: the page loaded again without an install under way.
+            !p.installing
+        })
+        .await
+        .text;
+        page.screenshot("3-outcome").await;
+        assert!(
+            text.contains(verdict) && text.contains(because),
+            "the outcome {expected} in the owner's words: {text}"
+        );
+        assert!(seen.contains(&"installing"), "RAUC's install never shown: {seen:?}");
+        assert!(seen.contains(&"away"), "the restart never shown: {seen:?}");
+        crate::browser::assert_accessible(&mut page, "the settings page with the outcome").await;
+        eprintln!(
+            "{expected}: {}uploaded and checked in {:.0} s; the page showed {seen:?}, RAUC's progress up to {top} %, then {verdict:?} after {:.0} s",
+            if upload.is_some() { "" } else { "(uploaded before) " },
+            uploaded.as_secs_f64(),
+            started.elapsed().as_secs_f64()
+        );
+    });
+}
+
+/// What the settings page shows at a moment.
+struct Shown {
+    text: String,
+    /// The install under way (`#install`) is on the page.
+    installing: bool,
+    /// Its progress bar's value (RAUC's percentage).
+    percent: u32,
+}
+
+/// The page, read every half second (through reloads and while the box is away) until
+/// `done` says so; panics after `within`.
+async fn page_until(
+    page: &mut crate::harness::browser::Page,
+    within: Duration,
+    mut done: impl FnMut(&Shown) -> bool,
+) -> Shown {
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        // During a reload Chromium may answer that the page went away: not there yet.
+        let answer = page
+            .call_raw(
+                "Runtime.evaluate",
+                serde_json::json!({
+                    "expression": "(() => { const i = document.getElementById('install-progress'); \
+                        return JSON.stringify([document.readyState, document.body ? document.body.innerText : '', \
+                        !!document.getElementById('install'), i ? i.value : 0]) })()",
+                    "returnByValue": true
+                }),
+            )
+            .await;
+        let state: Value = answer["result"]["result"]["value"]
+            .as_str()
+            .and_then(|s| serde_json::from_str(s).ok())
+            .unwrap_or(Value::Null);
+        let shown = Shown {
+            text: state[1].as_str().unwrap_or_default().to_owned(),
+            installing: state[2] == true,
+            percent: state[3].as_f64().unwrap_or(0.0) as u32,
+        };
+        if state[0] == "complete" && !shown.text.is_empty() && done(&shown) {
+            return shown;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not seen within {within:?}; the page: {}",
+            shown.text
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
 }
 
 const INSTALL: &str = "/api/v1/system/update/install";
