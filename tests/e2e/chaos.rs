@@ -33,17 +33,17 @@ use crate::harness;
 use crate::stack::{Berthd, Stack};
 
 /// A small deterministic generator (xorshift64*): a seed repeats a run's choices.
-struct Rng(u64);
+pub(crate) struct Rng(pub(crate) u64);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
         self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
     }
 
-    fn below(&mut self, n: u64) -> u64 {
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
         self.next() % n
     }
 }
@@ -305,7 +305,7 @@ fn settle(
     }
 }
 
-fn store_check(datadir: &std::path::Path) -> Result<(), String> {
+pub(crate) fn store_check(datadir: &std::path::Path) -> Result<(), String> {
     let out = harness::berthd(datadir, &["store", "check"]);
     if out.status.success() {
         Ok(())
@@ -391,14 +391,39 @@ fn check_at_rest(stack: &Stack, wallets: &[Berthd; 2], onchain_ops: &[String]) -
     broken
 }
 
-#[test]
-#[ignore = "tool: the chaos loop over real payments, run by scripts/chaos"]
-fn tool_chaos_loop() {
-    let cycles: u64 = std::env::var("CHAOS_CYCLES")
-        .ok()
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(100);
-    let seed: u64 = std::env::var("CHAOS_SEED")
+/// What a loop does to one wallet at each cycle's random moment.
+pub(crate) trait Fault {
+    /// What it is called in the loop's lines ("SIGKILL", "power cut").
+    fn name(&self) -> &'static str;
+    /// The wallet struck this cycle, given the one acting.
+    fn victim(&mut self, rng: &mut Rng, actor: usize) -> usize;
+    /// Strike `victim`, which is down afterwards; what was found wrong before it may
+    /// start again, and a word on the strike for the cycle's line.
+    fn strike(&mut self, victim: &mut Berthd, rng: &mut Rng) -> (Vec<String>, String);
+}
+
+/// SIGKILL at a random moment (`scripts/chaos`): most often the wallet doing the
+/// operation, at times the other one.
+struct Kill;
+
+impl Fault for Kill {
+    fn name(&self) -> &'static str {
+        "SIGKILL"
+    }
+
+    fn victim(&mut self, rng: &mut Rng, actor: usize) -> usize {
+        if rng.below(4) == 0 { 1 - actor } else { actor }
+    }
+
+    fn strike(&mut self, victim: &mut Berthd, _rng: &mut Rng) -> (Vec<String>, String) {
+        victim.kill();
+        (Vec::new(), String::new())
+    }
+}
+
+/// The seed of a loop: `<PREFIX>_SEED`, else the clock (printed, so a run repeats).
+pub(crate) fn seed(prefix: &str) -> u64 {
+    std::env::var(format!("{prefix}_SEED"))
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or_else(|| {
@@ -407,32 +432,56 @@ fn tool_chaos_loop() {
                 .expect("clock")
                 .as_nanos() as u64
                 | 1
-        });
+        })
+}
+
+#[test]
+#[ignore = "tool: the chaos loop over real payments, run by scripts/chaos"]
+fn tool_chaos_loop() {
+    let cycles: u64 = std::env::var("CHAOS_CYCLES")
+        .ok()
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(100);
+    let seed = seed("CHAOS");
     println!("chaos: seed {seed}, {cycles} cycles (CHAOS_SEED={seed} repeats this run)");
-    let mut rng = Rng(seed);
     let stack = Stack::start("tool_chaos_loop");
-    let started = Instant::now();
     let mut wallets = [stack.berthd("alice"), stack.berthd("bob")];
-    for wallet in &wallets {
-        crate::fund_onchain(&stack, wallet, 5_000_000);
+    run_loop("chaos", &stack, &mut wallets, cycles, seed, &mut Kill);
+}
+
+/// Fund both wallets, then `cycles` cycles of: an operation by one wallet, `fault` at a
+/// random moment of it, the struck wallet checked and started again, the client's
+/// retry, both driven to rest, and the invariants checked (the module's list). Prints
+/// the table of operations and outcomes and every discrepancy, and fails on any.
+pub(crate) fn run_loop(
+    label: &str,
+    stack: &Stack,
+    wallets: &mut [Berthd; 2],
+    cycles: u64,
+    seed: u64,
+    fault: &mut dyn Fault,
+) {
+    let mut rng = Rng(seed);
+    let started = Instant::now();
+    for wallet in wallets.iter() {
+        crate::fund_onchain(stack, wallet, 5_000_000);
     }
-    for wallet in &wallets {
-        crate::board_and_confirm(&stack, wallet, 1_000_000);
+    for wallet in wallets.iter() {
+        crate::board_and_confirm(stack, wallet, 1_000_000);
     }
 
     let mut table: BTreeMap<(Kind, Outcome), u64> = BTreeMap::new();
     let mut discrepancies: Vec<String> = Vec::new();
     let mut onchain_ops: Vec<String> = Vec::new();
-    let mut kills_mid_request = 0u64;
+    let mut strikes_mid_request = 0u64;
     let mut store_checks = 0u64;
     let mut stuck = std::collections::BTreeSet::new();
     let mut stuck_gap = None;
     for cycle in 0..cycles {
         let actor = rng.below(2) as usize;
         let other = 1 - actor;
-        // Most kills hit the wallet doing the operation; some the other one.
-        let victim = if rng.below(4) == 0 { other } else { actor };
-        let op = choose(&mut rng, &stack, &wallets[other], cycle);
+        let victim = fault.victim(&mut rng, actor);
+        let op = choose(&mut rng, stack, &wallets[other], cycle);
         let newest = |w: &Berthd| {
             history(w)
                 .iter()
@@ -441,17 +490,20 @@ fn tool_chaos_loop() {
                 .unwrap_or(0)
         };
         let before = newest(&wallets[actor]);
-        let key = format!("chaos-{seed}-{cycle}");
+        let key = format!("{label}-{seed}-{cycle}");
         let (port, auth) = (wallets[actor].port(), wallets[actor].authorization());
         let (path, body, request_key) = (op.path, op.body.clone(), key.clone());
         let request =
             std::thread::spawn(move || post_keyed(port, &auth, path, &body, &request_key));
         std::thread::sleep(Duration::from_millis(rng.below(800)));
-        wallets[victim].kill();
+        let (found_wrong, said) = fault.strike(&mut wallets[victim], &mut rng);
         let answer = request.join().expect("request thread");
         let cut = answer.is_none();
         if cut {
-            kills_mid_request += 1;
+            strikes_mid_request += 1;
+        }
+        for wrong in found_wrong {
+            discrepancies.push(format!("cycle {cycle}: {}: {wrong}", wallets[victim].name));
         }
         if let Err(e) = store_check(&wallets[victim].datadir) {
             discrepancies.push(format!("cycle {cycle}: {}: {e}", wallets[victim].name));
@@ -491,7 +543,7 @@ fn tool_chaos_loop() {
             }
         };
 
-        if let Err(e) = settle(&stack, &wallets, &mut stuck, &mut stuck_gap) {
+        if let Err(e) = settle(stack, wallets, &mut stuck, &mut stuck_gap) {
             discrepancies.push(format!("cycle {cycle}: {e}"));
         }
         let after = history(&wallets[actor]);
@@ -532,14 +584,15 @@ fn tool_chaos_loop() {
         if op.kind == Kind::SendOnchain {
             onchain_ops.push(op.destination.clone().expect("address"));
         }
-        for broken in check_at_rest(&stack, &wallets, &onchain_ops) {
+        for broken in check_at_rest(stack, wallets, &onchain_ops) {
             discrepancies.push(format!("cycle {cycle}: {broken}"));
         }
         *table.entry((op.kind, outcome)).or_default() += 1;
         println!(
-            "chaos: cycle {cycle}: {} by {}, {} killed{}: {}",
+            "{label}: cycle {cycle}: {} by {}, {} to {}{}{said}: {}",
             op.kind.name(),
             wallets[actor].name,
+            fault.name(),
             wallets[victim].name,
             if cut { " mid-request" } else { "" },
             outcome.name()
@@ -554,13 +607,14 @@ fn tool_chaos_loop() {
     }
     println!();
     println!(
-        "chaos: {cycles} cycles, {cycles} SIGKILLs ({kills_mid_request} mid-request), \
+        "{label}: {cycles} cycles, {cycles} {}s ({strikes_mid_request} mid-request), \
          {store_checks} store checks, {} discrepancies, {:.0} s (seed {seed})",
+        fault.name(),
         discrepancies.len(),
         started.elapsed().as_secs_f64()
     );
     for d in &discrepancies {
-        println!("chaos: discrepancy: {d}");
+        println!("{label}: discrepancy: {d}");
     }
     assert!(discrepancies.is_empty(), "{discrepancies:#?}");
 }

@@ -10,6 +10,7 @@
 mod ark_proxy;
 mod backup_restore;
 mod barkd_fidelity;
+mod card;
 mod chaos;
 mod console_funding;
 mod console_send;
@@ -26,6 +27,7 @@ mod manual_sync;
 mod nwc_payments;
 mod offboard_pending;
 mod payment_pending;
+mod power_cut;
 mod refresh_window;
 mod stack;
 mod writes;

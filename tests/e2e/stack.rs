@@ -492,6 +492,23 @@ impl Stack {
     /// one: the wallet must be usable the moment create returns, with no waiting.
     pub fn berthd_with(&self, name: &str, berth_toml: &str) -> Berthd {
         let berthd = Berthd::start(name, &self.datadir_with_config(name, berth_toml));
+        Self::create_wallet(berthd)
+    }
+
+    /// [`Stack::berthd`] on `datadir` (made with [`Stack::datadir_at`]), its stderr to
+    /// `log`: where the datadir is on a filesystem of the test's own.
+    pub fn berthd_in(&self, name: &str, datadir: &Path, log: &Path) -> Berthd {
+        Self::create_wallet(Berthd::start_program(
+            name,
+            &harness::bin(),
+            datadir,
+            &["-v"],
+            log,
+        ))
+    }
+
+    fn create_wallet(berthd: Berthd) -> Berthd {
+        let name = berthd.name.clone();
         let (status, body) = berthd.post("/api/v1/wallet/create", json!({"network": "regtest"}));
         assert_eq!(status, 200, "{name}: create: {body}");
         let wallet = berthd.get_ok("/api/v1/wallet");
@@ -505,7 +522,12 @@ impl Stack {
     /// A new berthd datadir (with this `berth.toml`) whose `config.toml` points at this
     /// stack; no wallet yet.
     pub fn datadir_with_config(&self, name: &str, berth_toml: &str) -> PathBuf {
-        let datadir = self.dir().join(format!("berthd-{name}"));
+        self.datadir_at(&self.dir().join(format!("berthd-{name}")), berth_toml)
+    }
+
+    /// [`Stack::datadir_with_config`] at `datadir`.
+    pub fn datadir_at(&self, datadir: &Path, berth_toml: &str) -> PathBuf {
+        let datadir = datadir.to_path_buf();
         std::fs::create_dir_all(&datadir).expect("berthd datadir");
         std::fs::set_permissions(&datadir, std::fs::Permissions::from_mode(0o700))
             .expect("chmod datadir");

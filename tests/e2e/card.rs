@@ -1,0 +1,388 @@
+//! A card that can lose its power (`image/power-cut-test`, issue 47): the box's data
+//! partition as `image/build` makes it (ext4, label `berth-data`) and mounts it (its
+//! fstab options), on a loop device whose every write and flush QEMU's `blklogwrites`
+//! driver records, the way filesystem developers test crash consistency with
+//! `dm-log-writes`: `qemu-storage-daemon` serves the disk through that driver as a file
+//! (its FUSE export), and the loop device reads and writes that file directly
+//! (`--direct-io`), so the kernel's page cache is above the record, never below it.
+//!
+//! A power cut at a moment is what a card that honours flushes and nothing else could
+//! hold afterwards: the disk as it was when the card was last attached, with the writes
+//! recorded before that moment replayed up to the last flush, or up to one of the
+//! writes after that flush (the card kept those and lost the rest). Killing a process
+//! is a weaker fault: the kernel's page cache survives it, and with it every write the
+//! process made, flushed or not. After the cut the card is checked as the box's boot
+//! checks it (`e2fsck -p`, systemd-fsck's pass for its fstab line), then fully
+//! (`e2fsck -fn`), and mounted again (with the journal's recovery) with a new record.
+//!
+//! Needs root (loop devices, mounts), `/dev/fuse`, `qemu-storage-daemon` and `qemu-img`
+//! (Debian's qemu-utils) and e2fsprogs; [`LoggedCard::missing`] says what is absent.
+
+use std::io::{Read as _, Seek as _, SeekFrom, Write as _};
+use std::os::unix::fs::FileExt as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The data partition's mount options on the box (`image/build`'s fstab line).
+pub const BOX_MOUNT_OPTIONS: &str = "noatime,nosuid,nodev,noexec";
+
+/// The record's layout (`dm-log-writes`, which `blklogwrites` writes): a super block in
+/// the first sector, then per request an entry sector followed by its data sectors
+/// (none for a flush or a discard).
+const LOG_MAGIC: u64 = 0x006a_7366_7773_6872;
+const LOG_FLUSH: u64 = 1;
+const LOG_FUA: u64 = 2;
+const LOG_DISCARD: u64 = 4;
+const LOG_MARK: u64 = 8;
+const SECTOR: u64 = 512;
+
+/// One recorded request.
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    /// Where its data is in the record (bytes), when it has data.
+    data_at: u64,
+    /// Where it goes on the disk (sectors) and how many.
+    sector: u64,
+    sectors: u64,
+    flags: u64,
+}
+
+/// What a cut kept and what the checks after it said.
+#[derive(Debug, Clone)]
+pub struct Cut {
+    /// Requests recorded before the moment of the cut.
+    pub recorded: usize,
+    /// Of them, flushes.
+    pub flushes: usize,
+    /// Writes kept after the last flush (0: the cut fell on a flush point).
+    pub kept_after_flush: usize,
+    /// Writes recorded before the moment but lost with the power.
+    pub lost: usize,
+    /// `e2fsck -p`'s exit status on the cut card (0 clean, 1 repaired; 4 or more: the
+    /// box's boot would stop there).
+    pub preen: i32,
+    /// What a check found wrong, if anything.
+    pub problems: Vec<String>,
+}
+
+/// The data partition on a recording loop device, mounted at [`LoggedCard::mount`].
+pub struct LoggedCard {
+    dir: PathBuf,
+    /// Where the filesystem is mounted.
+    pub mount: PathBuf,
+    /// The disk as of the last attach (raw; cuts are replayed onto it).
+    base: PathBuf,
+    options: String,
+    attached: Option<Attached>,
+    attaches: u32,
+}
+
+struct Attached {
+    daemon: Child,
+    loop_device: String,
+    /// The record of this attach.
+    log: PathBuf,
+    /// Where the writes of this attach go (a qcow2 over the base), thrown away at a cut.
+    overlay: PathBuf,
+}
+
+fn run(command: &mut Command) -> Result<String, String> {
+    let out = command.output().map_err(|e| format!("{command:?}: {e}"))?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    } else {
+        Err(format!(
+            "{command:?}: {}: {}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ))
+    }
+}
+
+fn on_path(tool: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+impl LoggedCard {
+    /// What this machine lacks for a recording card (empty: nothing).
+    pub fn missing() -> Vec<String> {
+        let mut missing = Vec::new();
+        if run(Command::new("id").arg("-u")).ok().as_deref() != Some("0") {
+            missing.push("root (loop devices and mounts)".to_owned());
+        }
+        if !Path::new("/dev/fuse").exists() {
+            missing.push("/dev/fuse".to_owned());
+        }
+        for tool in [
+            "qemu-storage-daemon",
+            "qemu-img",
+            "losetup",
+            "mkfs.ext4",
+            "e2fsck",
+        ] {
+            if !on_path(tool) {
+                missing.push(tool.to_owned());
+            }
+        }
+        missing
+    }
+
+    /// A new card of `mib` MiB in `dir`, made as `image/build` makes the data
+    /// partition, mounted at `dir/mnt` with `options`, recording.
+    pub fn new(dir: &Path, mib: u64, options: &str) -> LoggedCard {
+        std::fs::create_dir_all(dir).expect("card dir");
+        let base = dir.join("card.raw");
+        run(Command::new("mkfs.ext4")
+            .args(["-q", "-F", "-t", "ext4", "-L", "berth-data"])
+            .arg(&base)
+            .arg(format!("{mib}M")))
+        .expect("mkfs.ext4");
+        let mount = dir.join("mnt");
+        std::fs::create_dir_all(&mount).expect("mount point");
+        let mut card = LoggedCard {
+            dir: dir.to_path_buf(),
+            mount,
+            base,
+            options: options.to_owned(),
+            attached: None,
+            attaches: 0,
+        };
+        card.attach().expect("attach the new card");
+        card
+    }
+
+    /// Serve the base through a new record and mount it.
+    fn attach(&mut self) -> Result<(), String> {
+        self.attaches += 1;
+        let n = self.attaches;
+        let overlay = self.dir.join(format!("writes-{n}.qcow2"));
+        let log = self.dir.join(format!("record-{n}.log"));
+        let export = self.dir.join("disk");
+        run(Command::new("qemu-img")
+            .args(["create", "-q", "-f", "qcow2", "-F", "raw", "-b"])
+            .arg(&self.base)
+            .arg(&overlay))?;
+        std::fs::write(&log, b"").map_err(|e| format!("{}: {e}", log.display()))?;
+        std::fs::write(&export, b"").map_err(|e| format!("{}: {e}", export.display()))?;
+        let size = std::fs::metadata(&self.base)
+            .map_err(|e| format!("{}: {e}", self.base.display()))?
+            .len();
+        let daemon = Command::new("qemu-storage-daemon")
+            .arg("--blockdev")
+            .arg(format!(
+                "driver=file,node-name=overlay-file,filename={}",
+                overlay.display()
+            ))
+            .arg("--blockdev")
+            .arg("driver=qcow2,node-name=disk,file=overlay-file")
+            .arg("--blockdev")
+            .arg(format!(
+                "driver=file,node-name=record,filename={}",
+                log.display()
+            ))
+            .arg("--blockdev")
+            .arg("driver=blklogwrites,node-name=logged,file=disk,log=record,log-sector-size=512")
+            .arg("--export")
+            .arg(format!(
+                "type=fuse,id=card,node-name=logged,mountpoint={},writable=on",
+                export.display()
+            ))
+            .stdout(Stdio::null())
+            .stderr(
+                std::fs::File::create(self.dir.join(format!("qsd-{n}.log")))
+                    .map_err(|e| e.to_string())?,
+            )
+            .spawn()
+            .map_err(|e| format!("qemu-storage-daemon: {e}"))?;
+        let mut attached = Attached {
+            daemon,
+            loop_device: String::new(),
+            log,
+            overlay,
+        };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::fs::metadata(&export).map(|m| m.len()).unwrap_or(0) != size {
+            if Instant::now() > deadline || attached.daemon.try_wait().ok().flatten().is_some() {
+                let _ = attached.daemon.kill();
+                let _ = attached.daemon.wait();
+                return Err(format!(
+                    "qemu-storage-daemon did not export the card: {}",
+                    std::fs::read_to_string(self.dir.join(format!("qsd-{n}.log")))
+                        .unwrap_or_default()
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        attached.loop_device = run(Command::new("losetup")
+            .args(["--find", "--show", "--direct-io=on"])
+            .arg(&export))?;
+        self.attached = Some(attached);
+        run(Command::new("mount")
+            .args(["-t", "ext4", "-o", &self.options])
+            .arg(&self.attached.as_ref().expect("attached").loop_device)
+            .arg(&self.mount))
+        .map_err(|e| format!("the card does not mount: {e}"))?;
+        Ok(())
+    }
+
+    /// Where the record of this attach ends now: the moment of a cut, taken before
+    /// anything is stopped (what is recorded after it is what the card never got).
+    pub fn moment(&self) -> u64 {
+        let attached = self.attached.as_ref().expect("attached");
+        std::fs::metadata(&attached.log).map_or(0, |m| m.len())
+    }
+
+    /// Unmount and stop serving; every write made meanwhile is recorded after any
+    /// moment taken before.
+    fn detach(&mut self) -> Option<Attached> {
+        let mut attached = self.attached.take()?;
+        if run(Command::new("umount").arg(&self.mount)).is_err() {
+            let _ = run(Command::new("umount").arg("-l").arg(&self.mount));
+        }
+        let _ = run(Command::new("losetup").arg("-d").arg(&attached.loop_device));
+        // SIGTERM: the daemon takes its FUSE export down as it goes.
+        let _ = run(Command::new("kill")
+            .arg("-TERM")
+            .arg(attached.daemon.id().to_string()));
+        let _ = attached.daemon.wait();
+        Some(attached)
+    }
+
+    /// Cut the power at `moment` (from [`LoggedCard::moment`]; the processes writing to
+    /// the card must be dead by now): the card keeps the writes recorded before it up to
+    /// the last flush, and when `pick` is odd a random number of the writes after that
+    /// flush. Then the box's boot check, a full check, and the card is mounted again.
+    pub fn cut(&mut self, moment: u64, pick: u64) -> Cut {
+        let attached = self.detach().expect("a mounted card");
+        let entries = read_record(&attached.log, moment).expect("read the record");
+        let last_flush = entries
+            .iter()
+            .rposition(|e| e.flags & LOG_FLUSH != 0)
+            .map_or(0, |i| i + 1);
+        let writes_after = entries[last_flush..]
+            .iter()
+            .filter(|e| e.sectors > 0)
+            .count();
+        let keep = if pick.is_multiple_of(2) || last_flush == entries.len() {
+            last_flush
+        } else {
+            last_flush + 1 + (pick / 2) as usize % (entries.len() - last_flush)
+        };
+        replay(&attached.log, &entries[..keep], &self.base).expect("replay the record");
+        let kept_after_flush = entries[last_flush..keep]
+            .iter()
+            .filter(|e| e.sectors > 0)
+            .count();
+        let _ = std::fs::remove_file(&attached.overlay);
+        let mut problems = Vec::new();
+        let preen = Command::new("e2fsck")
+            .arg("-p")
+            .arg(&self.base)
+            .output()
+            .expect("e2fsck -p");
+        let preen_status = preen.status.code().unwrap_or(-1);
+        if !(0..4).contains(&preen_status) {
+            problems.push(format!(
+                "e2fsck -p (the boot's check) exits {preen_status}: the box would stop at boot: {}",
+                String::from_utf8_lossy(&preen.stdout)
+            ));
+        }
+        if let Err(e) = run(Command::new("e2fsck").arg("-fn").arg(&self.base)) {
+            problems.push(format!("the full check finds damage: {e}"));
+        }
+        if let Err(e) = self.attach() {
+            problems.push(e);
+        }
+        // The record of a cut is kept for a failure's inspection only.
+        if problems.is_empty() {
+            let _ = std::fs::remove_file(&attached.log);
+        }
+        Cut {
+            recorded: entries.len(),
+            flushes: entries.iter().filter(|e| e.flags & LOG_FLUSH != 0).count(),
+            kept_after_flush,
+            lost: writes_after - kept_after_flush,
+            preen: preen_status,
+            problems,
+        }
+    }
+}
+
+impl Drop for LoggedCard {
+    fn drop(&mut self) {
+        self.detach();
+    }
+}
+
+/// The complete entries of a record that end at or before `moment` (bytes).
+fn read_record(log: &Path, moment: u64) -> Result<Vec<Entry>, String> {
+    let mut file = std::fs::File::open(log).map_err(|e| format!("{}: {e}", log.display()))?;
+    let mut sector = [0u8; SECTOR as usize];
+    let mut entries = Vec::new();
+    let len = file.metadata().map_err(|e| e.to_string())?.len();
+    if len < SECTOR {
+        return Ok(entries);
+    }
+    file.read_exact(&mut sector).map_err(|e| e.to_string())?;
+    let word = |b: &[u8], i: usize| u64::from_le_bytes(b[i * 8..i * 8 + 8].try_into().expect("8"));
+    if word(&sector, 0) != LOG_MAGIC {
+        return Err(format!("{}: not a write log", log.display()));
+    }
+    let size = u32::from_le_bytes(sector[24..28].try_into().expect("4")) as u64;
+    if size != SECTOR {
+        return Err(format!("{}: sectors of {size} bytes", log.display()));
+    }
+    let mut at = SECTOR;
+    while at + SECTOR <= moment.min(len) {
+        file.seek(SeekFrom::Start(at)).map_err(|e| e.to_string())?;
+        file.read_exact(&mut sector).map_err(|e| e.to_string())?;
+        let (disk_sector, sectors, flags) = (word(&sector, 0), word(&sector, 1), word(&sector, 2));
+        if flags & !(LOG_FLUSH | LOG_FUA | LOG_DISCARD | LOG_MARK) != 0 {
+            return Err(format!(
+                "{}: entry at {at}: flags {flags:#x}",
+                log.display()
+            ));
+        }
+        let data = if flags & LOG_DISCARD != 0 { 0 } else { sectors };
+        let end = at + SECTOR + data * SECTOR;
+        if end > moment {
+            break;
+        }
+        entries.push(Entry {
+            data_at: at + SECTOR,
+            sector: disk_sector,
+            sectors: data,
+            flags,
+        });
+        at = end;
+    }
+    Ok(entries)
+}
+
+/// Write `entries`' data onto `disk`, in the record's order (a discard keeps what was
+/// there: a card may or may not have erased it).
+fn replay(log: &Path, entries: &[Entry], disk: &Path) -> Result<(), String> {
+    let source = std::fs::File::open(log).map_err(|e| format!("{}: {e}", log.display()))?;
+    let mut target = std::fs::OpenOptions::new()
+        .write(true)
+        .open(disk)
+        .map_err(|e| format!("{}: {e}", disk.display()))?;
+    let mut buffer = Vec::new();
+    for entry in entries.iter().filter(|e| e.sectors > 0) {
+        buffer.resize((entry.sectors * SECTOR) as usize, 0);
+        source
+            .read_exact_at(&mut buffer, entry.data_at)
+            .map_err(|e| format!("read the record: {e}"))?;
+        target
+            .write_all_at(&buffer, entry.sector * SECTOR)
+            .map_err(|e| format!("write the card: {e}"))?;
+    }
+    target.flush().map_err(|e| e.to_string())?;
+    target.sync_all().map_err(|e| e.to_string())
+}
