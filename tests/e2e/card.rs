@@ -3,8 +3,12 @@
 //! fstab options), on a loop device whose every write and flush QEMU's `blklogwrites`
 //! driver records, the way filesystem developers test crash consistency with
 //! `dm-log-writes`: `qemu-storage-daemon` serves the disk through that driver as a file
-//! (its FUSE export), and the loop device reads and writes that file directly
-//! (`--direct-io`), so the kernel's page cache is above the record, never below it.
+//! (its FUSE export), under a loop device. Not with the loop device's direct I/O: with
+//! its concurrent requests the record and the disk drifted apart (qemu-storage-daemon
+//! 10.0's FUSE export reads every request into one buffer, and a request handled while
+//! another waits on its write overwrites that one's data before it is recorded). So
+//! every cut first checks the record: the whole of it replayed onto the disk as it was
+//! must give what the disk holds.
 //!
 //! A power cut at a moment is what a card that honours flushes and nothing else could
 //! hold afterwards: the disk as it was when the card was last attached, with the writes
@@ -220,7 +224,7 @@ impl LoggedCard {
             std::thread::sleep(Duration::from_millis(50));
         }
         attached.loop_device = run(Command::new("losetup")
-            .args(["--find", "--show", "--direct-io=on"])
+            .args(["--find", "--show"])
             .arg(&export))?;
         self.attached = Some(attached);
         run(Command::new("mount")
@@ -229,6 +233,12 @@ impl LoggedCard {
             .arg(&self.mount))
         .map_err(|e| format!("the card does not mount: {e}"))?;
         Ok(())
+    }
+
+    /// Everything written to the card so far made durable (`syncfs`), as a box's
+    /// setup leaves its files before anything runs on them.
+    pub fn sync(&self) {
+        run(Command::new("sync").arg("-f").arg(&self.mount)).expect("sync the card");
     }
 
     /// Where the record of this attach ends now: the moment of a cut, taken before
@@ -260,6 +270,7 @@ impl LoggedCard {
     /// flush. Then the box's boot check, a full check, and the card is mounted again.
     pub fn cut(&mut self, moment: u64, pick: u64) -> Cut {
         let attached = self.detach().expect("a mounted card");
+        let faithful = self.faithful(&attached);
         let entries = read_record(&attached.log, moment).expect("read the record");
         let last_flush = entries
             .iter()
@@ -274,6 +285,22 @@ impl LoggedCard {
         } else {
             last_flush + 1 + (pick / 2) as usize % (entries.len() - last_flush)
         };
+        // BERTH_POWER_CUT_KEEP=1: the card before each cut and its record are kept
+        // (before-N.raw, record-N.log), to replay a failure by hand.
+        let keep_all = std::env::var_os("BERTH_POWER_CUT_KEEP").is_some();
+        if keep_all {
+            let before = self.dir.join(format!("before-{}.raw", self.attaches));
+            run(Command::new("cp")
+                .arg("--sparse=always")
+                .arg(&self.base)
+                .arg(&before))
+            .expect("keep the card before the cut");
+            eprintln!(
+                "card: cut {}: {} entries before the moment {moment}, the last flush ends at entry {last_flush}, kept {keep}",
+                self.attaches,
+                entries.len()
+            );
+        }
         replay(&attached.log, &entries[..keep], &self.base).expect("replay the record");
         let kept_after_flush = entries[last_flush..keep]
             .iter()
@@ -281,6 +308,11 @@ impl LoggedCard {
             .count();
         let _ = std::fs::remove_file(&attached.overlay);
         let mut problems = Vec::new();
+        if let Err(e) = faithful {
+            problems.push(format!(
+                "the record of the card's writes is not faithful: {e}"
+            ));
+        }
         let preen = Command::new("e2fsck")
             .arg("-p")
             .arg(&self.base)
@@ -300,7 +332,7 @@ impl LoggedCard {
             problems.push(e);
         }
         // The record of a cut is kept for a failure's inspection only.
-        if problems.is_empty() {
+        if problems.is_empty() && !keep_all {
             let _ = std::fs::remove_file(&attached.log);
         }
         Cut {
@@ -311,6 +343,28 @@ impl LoggedCard {
             preen: preen_status,
             problems,
         }
+    }
+}
+
+impl LoggedCard {
+    /// The whole record replayed onto the card as it was at the attach gives what the
+    /// card holds now: the record is what reached the disk, in an order that ends the
+    /// same.
+    fn faithful(&self, attached: &Attached) -> Result<(), String> {
+        let all = read_record(&attached.log, u64::MAX)?;
+        let replayed = self.dir.join("replayed.raw");
+        run(Command::new("cp")
+            .arg("--sparse=always")
+            .arg(&self.base)
+            .arg(&replayed))?;
+        replay(&attached.log, &all, &replayed)?;
+        let same = run(Command::new("qemu-img")
+            .args(["compare", "-q", "-f", "qcow2", "-F", "raw"])
+            .arg(&attached.overlay)
+            .arg(&replayed));
+        let _ = std::fs::remove_file(&replayed);
+        same.map(|_| ())
+            .map_err(|e| format!("replayed whole, it differs from the card: {e}"))
     }
 }
 
