@@ -1052,6 +1052,8 @@ fn the_data_partition_grows_to_the_end_of_the_card() {
             "e2fsck",
             "mknod",
             "mount",
+            "resizepart",
+            "udevadm",
         ],
     ) {
         return;
@@ -1101,7 +1103,28 @@ fn the_data_partition_grows_to_the_end_of_the_card() {
     card.mount = None;
 
     let script = repo("board/common/usr/lib/berth/grow-data");
+    // The kernel's events meanwhile: the partition resized in place, never removed and
+    // added again (udev, busy at a first boot, took those after systemd had mounted it
+    // and systemd unmounted it again: image/boot-test).
+    let mut events = Command::new("udevadm")
+        .args(["monitor", "--kernel", "--subsystem-match=block"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("udevadm monitor");
+    std::thread::sleep(std::time::Duration::from_millis(500));
     let grown = run(Command::new(&script).arg(&data));
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let _ = events.kill();
+    let events = events.wait_with_output().expect("udevadm monitor's output");
+    let events = String::from_utf8_lossy(&events.stdout);
+    assert!(
+        events.contains("KERNEL"),
+        "the monitor listened to the kernel: {events}"
+    );
+    assert!(
+        !events.lines().any(|l| l.contains(" remove ")),
+        "a partition was removed while the card grew: {events}"
+    );
     assert!(grown.contains("grow-data: growing"), "{grown}");
     let table = run(Command::new("partx").args(["-g", "-o", "NR,END", &card.device]));
     let last_sector = (card_mib << 11) - 1;
