@@ -216,7 +216,7 @@ impl SystemUpdate {
 
         // Removed however this ends: an error, or the request dropped mid-way (the
         // client gone, the daemon stopping).
-        let partial = Partial(self.dir.join(PARTIAL));
+        let partial = RemovedOnDrop(self.dir.join(PARTIAL));
         let size = self.write(&partial.0, body).await?;
         let info = self.check(&partial.0).await?;
         tokio::fs::rename(&partial.0, &kept)
@@ -314,9 +314,21 @@ impl SystemUpdate {
     /// What RAUC reads in the bundle at `path`, or why it refuses it.
     async fn check(&self, path: &Path) -> Result<BundleInfo, UpdateError> {
         let s = &self.settings;
+        let conf = tokio::fs::read_to_string(&s.system_conf)
+            .await
+            .with_context(|| format!("cannot read {}", s.system_conf.display()))?;
+        // berthd's own copy of RAUC's configuration, in its private /tmp.
+        static CHECKS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = CHECKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let check_conf = RemovedOnDrop(
+            std::env::temp_dir().join(format!("berth-rauc-check-{}-{n}.conf", std::process::id())),
+        );
+        tokio::fs::write(&check_conf.0, checking_conf(&conf))
+            .await
+            .with_context(|| format!("cannot write {}", check_conf.0.display()))?;
         let mut command = tokio::process::Command::new(&s.rauc);
         command
-            .arg(format!("--conf={}", s.system_conf.display()))
+            .arg(format!("--conf={}", check_conf.0.display()))
             .arg(format!("--keyring={}", s.keyring.display()))
             .args(["info", "--output-format=json"])
             .arg(path)
@@ -338,8 +350,6 @@ impl SystemUpdate {
         }
         let info: RaucInfo = serde_json::from_slice(&output.stdout)
             .context("RAUC's report on the bundle is not the JSON expected")?;
-        let conf = std::fs::read_to_string(&s.system_conf)
-            .with_context(|| format!("cannot read {}", s.system_conf.display()))?;
         let ours = field_in(&conf, "[system]", "compatible").unwrap_or_default();
         if info.compatible != ours {
             return Err(UpdateError::Rejected(format!(
@@ -363,11 +373,12 @@ impl SystemUpdate {
     }
 }
 
-/// The upload under way, removed when dropped (after the rename into place it is gone
-/// already, and the removal finds nothing).
-struct Partial(PathBuf);
+/// A file of berthd's removed when dropped: the upload under way (after the rename
+/// into place it is gone already, and the removal finds nothing), the configuration
+/// of a check.
+struct RemovedOnDrop(PathBuf);
 
-impl Drop for Partial {
+impl Drop for RemovedOnDrop {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.0);
     }
@@ -414,6 +425,31 @@ fn field(text: &str, key: &str) -> Option<String> {
 }
 
 /// `KEY=value` in `section` (`""`: before any section).
+/// RAUC's configuration for berthd's check of a bundle: the box's, without
+/// `data-directory` (`[system]`). RAUC creates that directory as it starts, and on the
+/// box it is root's (RAUC's record of installs, on the root-only partition 1): berthd,
+/// unprivileged, was refused there ("Failed to create data directory", found by
+/// image/boot-test). `rauc info` reads nothing from it.
+fn checking_conf(conf: &str) -> String {
+    let mut out = String::with_capacity(conf.len());
+    let mut section = "";
+    for line in conf.lines() {
+        let bare = line.trim_end_matches('\r');
+        if bare.starts_with('[') {
+            section = bare.trim();
+        } else if section == "[system]"
+            && bare
+                .split_once('=')
+                .is_some_and(|(key, _)| key.trim() == "data-directory")
+        {
+            continue;
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
+}
+
 fn field_in(text: &str, section: &str, key: &str) -> Option<String> {
     let mut current = "";
     for line in text.lines() {
@@ -469,6 +505,20 @@ mod tests {
         assert!(older(None, running), "no build time is older");
         assert!(older(Some("yesterday"), running));
         assert!(!older(Some("20261127T120000Z"), None), "nothing to compare");
+    }
+
+    #[test]
+    fn the_check_leaves_raucs_data_directory_out_and_keeps_the_rest() {
+        let conf = "[system]\ncompatible=berth-rpi4\ndata-directory = /boot/firmware/rauc\n\
+                    bundle-formats=verity\n\n[keyring]\npath=/etc/rauc/keyring.pem\n\
+                    [other]\ndata-directory=kept\n";
+        let checked = checking_conf(conf);
+        assert!(!checked.contains("/boot/firmware/rauc"), "{checked}");
+        assert_eq!(
+            checked,
+            "[system]\ncompatible=berth-rpi4\nbundle-formats=verity\n\n[keyring]\n\
+             path=/etc/rauc/keyring.pem\n[other]\ndata-directory=kept\n"
+        );
     }
 
     #[test]

@@ -162,8 +162,11 @@ fn rauc_box(k: &Path) -> (PathBuf, String) {
     let conf = k.join("system.conf");
     std::fs::write(
         &conf,
-        "[system]\ncompatible=berth-rpi4\nbootloader=custom\n\n\
-         [handlers]\nbootloader-custom-backend=/bin/true\n",
+        format!(
+            "[system]\ncompatible=berth-rpi4\nbootloader=custom\ndata-directory={}\n\n\
+             [handlers]\nbootloader-custom-backend=/bin/true\n",
+            k.join("rauc-data").display()
+        ),
     )
     .expect("system.conf");
     let release = k.join("root/usr/lib/berth/release");
@@ -217,6 +220,12 @@ fn an_uploaded_bundle_is_checked_by_rauc_and_kept_only_if_this_box_takes_it() {
     assert_eq!(info["size_bytes"], bytes.len() as u64, "{info}");
     assert_eq!(info["downgrade"], false, "{info}");
     assert_eq!(kept(&datadir), ["bundle.raucb"]);
+    // RAUC's record directory is root's on the box: berthd's check never has RAUC
+    // make it (RAUC as berthd was refused there, image/boot-test).
+    assert!(
+        !k.join("rauc-data").exists(),
+        "berthd's check asked RAUC for its data directory"
+    );
     assert_eq!(
         std::fs::read(datadir.join("update/bundle.raucb")).expect("kept"),
         bytes,
