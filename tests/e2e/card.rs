@@ -248,6 +248,18 @@ impl LoggedCard {
         std::fs::metadata(&attached.log).map_or(0, |m| m.len())
     }
 
+    /// Wait, `within` at most, until a write reaches the record: then [`LoggedCard::moment`]
+    /// most likely falls inside a commit, between its writes and its flush, where a
+    /// power cut tests the most (a moment taken at random falls almost always after a
+    /// flush, the writer idle).
+    pub fn await_write(&self, within: std::time::Duration) {
+        let start = self.moment();
+        let deadline = Instant::now() + within;
+        while self.moment() == start && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_micros(500));
+        }
+    }
+
     /// Unmount and stop serving; every write made meanwhile is recorded after any
     /// moment taken before.
     fn detach(&mut self) -> Option<Attached> {

@@ -46,6 +46,11 @@ impl Fault for PowerCut {
     }
 
     fn strike(&mut self, victim: &mut Berthd, rng: &mut Rng) -> (Vec<String>, String) {
+        // Half the cuts at the next write to reach the card (most likely inside a
+        // commit), the others where the loop's random wait ended.
+        if rng.below(2) == 0 {
+            self.card.await_write(std::time::Duration::from_millis(500));
+        }
         // The moment first: whatever reaches the card after it never did.
         let moment = self.card.moment();
         victim.kill();
