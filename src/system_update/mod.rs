@@ -56,6 +56,9 @@ const CHUNK_TIMEOUT: Duration = Duration::from_secs(60);
 const BUNDLE: &str = "bundle.raucb";
 /// The upload under way.
 const PARTIAL: &str = "bundle.raucb.part";
+/// RAUC's configuration for a check ([`checking_conf`]), there while one runs (checks
+/// run one at a time, under the bundle's lock).
+const CHECK_CONF: &str = "rauc-check.conf";
 
 /// What an uploaded bundle holds, as RAUC read it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
@@ -118,10 +121,11 @@ pub struct SystemUpdate {
 
 impl SystemUpdate {
     /// Over the datadir's update directory (`Layout::system_update_dir`); an upload
-    /// must leave `keep_free` bytes free there. An upload left unfinished by a stop is
-    /// removed.
+    /// must leave `keep_free` bytes free there. An upload or a check left unfinished by
+    /// a stop is removed.
     pub fn new(settings: UpdateSettings, dir: PathBuf, keep_free: u64) -> SystemUpdate {
         let _ = std::fs::remove_file(dir.join(PARTIAL));
+        let _ = std::fs::remove_file(dir.join(CHECK_CONF));
         SystemUpdate {
             settings,
             dir,
@@ -311,18 +315,14 @@ impl SystemUpdate {
         Ok(size)
     }
 
-    /// What RAUC reads in the bundle at `path`, or why it refuses it.
+    /// What RAUC reads in the bundle at `path`, or why it refuses it. The caller holds
+    /// the bundle's lock.
     async fn check(&self, path: &Path) -> Result<BundleInfo, UpdateError> {
         let s = &self.settings;
         let conf = tokio::fs::read_to_string(&s.system_conf)
             .await
             .with_context(|| format!("cannot read {}", s.system_conf.display()))?;
-        // berthd's own copy of RAUC's configuration, in its private /tmp.
-        static CHECKS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let n = CHECKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let check_conf = RemovedOnDrop(
-            std::env::temp_dir().join(format!("berth-rauc-check-{}-{n}.conf", std::process::id())),
-        );
+        let check_conf = RemovedOnDrop(self.dir.join(CHECK_CONF));
         tokio::fs::write(&check_conf.0, checking_conf(&conf))
             .await
             .with_context(|| format!("cannot write {}", check_conf.0.display()))?;
@@ -374,8 +374,8 @@ impl SystemUpdate {
 }
 
 /// A file of berthd's removed when dropped: the upload under way (after the rename
-/// into place it is gone already, and the removal finds nothing), the configuration
-/// of a check.
+/// into place it is gone already, and the removal finds nothing), a check's
+/// configuration.
 struct RemovedOnDrop(PathBuf);
 
 impl Drop for RemovedOnDrop {
@@ -424,49 +424,42 @@ fn field(text: &str, key: &str) -> Option<String> {
     field_in(text, "", key).or_else(|| field_in(text, "[update]", key))
 }
 
-/// `KEY=value` in `section` (`""`: before any section).
 /// RAUC's configuration for berthd's check of a bundle: the box's, without
 /// `data-directory` (`[system]`). RAUC creates that directory as it starts, and on the
 /// box it is root's (RAUC's record of installs, on the root-only partition 1): berthd,
 /// unprivileged, was refused there ("Failed to create data directory", found by
 /// image/boot-test). `rauc info` reads nothing from it.
 fn checking_conf(conf: &str) -> String {
-    let mut out = String::with_capacity(conf.len());
+    key_file_lines(conf)
+        .filter(|(section, _, entry)| {
+            !(*section == "[system]" && entry.is_some_and(|(key, _)| key == "data-directory"))
+        })
+        .map(|(_, line, _)| format!("{line}\n"))
+        .collect()
+}
+
+/// `KEY=value` in `section` (`""`: before any section).
+fn field_in(text: &str, section: &str, key: &str) -> Option<String> {
+    key_file_lines(text).find_map(|(current, _, entry)| match entry {
+        Some((name, value)) if current == section && name == key => Some(value.to_owned()),
+        _ => None,
+    })
+}
+
+/// The lines of an INI-like file (RAUC's key files, a release file, a manifest), each
+/// with the section it is in (`""`: before any) and, for a `KEY=value` line, its key
+/// and value, trimmed (RAUC's key files allow spaces around the `=`).
+fn key_file_lines(text: &str) -> impl Iterator<Item = (&str, &str, Option<(&str, &str)>)> {
     let mut section = "";
-    for line in conf.lines() {
+    text.lines().map(move |line| {
         let bare = line.trim_end_matches('\r');
         if bare.starts_with('[') {
             section = bare.trim();
-        } else if section == "[system]"
-            && bare
-                .split_once('=')
-                .is_some_and(|(key, _)| key.trim() == "data-directory")
-        {
-            continue;
+            return (section, line, None);
         }
-        out.push_str(line);
-        out.push('\n');
-    }
-    out
-}
-
-fn field_in(text: &str, section: &str, key: &str) -> Option<String> {
-    let mut current = "";
-    for line in text.lines() {
-        let line = line.trim_end_matches('\r');
-        if line.starts_with('[') {
-            current = line.trim();
-            continue;
-        }
-        // As RAUC's key files allow: spaces around the `=`.
-        if current == section
-            && let Some((name, value)) = line.split_once('=')
-            && name.trim() == key
-        {
-            return Some(value.trim().to_owned());
-        }
-    }
-    None
+        let entry = bare.split_once('=').map(|(k, v)| (k.trim(), v.trim()));
+        (section, line, entry)
+    })
 }
 
 /// A build time as image/build writes it: `YYYYMMDDTHHMMSSZ`.
