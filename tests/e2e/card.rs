@@ -105,19 +105,11 @@ fn run(command: &mut Command) -> Result<String, String> {
     }
 }
 
-fn on_path(tool: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {tool}")])
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
 impl LoggedCard {
     /// What this machine lacks for a recording card (empty: nothing).
     pub fn missing() -> Vec<String> {
         let mut missing = Vec::new();
-        if run(Command::new("id").arg("-u")).ok().as_deref() != Some("0") {
+        if !rustix::process::geteuid().is_root() {
             missing.push("root (loop devices and mounts)".to_owned());
         }
         if !Path::new("/dev/fuse").exists() {
@@ -130,7 +122,7 @@ impl LoggedCard {
             "mkfs.ext4",
             "e2fsck",
         ] {
-            if !on_path(tool) {
+            if !crate::harness::installed(tool) {
                 missing.push(tool.to_owned());
             }
         }
@@ -269,9 +261,9 @@ impl LoggedCard {
         }
         let _ = run(Command::new("losetup").arg("-d").arg(&attached.loop_device));
         // SIGTERM: the daemon takes its FUSE export down as it goes.
-        let _ = run(Command::new("kill")
-            .arg("-TERM")
-            .arg(attached.daemon.id().to_string()));
+        if let Some(pid) = rustix::process::Pid::from_raw(attached.daemon.id() as i32) {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+        }
         let _ = attached.daemon.wait();
         Some(attached)
     }

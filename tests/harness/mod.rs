@@ -529,6 +529,12 @@ impl Daemon {
     }
 }
 
+/// Whether `name` is a program on `PATH`.
+pub fn installed(name: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(name).is_file()))
+}
+
 /// For a test that cannot run on this machine (a tool or a capability it lacks): say
 /// why on stderr and, when `scripts/test` runs the suite, add a line to
 /// `$BERTH_SKIP_LOG`, so that its closing line counts the test as skipped, not passed.

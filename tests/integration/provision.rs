@@ -42,15 +42,10 @@ fn run(command: &mut Command) -> String {
     text(&out)
 }
 
-fn installed(name: &str) -> bool {
-    std::env::var_os("PATH")
-        .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(name).is_file()))
-}
-
 /// The tools these tests need (scripts/ensure-deps installs them), or a skip.
 pub(crate) fn tools_or_skip(test: &str, tools: &[&str]) -> bool {
     for tool in tools {
-        if !installed(tool) {
+        if !harness::installed(tool) {
             harness::skip(
                 test,
                 &format!("{tool} is not installed (scripts/ensure-deps)"),
@@ -851,7 +846,7 @@ fn verify_unit(test: &str, unit_name: &str, script: &str) {
 /// systemd-analyze verify of units that go together (a path unit and its service),
 /// with `script` pointed at the one here.
 fn verify_units(test: &str, unit_names: &[&str], script: &str) {
-    if !installed("systemd-analyze") {
+    if !harness::installed("systemd-analyze") {
         harness::skip(test, "systemd-analyze is not installed");
         return;
     }
