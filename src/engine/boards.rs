@@ -1,6 +1,14 @@
 //! Boarding: moving on-chain funds into VTXOs.
+//!
+//! At wallet load, a board a crash or power cut left between its movement and its
+//! wallet action is finished as failed ([`Engine::fail_orphaned_board_movements`]).
 
-use bitcoin::Amount;
+use std::collections::HashSet;
+
+use bark::movement::update::MovementUpdate;
+use bark::movement::{Movement, MovementId, MovementStatus};
+use bark::subsystem::Subsystem;
+use bitcoin::{Amount, SignedAmount};
 
 use super::offchain::Ark;
 use super::{Engine, EngineError};
@@ -39,6 +47,72 @@ impl Engine {
             )));
         }
         Ok(())
+    }
+}
+
+impl Engine {
+    /// Finish as failed every pending board movement that no board action names (the
+    /// load goes on whatever happens; failures are logged).
+    ///
+    /// bark 0.8's `board` writes, each in its own transaction, the movement (pending,
+    /// `bark.board`) and only then the wallet action that stores the VTXO, broadcasts
+    /// the funding transaction and drives the board to its end. A power cut between the
+    /// two (seen once in 160 cycles of `image/power-cut-test`) leaves a movement that
+    /// nothing in bark ever finishes: bark drives only stored actions. Nothing moved:
+    /// the funding transaction was signed in memory only, never broadcast, and its
+    /// coins are still the on-chain wallet's. So it is finished as bark finishes a board
+    /// whose funding can never confirm: failed, with nothing received (bark notifies it,
+    /// and the event recorder records it).
+    ///
+    /// The other order never leaves an orphan: bark finishes a board's movement before
+    /// it removes the action. Must run before anything can board (the wallet's tasks,
+    /// the API), or it could fail a board in its window; and after the event recorder
+    /// starts.
+    ///
+    /// `pending`: the wallet's pending movements of this and other subsystems (one scan
+    /// of the history serves every repair at load).
+    pub(super) async fn fail_orphaned_board_movements(
+        &self,
+        wallet: &bark::Wallet,
+        pending: &[Movement],
+    ) {
+        let boards: Vec<&Movement> = pending
+            .iter()
+            .filter(|m| m.subsystem.name == Subsystem::BOARD.as_name())
+            .collect();
+        if boards.is_empty() {
+            return;
+        }
+        let named: HashSet<MovementId> = match wallet.pending_boards().await {
+            Ok(actions) => actions.iter().map(|b| b.movement_id).collect(),
+            Err(e) => {
+                tracing::error!(error = %format!("{e:#}"),
+                    "cannot check for boards a crash left pending; they stay pending");
+                return;
+            }
+        };
+        for movement in boards.into_iter().filter(|m| !named.contains(&m.id)) {
+            let id = movement.id;
+            let failed = wallet
+                .movements_mgr()
+                .finish_movement_with_update(
+                    id,
+                    MovementStatus::Failed,
+                    MovementUpdate::new().effective_balance(SignedAmount::ZERO),
+                )
+                .await;
+            match failed {
+                Ok(()) => tracing::warn!(
+                    movement_id = id.0,
+                    "a board a crash left with no wallet action (never broadcast): marked failed"
+                ),
+                Err(e) => tracing::error!(
+                    movement_id = id.0,
+                    error = %format!("{e:#}"),
+                    "cannot mark as failed a board a crash left pending"
+                ),
+            }
+        }
     }
 }
 

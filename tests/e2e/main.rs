@@ -17,6 +17,7 @@ mod console_send;
 #[path = "../harness/mod.rs"]
 mod harness;
 mod household;
+mod interrupted_board;
 mod interrupted_receive;
 mod interrupted_refresh;
 mod lightning;

@@ -988,12 +988,17 @@ impl Berthd {
     /// Start again on the same datadir (after [`Berthd::kill`] or [`Berthd::stop`]).
     /// Returns once berthd answers `/ping`, as a client would see it come back: a
     /// request that needs the wallet then waits for the load under way (`LOAD_WAIT`),
-    /// as barkd's would find its wallet open.
+    /// as barkd's would find its wallet open. Its stderr is appended to the first
+    /// run's, beside the datadir (what a discrepancy after a restart is read from).
     pub fn restart(&mut self) {
         assert!(
             self.daemon.is_none(),
             "restart a killed or stopped berthd only"
         );
-        self.daemon = Some(Daemon::start(&self.datadir, &["-v"]));
+        self.daemon = Some(Daemon::start_logged_appending(
+            &self.datadir,
+            &["-v"],
+            &self.datadir.with_extension("stderr"),
+        ));
     }
 }

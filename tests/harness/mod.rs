@@ -162,19 +162,59 @@ impl Daemon {
         env: &[(&str, &str)],
         log: &Path,
     ) -> Daemon {
-        let file = std::fs::File::create(log).expect("create the log");
-        let mut daemon = Self::spawn_program(program, datadir, args, Stdio::from(file), env);
-        wait_until("the daemon answers /ping", 30, || {
-            if let Some(status) = daemon.child.try_wait().expect("try_wait") {
-                let log = std::fs::read_to_string(log).unwrap_or_default();
-                panic!("{} exited with {status}: {log}", program.display());
+        let create = || std::fs::File::create(log).expect("create the log");
+        Self::start_program_into(program, datadir, args, env, &create, log)
+    }
+
+    /// [`Daemon::start_logged`], its stderr appended to `log` (a restart keeps the
+    /// earlier runs' log before its own).
+    pub fn start_logged_appending(datadir: &Path, args: &[&str], log: &Path) -> Daemon {
+        let append = || {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(log)
+                .expect("open the log")
+        };
+        Self::start_program_into(&bin(), datadir, args, &[], &append, log)
+    }
+
+    /// Start `program` with its stderr into the file `open` gives (`log`), and wait for
+    /// `/ping`; a start that lost its free port to another process is tried again on
+    /// another (as [`Daemon::try_start_with_env`] does).
+    fn start_program_into(
+        program: &Path,
+        datadir: &Path,
+        args: &[&str],
+        env: &[(&str, &str)],
+        open: &dyn Fn() -> std::fs::File,
+        log: &Path,
+    ) -> Daemon {
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            let file = open();
+            let from = file.metadata().map_or(0, |m| m.len()) as usize;
+            let mut daemon = Self::spawn_program(program, datadir, args, Stdio::from(file), env);
+            let mut exited = None;
+            wait_until("the daemon answers /ping", 30, || {
+                exited = daemon.child.try_wait().expect("try_wait");
+                exited.is_some()
+                    || matches!(
+                        try_request(daemon.port, "GET", "/ping", &[], None),
+                        Ok((200, _))
+                    )
+            });
+            let Some(status) = exited else {
+                return daemon;
+            };
+            let printed = std::fs::read(log).unwrap_or_default();
+            let printed = String::from_utf8_lossy(printed.get(from..).unwrap_or_default());
+            if attempts < 5 && printed.contains("Address already in use") {
+                continue;
             }
-            matches!(
-                try_request(daemon.port, "GET", "/ping", &[], None),
-                Ok((200, _))
-            )
-        });
-        daemon
+            panic!("{} exited with {status}: {printed}", program.display());
+        }
     }
 
     /// Wait up to `secs` for the process to exit on its own: its exit status.

@@ -469,9 +469,10 @@ impl Engine {
 
     /// Make an opened wallet the loaded one (the caller holds the lifecycle lock), if
     /// it is still the one being opened (not deleted meanwhile): record how its
-    /// creation went, then start the event recorder, fail the refreshes a crash left
-    /// without a round state (`rounds`), then start the work that makes bark notify, so
-    /// none of its notifications can be missed. Whether it was installed.
+    /// creation went, then start the event recorder, fail the refreshes and boards a
+    /// crash left without their state (`rounds`, `boards`), then start the work that
+    /// makes bark notify, so none of its notifications can be missed. Whether it was
+    /// installed.
     async fn install(self: &Arc<Self>, opened: Opened, fingerprint: Fingerprint) -> bool {
         let ours =
             move |now: &WalletState| matches!(now, WalletState::Opening(f) if *f == fingerprint);
@@ -557,17 +558,23 @@ impl Engine {
         self.advance(|_| true, WalletState::Closed).await;
     }
 
-    /// What a kill can leave half-done in bark's own writes, finished or failed at
-    /// load: refreshes with no round state ([`Engine::fail_orphaned_round_movements`])
-    /// and incoming arkoor payments with no amounts
-    /// ([`Engine::repair_interrupted_arkoor_receives`]). Both start from the pending
-    /// movements, listed in one scan of the history.
+    /// What a kill or a power cut can leave half-done in bark's own writes, finished or
+    /// failed at load: refreshes with no round state
+    /// ([`Engine::fail_orphaned_round_movements`]), boards with no wallet action
+    /// ([`Engine::fail_orphaned_board_movements`]) and incoming arkoor payments with no
+    /// amounts ([`Engine::repair_interrupted_arkoor_receives`]). All start from the
+    /// pending movements, listed in one scan of the history.
     async fn repair_what_a_crash_left(&self, wallet: &bark::Wallet) {
         use bark::subsystem::Subsystem;
-        let subsystems = [Subsystem::ROUND.as_name(), Subsystem::ARKOOR.as_name()];
+        let subsystems = [
+            Subsystem::ROUND.as_name(),
+            Subsystem::BOARD.as_name(),
+            Subsystem::ARKOOR.as_name(),
+        ];
         match self.store.pending_movements(&subsystems).await {
             Ok(pending) => {
                 self.fail_orphaned_round_movements(wallet, &pending).await;
+                self.fail_orphaned_board_movements(wallet, &pending).await;
                 self.repair_interrupted_arkoor_receives(wallet, &pending)
                     .await;
             }
