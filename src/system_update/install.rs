@@ -9,7 +9,8 @@
 //! would and keeps RAUC's progress in `<status_dir>/status` (in `/run`: gone with the
 //! restart). What became of it arrives as `update/outcome` on the data partition:
 //! written by `install-request` when the install fails, and after the restart by
-//! `berth-trial` (committed, or rolled back and why). berthd raises an event from each
+//! `berth-trial` (committed, or rolled back and why), also for an update installed over
+//! SSH (`berth-update` leaves the same `install-pending` note before its restart). berthd raises an event from each
 //! outcome once ([`spawn_outcome_watch`]) and keeps it as `update/last-outcome`.
 
 use std::sync::Arc;

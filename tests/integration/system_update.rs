@@ -6,8 +6,10 @@
 //! leaves nothing behind; a body over `[update] max_bundle_mib` is refused whether it
 //! declares its length or not; a kept bundle is checked again after a restart; only the
 //! owner uploads. An install the owner asks for is handed to root's side through the
-//! datadir, followed and told (`an_install_is_asked_for_followed_through_the_restart_and_told`);
-//! RAUC writing a slot and the restart are `image/boot-test`'s.
+//! datadir, followed and told (`an_install_is_asked_for_followed_through_the_restart_and_told`),
+//! and so is one installed over SSH with the real `berth-update`
+//! (`an_update_installed_over_ssh_is_told_as_one_from_the_console`); RAUC writing a
+//! slot and the restart are `image/boot-test`'s.
 
 use std::io::{Read as _, Write as _};
 use std::net::TcpStream;
@@ -678,10 +680,22 @@ impl StandIns {
             "ab-boot",
             &format!(
                 "case $1 in\n get-primary) echo B ;;\n get-current) cat '{d}/current' ;;\n \
-                 committed) cat '{d}/committed' ;;\nesac\n"
+                 committed) cat '{d}/committed' ;;\n partition) echo 3 ;;\nesac\n"
             ),
         );
-        script("bin/rauc", "");
+        // RAUC's own reading of a bundle (`rauc info`, which `rauc-pre-install --check`
+        // asks) is the real one's; writing a slot and marking one are the test's.
+        let rauc = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+            .map(|dir| dir.join("rauc"))
+            .find(|path| path.is_file())
+            .unwrap_or_else(|| PathBuf::from("rauc"));
+        script(
+            "bin/rauc",
+            &format!(
+                "case $1 in info) exec '{}' \"$@\" ;; esac\n",
+                rauc.display()
+            ),
+        );
         script("bin/systemctl", "");
         StandIns { dir }
     }
@@ -704,15 +718,49 @@ impl StandIns {
         run_dir: &Path,
         release_root: &Path,
     ) -> Command {
-        let mut command = Command::new(
-            Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("board/common/usr/lib/berth")
-                .join(script),
+        self.program(
+            &Path::new("usr/lib/berth").join(script),
+            datadir,
+            run_dir,
+            release_root,
+        )
+    }
+
+    /// The real `berth-update`, as an SSH user runs it, with the stand-ins (`rauc`,
+    /// `systemctl` and `ab-boot`) and the real `rauc-pre-install`.
+    fn berth_update(&self, datadir: &Path, run_dir: &Path, release_root: &Path) -> Command {
+        let mut command = self.program(
+            Path::new("usr/sbin/berth-update"),
+            datadir,
+            run_dir,
+            release_root,
         );
-        let path = format!(
+        command.env("PATH", self.path());
+        command
+    }
+
+    /// PATH with the stand-ins' `bin` first.
+    fn path(&self) -> String {
+        format!(
             "{}:{}",
             self.dir.join("bin").display(),
             std::env::var("PATH").unwrap_or_default()
+        )
+    }
+
+    /// `program` of the board's tree (`board/common/<program>`), with the stand-ins.
+    fn program(
+        &self,
+        program: &Path,
+        datadir: &Path,
+        run_dir: &Path,
+        release_root: &Path,
+    ) -> Command {
+        let script = program.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        let mut command = Command::new(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("board/common")
+                .join(program),
         );
         command
             .env("BERTH_DATA_DIR", datadir)
@@ -728,7 +776,7 @@ impl StandIns {
             .env("BERTH_REBOOT_PAUSE", "0");
         if script == "trial" {
             // rauc and systemctl as the stand-ins: the trial marks and restarts.
-            command.env("PATH", path);
+            command.env("PATH", self.path());
         }
         command
     }
@@ -1027,4 +1075,110 @@ fn an_install_is_asked_for_followed_through_the_restart_and_told() {
         &[("Authorization", &admin)],
     );
     assert!(!raw.contains("system-update"), "{raw}");
+}
+
+/// An update installed over SSH (`berth-update install`, as image/README.md tells an
+/// SSH user) is told as one asked for in the console: berth-update leaves the note the
+/// trial reads before its reboot, so berthd shows the trial and raises the event of its
+/// outcome, committed or rolled back. The real `berth-update`, `rauc-pre-install` and
+/// `trial`, with RAUC's slot writes, the slots and the reboot stood in for.
+#[test]
+fn an_update_installed_over_ssh_is_told_as_one_from_the_console() {
+    const TEST: &str = "an_update_installed_over_ssh_is_told_as_one_from_the_console";
+    if !tools_or_skip(TEST) {
+        return;
+    }
+    if !rustix::process::geteuid().is_root() {
+        skip(TEST, "needs root: berth-update refuses to run otherwise");
+        return;
+    }
+    let keys = tempfile::tempdir().expect("tempdir");
+    let k = keys.path();
+    let (box_key, toml) = rauc_box(k);
+    let run_dir = k.join("run");
+    let root = k.join("root");
+    let newer = bundle(k, &box_key, "berth-rpi4", "20261129T080000Z");
+    let newer = newer.display().to_string();
+    let stand = StandIns::new(k);
+    stand.slots("A", "A");
+    let (_tmp, datadir, daemon, admin) = berthd_with_offline_wallet(&toml, &[]);
+    let pending = datadir.join("update/install-pending");
+    let berth_update = |args: &[&str]| {
+        stand
+            .berth_update(&datadir, &run_dir, &root)
+            .args(args)
+            .output()
+            .expect("berth-update")
+    };
+
+    // Installed without the reboot: nothing to tell (a plain restart later boots the
+    // committed slot, and no update was tried).
+    let out = berth_update(&["install", &newer, "--no-reboot"]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        stand.log().contains(&format!("rauc install {newer}")),
+        "{}",
+        stand.log()
+    );
+    assert!(!pending.exists(), "no note without the reboot");
+
+    // Installed and rebooted into: the note, durable before the reboot, names the slot
+    // and the build written into it.
+    let out = berth_update(&["install", &newer]);
+    assert!(out.status.success(), "{out:?}");
+    let log = stand.log();
+    assert!(
+        log.contains("ab-boot arm 3") && log.contains("systemctl reboot --reboot-argument=3"),
+        "{log}"
+    );
+    let note = std::fs::read_to_string(&pending).expect("the note");
+    assert!(
+        note.starts_with("slot=B\nbuild=20261129T080000Z\nat="),
+        "{note}"
+    );
+
+    // After the reboot: berthd shows the trial, and its outcome once kept.
+    let _ = daemon.terminate();
+    std::fs::remove_dir_all(&run_dir).expect("run");
+    let daemon = Daemon::start(&datadir, &["-q"]);
+    assert_eq!(status(&daemon, &admin)["install"]["state"], "trial");
+    stand.slots("B", "A");
+    let out = stand
+        .command("trial", &datadir, &run_dir, &root)
+        .output()
+        .expect("trial");
+    assert!(out.status.success(), "{out:?}");
+    wait_until("the update to be told", 30, || {
+        !events(&daemon, &admin, "system-updated").is_empty()
+    });
+    let told = status(&daemon, &admin);
+    assert_eq!(told["last_outcome"]["result"], "committed", "{told}");
+    assert_eq!(told["last_outcome"]["build"], "20261129T080000Z", "{told}");
+    assert_eq!(told["last_outcome"]["slot"], "B", "{told}");
+    assert!(!pending.exists());
+
+    // Installed in one boot, rebooted into from a later one (`berth-update reboot`:
+    // the build is no longer known), and the new system never got far enough: told
+    // rolled back. (The stand-in's primary is always B, so the box is back on A.)
+    stand.slots("A", "A");
+    let out = berth_update(&["install", &newer, "--no-reboot"]);
+    assert!(out.status.success(), "{out:?}");
+    std::fs::remove_dir_all(&run_dir).expect("a later boot");
+    let out = berth_update(&["reboot"]);
+    assert!(out.status.success(), "{out:?}");
+    let note = std::fs::read_to_string(&pending).expect("the note");
+    assert!(note.starts_with("slot=B\nbuild=\nat="), "{note}");
+    let out = stand
+        .command("trial", &datadir, &run_dir, &root)
+        .output()
+        .expect("trial");
+    assert!(out.status.success(), "{out:?}");
+    let outcome = told_failure(
+        &daemon,
+        &admin,
+        1,
+        "rolled-back",
+        "did not start far enough",
+    );
+    assert_eq!(outcome["slot"], "A", "{outcome}");
 }
