@@ -182,7 +182,8 @@ fn an_older_system_is_refused_unless_the_owner_confirms_it() {
     // berth-update and RAUC's configuration call it.
     let update =
         std::fs::read_to_string(repo("board/common/usr/sbin/berth-update")).expect("berth-update");
-    assert!(update.contains("/usr/lib/berth/rauc-pre-install --check \"$bundle\""));
+    assert!(update.contains("pre_install=${BERTH_PRE_INSTALL:-/usr/lib/berth/rauc-pre-install}"));
+    assert!(update.contains("\"$pre_install\" --check \"$bundle\""));
     assert!(update.contains("--allow-downgrade) downgrade=1"));
     let conf = std::fs::read_to_string(repo("board/common/etc/rauc/system.conf")).expect("conf");
     assert!(
