@@ -1430,3 +1430,126 @@ fn the_install_request_units_verify_and_the_image_enables_them() {
         "/usr/lib/berth/install-request",
     );
 }
+
+/// The journal lives in memory on the box; warnings and worse go to a ring on the card
+/// (`keep-warnings`, `berth-warnings.service`): the real script, with `journalctl`
+/// stood in for by one that prints the entries a test gives it. The ring never holds
+/// more than twice its size, keeps the newest lines, and a restart of the service
+/// appends to it. (That journald keeps the journal in memory and the ring takes a real
+/// warning is `image/boot-test`'s, on the booted image.)
+#[test]
+fn warnings_are_kept_in_a_bounded_ring_and_the_journal_in_memory() {
+    const TEST: &str = "warnings_are_kept_in_a_bounded_ring_and_the_journal_in_memory";
+    let journald = std::fs::read_to_string(repo(
+        "board/common/etc/systemd/journald.conf.d/50-berth-volatile.conf",
+    ))
+    .expect("journald drop-in");
+    assert!(
+        journald.lines().any(|l| l == "Storage=volatile")
+            && journald.lines().any(|l| l.starts_with("RuntimeMaxUse=")),
+        "{journald}"
+    );
+    let build = std::fs::read_to_string(repo("image/build")).expect("image/build");
+    assert!(build.contains("berth-warnings.service"), "enabled");
+    assert!(
+        build.contains("rm -rf \"${stage:?}/var/log/journal\""),
+        "no persistent journal"
+    );
+    assert_unit_has(
+        "berth-warnings.service",
+        &[
+            "ExecStart=/usr/lib/berth/keep-warnings",
+            "SupplementaryGroups=systemd-journal",
+            "LogsDirectory=berth",
+        ],
+    );
+    verify_unit(
+        TEST,
+        "berth-warnings.service",
+        "/usr/lib/berth/keep-warnings",
+    );
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bin = dir.path().join("bin");
+    std::fs::create_dir_all(&bin).expect("bin");
+    let entries = dir.path().join("entries");
+    let asked = dir.path().join("asked");
+    std::fs::write(
+        bin.join("journalctl"),
+        format!(
+            "#!/bin/sh\necho \"$*\" >'{}'\ncat '{}'\n",
+            asked.display(),
+            entries.display()
+        ),
+    )
+    .expect("journalctl");
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(
+        bin.join("journalctl"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .expect("mode");
+    let ring = dir.path().join("log");
+    let keep = |from: usize, to: usize| {
+        let lines: String = (from..to)
+            .map(|n| format!("2026-11-30T08:00:00+0000 box kernel: warning number {n:05}\n"))
+            .collect();
+        std::fs::write(&entries, lines).expect("entries");
+        let out = Command::new(repo("board/common/usr/lib/berth/keep-warnings"))
+            .env(
+                "PATH",
+                format!(
+                    "{}:{}",
+                    bin.display(),
+                    std::env::var("PATH").unwrap_or_default()
+                ),
+            )
+            .env("BERTH_WARNINGS_DIR", &ring)
+            .env("BERTH_WARNINGS_MAX_KIB", "4")
+            .env("BERTH_WARNINGS_CURSOR", dir.path().join("cursor"))
+            .output()
+            .expect("keep-warnings");
+        assert!(out.status.success(), "{out:?}");
+    };
+    let read = |name: &str| std::fs::read_to_string(ring.join(name)).unwrap_or_default();
+
+    // 59-byte lines: 70 fit in 4 KiB.
+    keep(0, 50);
+    let asked = std::fs::read_to_string(&asked).expect("asked");
+    for arg in ["--boot", "--follow", "--priority=warning", "--cursor-file="] {
+        assert!(asked.contains(arg), "{arg}: {asked}");
+    }
+    assert_eq!(read("warnings.log").lines().count(), 50);
+    assert!(!ring.join("warnings.log.1").exists());
+    // A restart of the service appends (the cursor says where journalctl goes on).
+    keep(50, 60);
+    assert_eq!(read("warnings.log").lines().count(), 60);
+    // Over and over past the size: two files at most, each at most 4 KiB and a line,
+    // the newest line last, the oldest gone.
+    keep(60, 1000);
+    let (older, newer) = (read("warnings.log.1"), read("warnings.log"));
+    let files = std::fs::read_dir(&ring).expect("ring").count();
+    assert_eq!(files, 2, "warnings.log and warnings.log.1 only");
+    for file in [&older, &newer] {
+        assert!(file.len() <= 4096 + 59, "{}", file.len());
+    }
+    assert!(newer.ends_with("warning number 00999\n"), "{newer}");
+    let kept: Vec<&str> = older.lines().chain(newer.lines()).collect();
+    assert!(
+        !kept.iter().any(|l| l.ends_with("number 00000")),
+        "the oldest dropped"
+    );
+    let numbers: Vec<u32> = kept
+        .iter()
+        .map(|l| {
+            l.rsplit(' ')
+                .next()
+                .and_then(|n| n.parse().ok())
+                .expect("n")
+        })
+        .collect();
+    assert!(
+        numbers.windows(2).all(|w| w[1] == w[0] + 1),
+        "in order, none lost between the two files"
+    );
+}
