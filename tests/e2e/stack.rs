@@ -817,6 +817,8 @@ cookie = "{cookie}"
 pub struct Berthd {
     pub name: String,
     pub datadir: PathBuf,
+    /// Where its stderr goes, a restart's appended ([`Berthd::restart`]).
+    log: PathBuf,
     token: String,
     daemon: Option<Daemon>,
 }
@@ -824,10 +826,12 @@ pub struct Berthd {
 impl Berthd {
     pub fn start(name: &str, datadir: &Path) -> Berthd {
         // Its stderr (a panic's message among it) beside the datadir.
-        let daemon = Daemon::start_logged(datadir, &["-v"], &[], &datadir.with_extension("stderr"));
+        let log = datadir.with_extension("stderr");
+        let daemon = Daemon::start_logged(datadir, &["-v"], &[], &log);
         Berthd {
             name: name.to_string(),
             datadir: datadir.to_path_buf(),
+            log,
             token: harness::token(datadir),
             daemon: Some(daemon),
         }
@@ -846,6 +850,7 @@ impl Berthd {
         Berthd {
             name: name.to_string(),
             datadir: datadir.to_path_buf(),
+            log: log.to_path_buf(),
             token: harness::token(datadir),
             daemon: Some(daemon),
         }
@@ -863,6 +868,8 @@ impl Berthd {
         Berthd {
             name: name.to_string(),
             datadir: datadir.to_path_buf(),
+            // Its first run's stderr was read only at its start; a restart's is kept.
+            log: datadir.with_extension("stderr"),
             token: harness::token(datadir),
             daemon: Some(daemon),
         }
@@ -989,7 +996,8 @@ impl Berthd {
     /// Returns once berthd answers `/ping`, as a client would see it come back: a
     /// request that needs the wallet then waits for the load under way (`LOAD_WAIT`),
     /// as barkd's would find its wallet open. Its stderr is appended to the first
-    /// run's, beside the datadir (what a discrepancy after a restart is read from).
+    /// run's log (what a discrepancy after a restart is read from; never on the
+    /// power-cut test's card, whose log is elsewhere).
     pub fn restart(&mut self) {
         assert!(
             self.daemon.is_none(),
@@ -998,7 +1006,7 @@ impl Berthd {
         self.daemon = Some(Daemon::start_logged_appending(
             &self.datadir,
             &["-v"],
-            &self.datadir.with_extension("stderr"),
+            &self.log,
         ));
     }
 }
