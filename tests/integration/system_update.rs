@@ -538,14 +538,14 @@ fn a_booted_box_is_updated_from_its_console() {
             downgrade,
             "a downgrade said exactly when it is one: {text}"
         );
-        page.screenshot("1-checked").await;
+        screenshot_update(&mut page, "1-checked").await;
         crate::browser::assert_accessible(&mut page, "the settings page with a bundle on the box").await;
         if downgrade {
             page.eval("document.getElementById('allow-downgrade').click()").await;
         }
         page.eval("document.querySelector('#install-form button').click()").await;
         page_until(&mut page, Duration::from_secs(120), |p| p.installing).await;
-        page.screenshot("2-asked").await;
+        screenshot_update(&mut page, "2-asked").await;
 
         // From here the page is only watched: update.js follows the install, the box
         // goes away and comes back (boot-test restarts the VM as the firmware would),
@@ -568,7 +568,7 @@ fn a_booted_box_is_updated_from_its_console() {
         })
         .await
         .text;
-        page.screenshot("3-outcome").await;
+        screenshot_update(&mut page, "3-outcome").await;
         assert!(
             text.contains(verdict) && text.contains(because),
             "the outcome {expected} in the owner's words: {text}"
@@ -592,6 +592,16 @@ struct Shown {
     installing: bool,
     /// Its progress bar's value (RAUC's percentage).
     percent: u32,
+}
+
+/// A screenshot of the settings page's update section (lower down than a window shows).
+async fn screenshot_update(page: &mut crate::harness::browser::Page, name: &str) {
+    page.eval(
+        "[...document.querySelectorAll('h2')].find(h => h.textContent === 'System update')\
+         ?.scrollIntoView()",
+    )
+    .await;
+    page.screenshot(name).await;
 }
 
 /// The page, read every half second (through reloads and while the box is away) until
