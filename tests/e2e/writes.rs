@@ -10,7 +10,8 @@
 //! Phases, each measured for both daemons at once: an idle stretch with a funded,
 //! loaded wallet (scaled to an hour), Ark payments (arkoor) to a third wallet, a
 //! refresh round both join, Lightning payments (with Core Lightning), and berthd's
-//! backup (barkd has none). The script makes the filesystems and passes them here.
+//! 1,000 events and backup (barkd has neither). The script makes the filesystems and
+//! passes them here.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -322,6 +323,22 @@ fn tool_measure_writes() {
         })
     });
 
+    // berthd alone (barkd keeps no event log): 1,000 events, each a real bark
+    // notification, as scripts/bench-events makes them: a movement's metadata updated,
+    // which bark commits and berthd records in its log (two durable writes each).
+    let board_movement = daemons[0].daemon.get_ok("/api/v1/history")[0]["id"]
+        .as_u64()
+        .expect("a movement");
+    let events_phase = phase(&daemons[..1], 1.0, || {
+        for n in 0..1_000 {
+            let (status, body) = daemons[0].daemon.post(
+                &format!("/api/v1/history/{board_movement}/metadata"),
+                json!({ "n": n }),
+            );
+            assert_eq!(status, 200, "metadata update {n}: {body}");
+        }
+    });
+
     // berthd alone: barkd has no backups. On the box they go to a stick.
     let backup = phase(&daemons[..1], 1.0, || {
         daemons[0].daemon.post_ok("/api/v1/backups", json!({}));
@@ -352,6 +369,7 @@ fn tool_measure_writes() {
         Some(figures) => row(&format!("per Lightning payment ({payments} each)"), figures),
         None => println!("per Lightning payment: not measured (no LIGHTNINGD_EXEC)"),
     }
+    row("per 1,000 events (berthd only)", &events_phase);
     row("per backup (berthd only)", &backup);
     println!(
         "the backup file itself (to the stick, not the card): {} KiB; berthd's event log \
