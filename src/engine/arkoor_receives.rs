@@ -1,23 +1,27 @@
-//! Incoming arkoor payments a kill cut in half.
+//! Incoming arkoor payments a kill or a power cut cut in half.
 //!
 //! bark 0.8 takes an arkoor package from the mailbox in three writes: the package's
 //! VTXOs (spendable), a new pending `bark.arkoor` movement of kind `receive`, and then
 //! that movement's amounts and VTXOs with status successful; the mailbox checkpoint
-//! advances after all three. A kill after the first leaves the money spendable but the
+//! advances after all three. A cut after the first leaves the money spendable but the
 //! payment out of the history: no movement, or an empty one pending for ever. The
 //! server then delivers the package again, and bark skips it because it holds its VTXOs
 //! already (bark marks the gap with a TODO), so the history never catches up.
 //!
-//! At wallet load, before the mailbox is followed, berth looks for such empty pending
-//! receives; when there are some, it reads the mailbox from its start for the arkoor
-//! packages whose VTXOs are spendable and in no movement, and finishes each receive
-//! with its package as bark would have. No other task runs then, so nothing else can
-//! be half-way through a receive.
+//! At every wallet load, before the mailbox is followed, berth looks for spendable
+//! VTXOs no movement produced (`Store::spendable_vtxos_no_movement_produced`: the
+//! newest movements, usually) and for empty pending receives. When there are some, it
+//! reads the mailbox for the arkoor packages holding those VTXOs, and records each
+//! payment as bark would have: an empty receive is finished with its package, and a
+//! package bark has not processed (after the stored mailbox checkpoint) whose VTXOs
+//! have no movement at all gets its receive movement now. No other task runs then, so
+//! nothing else can be half-way through a receive.
 //!
-//! A kill after the VTXOs and before the movement exists leaves no such trace, and is
-//! not repaired: finding it would mean reading the whole mailbox at every load, and
-//! telling its VTXOs from those seed recovery restores (which have no movement either).
-//! The window is a few key derivations wide (`docs/reliability.md`).
+//! VTXOs seed recovery restores have no movement either: their packages come before
+//! the checkpoint once bark has read the mailbox, and before that (checkpoint 0 in a
+//! wallet imported from its phrase) none is recorded. They are left as bark leaves them
+//! (`docs/reliability.md`). Until they are refreshed, each load reads the mailbox from
+//! the checkpoint for a moment (`MAILBOX_IDLE`).
 
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
@@ -26,6 +30,7 @@ use anyhow::Context as _;
 use ark::{ProtocolEncoding as _, Vtxo, VtxoId};
 use bark::movement::update::MovementUpdate;
 use bark::movement::{Movement, MovementDestination, MovementStatus};
+use bark::persist::BarkPersister as _;
 use bark::subsystem::Subsystem;
 use bitcoin::Amount;
 use futures_util::StreamExt as _;
@@ -81,41 +86,59 @@ impl Engine {
                     && m.output_vtxos.is_empty()
             })
             .collect();
-        if empty_receives.is_empty() {
-            return Ok(());
-        }
-        let spendable: HashSet<VtxoId> = wallet
-            .spendable_vtxos()
-            .await
-            .context("listing spendable vtxos")?
-            .iter()
-            .map(|v| v.id())
-            .collect();
         let unrecorded: HashSet<VtxoId> = self
             .store
-            .vtxos_no_movement_produced()
+            .spendable_vtxos_no_movement_produced()
             .await
-            .context("listing the vtxos no movement produced")?
+            .context("listing the spendable vtxos no movement produced")?
             .into_iter()
-            .filter(|id| spendable.contains(id))
             .collect();
-        tracing::warn!(
+        if empty_receives.is_empty() && unrecorded.is_empty() {
+            return Ok(());
+        }
+        let checkpoint = self
+            .store
+            .get_mailbox_checkpoint()
+            .await
+            .context("reading the mailbox checkpoint")?;
+        // A wallet restored from its phrase whose mailbox bark has not read yet: seed
+        // recovery stored the VTXOs of its past payments with no movement, and their
+        // packages are all after checkpoint 0. bark skips them, and so does this.
+        let restored_unread = checkpoint == 0
+            && self
+                .store
+                .wallet_record()
+                .await
+                .context("reading the wallet's record")?
+                .is_some_and(|w| w.imported);
+        if empty_receives.is_empty() && restored_unread {
+            return Ok(());
+        }
+        tracing::info!(
             empty_receives = empty_receives.len(),
             candidates = unrecorded.len(),
-            "incoming arkoor payments a crash left pending: reading the mailbox for them"
+            checkpoint,
+            "spendable vtxos with no movement or empty incoming payments: reading the mailbox for them"
         );
+        // An empty receive's package may have been skipped by bark since (a load whose
+        // repair failed): those are read from the mailbox's start.
+        let from = if empty_receives.is_empty() {
+            checkpoint
+        } else {
+            0
+        };
         let (mut packages, all_found) = if unrecorded.is_empty() {
             (Vec::new(), true)
         } else {
-            unrecorded_packages(wallet, &unrecorded).await?
+            unrecorded_packages(wallet, &unrecorded, from).await?
         };
-        // The kills that left these were the latest: the newest packages are theirs
-        // (older ones can only be VTXOs seed recovery restored, which have no movement).
-        let skipped = packages.len().saturating_sub(empty_receives.len());
-        let packages = packages.split_off(skipped);
+        // The cuts that left empty receives were the latest: the newest packages are
+        // theirs.
+        let taken = packages.len().saturating_sub(empty_receives.len());
+        let for_empty = packages.split_off(taken);
         let mut empty_receives = empty_receives.into_iter();
         // Packages first: `zip` takes from its first side before it finds the second empty.
-        for (package, movement) in packages.into_iter().zip(empty_receives.by_ref()) {
+        for (package, movement) in for_empty.into_iter().zip(empty_receives.by_ref()) {
             let ids: Vec<VtxoId> = package.vtxos.iter().map(|v| v.id()).collect();
             let update = receive_update(wallet, &package.vtxos).await?;
             wallet
@@ -128,6 +151,31 @@ impl Engine {
                 checkpoint = package.checkpoint,
                 vtxos = ?ids,
                 "an incoming arkoor payment a crash left pending and empty: recorded"
+            );
+        }
+        // The other packages bark has not processed yet: cut before their movement was
+        // created. (Older ones are VTXOs seed recovery restored: left as they are.)
+        for package in packages
+            .iter()
+            .filter(|p| p.checkpoint > checkpoint && !restored_unread)
+        {
+            let ids: Vec<VtxoId> = package.vtxos.iter().map(|v| v.id()).collect();
+            let update = receive_update(wallet, &package.vtxos).await?;
+            let id = wallet
+                .movements_mgr()
+                .new_finished_movement(
+                    Subsystem::ARKOOR,
+                    RECEIVE_KIND,
+                    MovementStatus::Successful,
+                    update,
+                )
+                .await
+                .context("recording an incoming arkoor payment")?;
+            tracing::warn!(
+                movement_id = id.0,
+                checkpoint = package.checkpoint,
+                vtxos = ?ids,
+                "an incoming arkoor payment a crash left with no movement: recorded"
             );
         }
         if !all_found {
@@ -151,19 +199,20 @@ impl Engine {
     }
 }
 
-/// The arkoor packages in the mailbox that hold any of `unrecorded`, oldest first,
-/// each with only those of its VTXOs, and whether every one of `unrecorded` was found.
-/// The read stops once every one is found, when the mailbox falls idle, or at the
-/// bounds above.
+/// The arkoor packages in the mailbox after checkpoint `from` that hold any of
+/// `unrecorded`, oldest first, each with only those of its VTXOs, and whether every one
+/// of `unrecorded` was found. The read stops once every one is found, when the mailbox
+/// falls idle, or at the bounds above.
 async fn unrecorded_packages(
     wallet: &bark::Wallet,
     unrecorded: &HashSet<VtxoId>,
+    from: u64,
 ) -> anyhow::Result<(Vec<UnrecordedPackage>, bool)> {
     let mut missing = unrecorded.clone();
     let mut stream = wallet
-        .subscribe_mailbox_messages(Some(0))
+        .subscribe_mailbox_messages(Some(from))
         .await
-        .context("reading the server mailbox from its start")?;
+        .with_context(|| format!("reading the server mailbox from checkpoint {from}"))?;
     let deadline = tokio::time::Instant::now() + MAILBOX_DEADLINE;
     let mut packages = Vec::new();
     let mut read = 0usize;

@@ -268,6 +268,13 @@ fn import_runs_seed_recovery_and_says_what_it_found() {
     restored.kill();
     restored.restart();
     assert_eq!(recovery_summary(&restored.get_ok("/api/v1/wallet")), first);
+    // As barkd: what recovery restored has no movement (no payment told again), the
+    // load's repair of cut receives included.
+    let history = restored.get_ok("/api/v1/history");
+    assert!(
+        !history.to_string().contains(r#""kind":"receive""#),
+        "{history}"
+    );
 
     // Delete and import again: the same result. barkd's lock survives the delete.
     let (status, _, deleted) = restored.call_with(

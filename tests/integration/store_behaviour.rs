@@ -806,7 +806,7 @@ async fn pending_movements_are_listed_by_subsystem() {
 }
 
 #[tokio::test]
-async fn vtxos_no_movement_produced_are_found_in_any_state() {
+async fn spendable_vtxos_no_movement_produced_are_found_through_the_whole_history() {
     let (_dir, db) = fresh_store();
     let v = &*VTXO_VECTORS;
     db.store_vtxos(&[
@@ -816,26 +816,45 @@ async fn vtxos_no_movement_produced_are_found_in_any_state() {
     ])
     .await
     .expect("store");
-    let mut all = vec![v.board_vtxo.id(), v.round1_vtxo.id(), v.arkoor2_vtxo.id()];
-    all.sort();
-    let mut found = db.vtxos_no_movement_produced().await.expect("list");
-    found.sort();
-    assert_eq!(found, all, "no movement yet: every one");
-
-    // A movement that produced one (and consumed another: consuming is not producing).
-    let id = db
-        .create_new_movement(MovementStatus::Pending, &subsystem(), now_ms(), None)
+    let mut spendable = vec![v.board_vtxo.id(), v.round1_vtxo.id()];
+    spendable.sort();
+    let found = db
+        .spendable_vtxos_no_movement_produced()
         .await
-        .expect("create");
-    let mut m = db.get_movement_by_id(id).await.expect("read");
-    m.output_vtxos.push(v.board_vtxo.id());
-    m.input_vtxos.push(v.round1_vtxo.id());
-    db.update_movement(&m).await.expect("update");
-    let mut found = db.vtxos_no_movement_produced().await.expect("list");
-    found.sort();
-    let mut expected = vec![v.round1_vtxo.id(), v.arkoor2_vtxo.id()];
-    expected.sort();
-    assert_eq!(found, expected);
+        .expect("list");
+    assert_eq!(found, spendable, "no movement yet: every spendable one");
+
+    // An old movement produced one (and consumed another: consuming is not producing),
+    // and many newer ones produced neither: the read goes down to the old one.
+    let produce = |output: Option<VtxoId>, input: Option<VtxoId>| {
+        let db = &db;
+        async move {
+            let id = db
+                .create_new_movement(MovementStatus::Pending, &subsystem(), now_ms(), None)
+                .await
+                .expect("create");
+            let mut m = db.get_movement_by_id(id).await.expect("read");
+            m.output_vtxos.extend(output);
+            m.input_vtxos.extend(input);
+            db.update_movement(&m).await.expect("update");
+        }
+    };
+    produce(Some(v.board_vtxo.id()), Some(v.round1_vtxo.id())).await;
+    for _ in 0..50 {
+        produce(None, None).await;
+    }
+    let found = db
+        .spendable_vtxos_no_movement_produced()
+        .await
+        .expect("list");
+    assert_eq!(found, vec![v.round1_vtxo.id()]);
+    // The newest movement produces the other: none left.
+    produce(Some(v.round1_vtxo.id()), None).await;
+    let found = db
+        .spendable_vtxos_no_movement_produced()
+        .await
+        .expect("list");
+    assert!(found.is_empty(), "{found:?}");
 }
 
 #[tokio::test]

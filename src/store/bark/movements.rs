@@ -290,35 +290,48 @@ impl Store {
         .await
     }
 
-    /// The wallet's VTXOs (in any state) that no movement lists among those it
-    /// produced, read in one transaction; the history is scanned for each movement's
-    /// produced VTXOs alone ([`MovementOutputs`]).
+    /// The wallet's spendable VTXOs that no movement lists among those it produced,
+    /// read in one transaction: the spendable ones from the state index, then the
+    /// history newest first, each movement's produced VTXOs alone
+    /// ([`MovementOutputs`]), until every one is accounted for. A spendable VTXO is
+    /// young (VTXOs expire within weeks and are refreshed before), so its movement is
+    /// near the top: the whole history is read only while one has no movement at all.
     ///
     /// bark stores the VTXOs of an incoming arkoor payment before it records the
-    /// payment's movement, so a kill in between leaves VTXOs like these; the engine
-    /// looks for them at wallet load (`engine::arkoor_receives`).
+    /// payment's movement, so a kill or a power cut in between leaves VTXOs like these;
+    /// seed recovery restores VTXOs with no movement too. The engine looks for them at
+    /// every wallet load (`engine::arkoor_receives`).
     ///
     /// [`MovementOutputs`]: crate::store::codec::MovementOutputs
-    pub async fn vtxos_no_movement_produced(&self) -> Result<Vec<VtxoId>, StoreError> {
-        const CTX: &str = "listing the vtxos no movement produced";
+    pub async fn spendable_vtxos_no_movement_produced(&self) -> Result<Vec<VtxoId>, StoreError> {
+        const CTX: &str = "listing the spendable vtxos no movement produced";
         self.read(CTX, move |tx| {
-            let movements = tx.open_table(MOVEMENTS).ctx(CTX)?;
-            let mut produced = HashSet::new();
-            for entry in movements.iter().ctx(CTX)? {
-                let (_, value) = entry.ctx(CTX)?;
-                produced.extend(value.value().decode_outputs()?.output_vtxos);
+            let index = tx.open_table(VTXOS_BY_STATE).ctx(CTX)?;
+            let spendable = bark::vtxo::VtxoStateKind::Spendable.as_byte();
+            let mut lo = [0u8; 49];
+            lo[0] = spendable;
+            let mut hi = [0xffu8; 49];
+            hi[0] = spendable;
+            let mut left = HashSet::new();
+            for entry in index.range(lo..=hi).ctx(CTX)? {
+                let key = entry.ctx(CTX)?.0.value();
+                left.insert(VtxoId::from_slice(&key[13..]).map_err(|e| {
+                    StoreError::Invariant(format!("the state index holds no vtxo id: {e}"))
+                })?);
             }
-            let vtxos = tx.open_table(VTXOS).ctx(CTX)?;
-            let mut out = Vec::new();
-            for entry in vtxos.iter().ctx(CTX)? {
-                let (key, _) = entry.ctx(CTX)?;
-                let id = VtxoId::from_slice(&key.value()).map_err(|e| {
-                    StoreError::Invariant(format!("a vtxo key holds no vtxo id: {e}"))
-                })?;
-                if !produced.contains(&id) {
-                    out.push(id);
+            let movements = tx.open_table(MOVEMENTS).ctx(CTX)?;
+            let mut newest_first = movements.iter().ctx(CTX)?.rev();
+            while !left.is_empty() {
+                let Some(entry) = newest_first.next() else {
+                    break;
+                };
+                let (_, value) = entry.ctx(CTX)?;
+                for produced in value.value().decode_outputs()?.output_vtxos {
+                    left.remove(&produced);
                 }
             }
+            let mut out: Vec<VtxoId> = left.into_iter().collect();
+            out.sort_unstable();
             Ok(out)
         })
         .await
