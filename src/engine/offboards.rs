@@ -12,6 +12,13 @@
 //! give its key back for a retry that pays twice. So [`Engine::run_offboard`] tells the
 //! two apart, drives a paused offboard again for a few seconds, and reports one still
 //! paused as [`OffboardOutcome::Pending`] (202), which the idempotency layer keeps.
+//!
+//! The other way round too: bark parks the action once it is broadcast, releases it,
+//! and reads its checkpoint back for the answer. When the wallet's sync drives it to
+//! its end in between (no confirmations needed off mainnet, or a block came), the
+//! checkpoint is gone and bark answers "finished without producing a txid" for money
+//! that went (a power-cut run found it as a 500). Its movement, made by this call
+//! (newer than the newest before it, paying what was asked), is then the answer.
 
 use std::collections::HashSet;
 use std::future::Future;
@@ -19,8 +26,9 @@ use std::time::Duration;
 
 use ark::VtxoId;
 use bark::actions::offboard::{Offboard, OffboardKind, Progress};
-use bark::movement::{MovementId, MovementStatus};
+use bark::movement::{Movement, MovementId, MovementStatus, PaymentMethod};
 use bark::persist::BarkPersister as _;
+use bark::subsystem::Subsystem;
 
 use super::offchain::Ark;
 use super::spending::{Outcome, PaymentKind, Spender};
@@ -81,6 +89,61 @@ enum Standing {
     Failed,
 }
 
+/// What one offboard call asks for: how its action, and once bark has made it, its
+/// movement, are told from others'.
+enum Asked<'a> {
+    /// Every spendable VTXO (`inputs` `None`), or these, to `to`.
+    Whole {
+        to: &'a bitcoin::Address,
+        inputs: Option<HashSet<VtxoId>>,
+    },
+    /// `amount` to `to`, out of the Ark balance.
+    SendOnchain {
+        to: &'a bitcoin::Address,
+        amount: bitcoin::Amount,
+    },
+}
+
+impl Asked<'_> {
+    fn is_action(&self, o: &Offboard) -> bool {
+        match self {
+            Asked::Whole { to, inputs } => {
+                o.destination == *to.as_unchecked()
+                    && matches!(&o.kind, OffboardKind::OffboardWhole { input_vtxo_ids }
+                    if inputs.as_ref().is_none_or(|wanted| {
+                        input_vtxo_ids.iter().copied().collect::<HashSet<_>>() == *wanted
+                    }))
+            }
+            Asked::SendOnchain { to, amount } => {
+                o.destination == *to.as_unchecked()
+                    && o.onchain_output_amount == *amount
+                    && matches!(o.kind, OffboardKind::SendOnchain { .. })
+            }
+        }
+    }
+
+    /// bark's movement of such an action: an offboard paying `to` (the amount, for a
+    /// send on-chain; the inputs, for chosen VTXOs).
+    fn is_movement(&self, m: &Movement) -> bool {
+        let pays = |to: &bitcoin::Address, amount: Option<bitcoin::Amount>| {
+            m.sent_to.iter().any(|d| {
+                matches!(&d.destination, PaymentMethod::Bitcoin(a) if a == to.as_unchecked())
+                    && amount.is_none_or(|x| d.amount == x)
+            })
+        };
+        m.subsystem.name == Subsystem::OFFBOARD.as_name()
+            && match self {
+                Asked::Whole { to, inputs } => {
+                    pays(to, None)
+                        && inputs.as_ref().is_none_or(|wanted| {
+                            m.input_vtxos.iter().copied().collect::<HashSet<_>>() == *wanted
+                        })
+                }
+                Asked::SendOnchain { to, amount } => pays(to, Some(*amount)),
+            }
+    }
+}
+
 impl Engine {
     /// A bitcoin address of the wallet's network, or a fresh one of the on-chain wallet.
     async fn payout_address(&self, address: Option<&str>) -> Result<bitcoin::Address, EngineError> {
@@ -110,7 +173,7 @@ impl Engine {
         &self,
         loaded: &LoadedWallet,
         context: &'static str,
-        ours: impl Fn(&Offboard) -> bool,
+        asked: &Asked<'_>,
         call: impl Future<Output = anyhow::Result<bark::OffboardResult>>,
     ) -> Result<OffboardOutcome, EngineError> {
         let wallet = &loaded.wallet;
@@ -121,6 +184,7 @@ impl Engine {
             .into_iter()
             .map(|o| o.id)
             .collect();
+        let newest_movement = self.store.last_movement_id().await?;
         let error = match call.await {
             Ok(result) => return Ok(OffboardOutcome::Broadcast(result)),
             Err(error) => error,
@@ -128,19 +192,33 @@ impl Engine {
         let started = match wallet.pending_offboards().await {
             Ok(pending) => pending
                 .into_iter()
-                .find(|o| !before.contains(&o.id) && ours(o)),
+                .find(|o| !before.contains(&o.id) && asked.is_action(o))
+                .map(|o| o.id),
             Err(e) => {
                 tracing::error!(error = %format!("{e:#}"),
-                    "cannot list pending offboards after a failed offboard; taking it as failed");
+                    "cannot list pending offboards after a failed offboard");
                 None
             }
         };
-        let Some(started) = started else {
-            return Err(EngineError::classify(context)(error));
+        let id = match started {
+            Some(id) => {
+                tracing::warn!(offboard_id = %id, error = %format!("{error:#}"),
+                    "{context}: bark paused the offboard before its broadcast; driving it again");
+                id
+            }
+            None => match self.finished_offboard_action(newest_movement, asked).await {
+                // bark can finish the action within its call (broadcast, and done when a
+                // block came meanwhile, or when the wallet's sync took it on) and then
+                // answer "finished without producing a txid": its movement tells.
+                Some(id) => {
+                    tracing::warn!(offboard_id = %id, error = %format!("{error:#}"),
+                        "{context}: bark answered with an error for an offboard it finished; \
+                         answering by its movement");
+                    id
+                }
+                None => return Err(EngineError::classify(context)(error)),
+            },
         };
-        let id = started.id;
-        tracing::warn!(offboard_id = %id, error = %format!("{error:#}"),
-            "{context}: bark paused the offboard before its broadcast; driving it again");
 
         let deadline = tokio::time::Instant::now() + PAUSED_OFFBOARD_WAIT;
         let mut pause = FIRST_PAUSE;
@@ -191,6 +269,34 @@ impl Engine {
                     "driving pending offboards panicked"),
             }
         }
+    }
+
+    /// The finished action of this call, found by the movement it made (newer than
+    /// `newest_movement`, the newest when the call started, and `asked`'s); `None`
+    /// when there is none, or it cannot be read (logged).
+    async fn finished_offboard_action(
+        &self,
+        newest_movement: u32,
+        asked: &Asked<'_>,
+    ) -> Option<String> {
+        let found = async {
+            for (action, movement_id) in self
+                .store
+                .actions_with_movements_after(newest_movement)
+                .await?
+            {
+                let movement = self.store.get_movement_by_id(movement_id).await?;
+                if asked.is_movement(&movement) {
+                    return Ok(Some(action));
+                }
+            }
+            anyhow::Ok(None)
+        };
+        found.await.unwrap_or_else(|e| {
+            tracing::error!(error = %format!("{e:#}"),
+                "cannot look for the movement of a failed offboard; taking it as failed");
+            None
+        })
     }
 
     /// Where the offboard action `id` stands: broadcast, paused, or failed.
@@ -293,15 +399,15 @@ impl Ark<'_> {
         let address = self.engine.payout_address(address).await?;
         let loaded = self.engine.loaded().await?;
         super::rounds::spendable_or(&loaded, "no spendable VTXOs to offboard").await?;
-        let ours = |o: &Offboard| {
-            o.destination == *address.as_unchecked()
-                && matches!(o.kind, OffboardKind::OffboardWhole { .. })
+        let asked = Asked::Whole {
+            to: &address,
+            inputs: None,
         };
         self.engine
             .run_offboard(
                 &loaded,
                 "offboarding",
-                ours,
+                &asked,
                 loaded.wallet.offboard_all(address.clone()),
             )
             .await
@@ -333,17 +439,15 @@ impl Ark<'_> {
         self.engine.spendable_by_id(ids).await?;
         let address = self.engine.payout_address(address).await?;
         let loaded = self.engine.loaded().await?;
-        let wanted: HashSet<&VtxoId> = ids.iter().collect();
-        let ours = |o: &Offboard| {
-            o.destination == *address.as_unchecked()
-                && matches!(&o.kind, OffboardKind::OffboardWhole { input_vtxo_ids }
-                    if input_vtxo_ids.iter().collect::<HashSet<_>>() == wanted)
+        let asked = Asked::Whole {
+            to: &address,
+            inputs: Some(ids.iter().copied().collect()),
         };
         self.engine
             .run_offboard(
                 &loaded,
                 "offboarding",
-                ours,
+                &asked,
                 loaded.wallet.offboard_vtxos(ids.to_vec(), address.clone()),
             )
             .await
@@ -381,18 +485,90 @@ impl Ark<'_> {
                 amount.to_sat()
             )));
         }
-        let ours = |o: &Offboard| {
-            o.destination == *address.as_unchecked()
-                && o.onchain_output_amount == amount
-                && matches!(o.kind, OffboardKind::SendOnchain { .. })
+        let asked = Asked::SendOnchain {
+            to: &address,
+            amount,
         };
         self.engine
             .run_offboard(
                 &loaded,
                 "sending on-chain",
-                ours,
+                &asked,
                 loaded.wallet.send_onchain(address.clone(), amount),
             )
             .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::str::FromStr as _;
+
+    use bark::movement::{MovementDestination, MovementSubsystem};
+    use bitcoin::Amount;
+
+    use super::*;
+
+    /// A regtest address of its own for each `n`.
+    fn address(n: u8) -> bitcoin::Address {
+        let secp = bitcoin::secp256k1::Secp256k1::new();
+        let key = bitcoin::secp256k1::SecretKey::from_slice(&[n; 32]).expect("a key");
+        let public = bitcoin::CompressedPublicKey(key.public_key(&secp));
+        bitcoin::Address::p2wpkh(&public, bitcoin::Network::Regtest)
+    }
+
+    /// A movement as bark makes it for an offboard of `kind` paying `amount` to `to`.
+    fn offboard_movement(kind: &str, to: &bitcoin::Address, amount: u64) -> Movement {
+        let mut m = Movement::new(
+            MovementId(7),
+            MovementStatus::Successful,
+            &MovementSubsystem {
+                name: Subsystem::OFFBOARD.as_name().to_owned(),
+                kind: kind.into(),
+            },
+            chrono::Local::now(),
+        );
+        m.sent_to.push(MovementDestination::bitcoin(
+            to.clone(),
+            Amount::from_sat(amount),
+        ));
+        m
+    }
+
+    #[test]
+    fn a_call_knows_its_own_movement_and_no_other() {
+        let (to, other) = (address(1), address(2));
+        let send = Asked::SendOnchain {
+            to: &to,
+            amount: Amount::from_sat(10_000),
+        };
+        assert!(send.is_movement(&offboard_movement("send_onchain", &to, 10_000)));
+        assert!(!send.is_movement(&offboard_movement("send_onchain", &to, 10_001)));
+        assert!(!send.is_movement(&offboard_movement("send_onchain", &other, 10_000)));
+        let mut arkoor = offboard_movement("send_onchain", &to, 10_000);
+        arkoor.subsystem.name = Subsystem::ARKOOR.as_name().to_owned();
+        assert!(!send.is_movement(&arkoor), "another subsystem's");
+
+        let vtxo =
+            VtxoId::from_str("5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a:0")
+                .expect("a vtxo id");
+        let mut whole = offboard_movement("offboard", &to, 99_000);
+        whole.input_vtxos.push(vtxo);
+        let all = Asked::Whole {
+            to: &to,
+            inputs: None,
+        };
+        assert!(all.is_movement(&whole), "any amount, any inputs");
+        let these = Asked::Whole {
+            to: &to,
+            inputs: Some([vtxo].into()),
+        };
+        assert!(these.is_movement(&whole));
+        let others = Asked::Whole {
+            to: &to,
+            inputs: Some(HashSet::new()),
+        };
+        assert!(!others.is_movement(&whole), "other inputs");
+        assert!(!all.is_movement(&offboard_movement("offboard", &other, 99_000)));
     }
 }

@@ -337,6 +337,29 @@ impl Store {
         .await
     }
 
+    /// The wallet actions whose movement is newer than `after`, with it (by movement
+    /// id): what a call that started when `after` was the newest movement created. One
+    /// read of the action index, which holds one entry per action that made a movement.
+    pub async fn actions_with_movements_after(
+        &self,
+        after: u32,
+    ) -> Result<Vec<(String, MovementId)>, StoreError> {
+        const CTX: &str = "listing the newest actions' movements";
+        self.read(CTX, move |tx| {
+            let by_action = tx.open_table(MOVEMENTS_BY_ACTION).ctx(CTX)?;
+            let mut out = Vec::new();
+            for entry in by_action.iter().ctx(CTX)? {
+                let (action, movement) = entry.ctx(CTX)?;
+                if movement.value() > after {
+                    out.push((action.value().to_owned(), MovementId(movement.value())));
+                }
+            }
+            out.sort_unstable_by_key(|(_, m)| m.0);
+            Ok(out)
+        })
+        .await
+    }
+
     /// The newest movement id handed out (0: none yet).
     pub async fn last_movement_id(&self) -> Result<u32, StoreError> {
         const CTX: &str = "reading the movement counter";
@@ -377,6 +400,45 @@ mod tests {
     /// paid a BOLT11 invoice, the rest received on a custom method; three refreshes
     /// are still pending among them. Only those three come back, and the scan's time
     /// against a full decode of the history is printed (`--nocapture`), not asserted.
+    #[tokio::test]
+    async fn the_actions_whose_movements_came_after_a_point() {
+        use bark::persist::BarkPersister as _;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (store, _) =
+            Store::open(&dir.path().join("w.redb"), &StoreConfig::default()).expect("open");
+        let offboard = subsystem("bark.offboard", "send_onchain");
+        let now = Local::now();
+        let early = store
+            .create_new_movement(MovementStatus::Pending, &offboard, now, Some("early"))
+            .await
+            .expect("create");
+        let after = store.last_movement_id().await.expect("counter");
+        assert_eq!(after, early.0);
+        store
+            .create_new_movement(MovementStatus::Pending, &offboard, now, None)
+            .await
+            .expect("one with no action");
+        let (late, created) = store
+            .get_or_create_movement_for_action(&offboard, now, "late", MovementUpdate::new())
+            .await
+            .expect("create");
+        assert!(created);
+        assert_eq!(
+            store
+                .actions_with_movements_after(after)
+                .await
+                .expect("list"),
+            vec![("late".to_owned(), late)]
+        );
+        assert!(
+            store
+                .actions_with_movements_after(late.0)
+                .await
+                .expect("list")
+                .is_empty()
+        );
+    }
+
     #[tokio::test]
     async fn pending_movements_of_a_subsystem_in_a_long_history() {
         const MOVEMENTS: u32 = 10_000;
