@@ -21,7 +21,8 @@
 //! the checkpoint once bark has read the mailbox, and before that (checkpoint 0 in a
 //! wallet imported from its phrase) none is recorded. They are left as bark leaves them
 //! (`docs/reliability.md`). Until they are refreshed, each load reads the mailbox from
-//! the checkpoint for a moment (`MAILBOX_IDLE`).
+//! the checkpoint for a moment (`MAILBOX_IDLE`), as for imported VTXOs (`import-vtxo`:
+//! bark makes no movement for them).
 
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
