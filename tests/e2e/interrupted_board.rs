@@ -18,9 +18,9 @@ use bark::persist::BarkPersister;
 use berth::store::{Store, StoreConfig};
 use bitcoin::hashes::Hash as _;
 use bitcoin::{Amount, OutPoint, SignedAmount, Txid};
-use serde_json::{Value, json};
+use serde_json::json;
 
-use crate::stack::{Berthd, Stack, wait_for};
+use crate::stack::{Stack, wait_for};
 
 const BOARDED: u64 = 100_000;
 
@@ -72,17 +72,6 @@ fn write_orphaned_board(datadir: &std::path::Path, amount: u64) -> u32 {
     })
 }
 
-fn movement(berthd: &Berthd, id: u32) -> Value {
-    let history = berthd.get_ok("/api/v1/history");
-    history
-        .as_array()
-        .expect("history")
-        .iter()
-        .find(|m| m["id"] == id)
-        .cloned()
-        .unwrap_or_else(|| panic!("movement {id} in the history: {history}"))
-}
-
 #[test]
 #[ignore = "needs the regtest stack: run scripts/e2e"]
 fn a_board_cut_off_before_its_action_is_failed_at_load() {
@@ -101,7 +90,7 @@ fn a_board_cut_off_before_its_action_is_failed_at_load() {
     });
 
     // Without the repair it would stay pending for good (bark never looks at it).
-    let failed = movement(&alice, orphan);
+    let failed = alice.movement(orphan);
     assert_eq!(failed["status"], "failed", "{failed}");
     assert_eq!(failed["subsystem"]["name"], "bark.board", "{failed}");
     assert_eq!(
@@ -133,24 +122,7 @@ fn a_board_cut_off_before_its_action_is_failed_at_load() {
 
     // And the same board runs as any other.
     crate::board_and_confirm(&stack, &alice, BOARDED);
-    let history = alice.get_ok("/api/v1/history");
-    let boards: Vec<(&Value, &Value)> = history
-        .as_array()
-        .expect("history")
-        .iter()
-        .filter(|m| m["subsystem"]["name"] == "bark.board")
-        .map(|m| (&m["id"], &m["status"]))
-        .collect();
-    assert_eq!(boards.len(), 2, "the failed one and the new one: {history}");
-    assert!(
-        boards.contains(&(&json!(orphan), &json!("failed")))
-            && boards.iter().any(|(_, status)| *status == "successful"),
-        "{history}"
-    );
-    assert!(
-        !history.to_string().contains(r#""status":"pending""#),
-        "nothing left pending: {history}"
-    );
+    crate::assert_failed_then_done_again(&alice, "bark.board", orphan);
     println!(
         "e2e interrupted board: stack up in {:.1} s, scenario {:.1} s; movement {orphan} \
          failed at load",

@@ -105,20 +105,19 @@ fn receives(berthd: &Berthd) -> Vec<Value> {
         .collect()
 }
 
-fn wait_loaded(berthd: &Berthd) {
-    wait_for("the wallet to load", 60, || {
-        (berthd.get_ok("/api/v1/wallet")["loaded"] == true).then_some(())
-    });
+/// Bob's first incoming payment: where it came to, its receive movement and its VTXO.
+struct Paid {
+    address: String,
+    movement: u32,
+    vtxos: Value,
 }
 
-#[test]
-#[ignore = "needs the regtest stack: run scripts/e2e"]
-fn a_receive_cut_off_before_its_movement_is_filled_in_is_finished_at_load() {
-    let stack = Stack::start("interrupted_receive");
-    let started = Instant::now();
+/// Alice boards and pays Bob 120,000 sat in an Ark payment, his first; both wallets and
+/// what Bob's history shows of it.
+fn bob_is_paid(stack: &Stack) -> (Berthd, Berthd, Paid) {
     let alice = stack.berthd("alice");
-    let mut bob = stack.berthd("bob");
-    crate::board_and_confirm(&stack, &alice, 300_000);
+    let bob = stack.berthd("bob");
+    crate::board_and_confirm(stack, &alice, 300_000);
     let address = bob.post_ok("/api/v1/wallet/addresses/next", json!({}))["address"]
         .as_str()
         .expect("address")
@@ -134,9 +133,46 @@ fn a_receive_cut_off_before_its_movement_is_filled_in_is_finished_at_load() {
     });
     let before = receives(&bob);
     assert_eq!(before.len(), 1, "{before:?}");
-    let id = u32::try_from(before[0]["id"].as_u64().expect("id")).expect("u32");
+    let movement = u32::try_from(before[0]["id"].as_u64().expect("id")).expect("u32");
     let vtxos = before[0]["output_vtxos"].clone();
     assert_eq!(vtxos.as_array().map(Vec::len), Some(1), "{before:?}");
+    (
+        alice,
+        bob,
+        Paid {
+            address,
+            movement,
+            vtxos,
+        },
+    )
+}
+
+/// `receive` records Bob's payment ([`bob_is_paid`]) as bark records one: successful,
+/// 120,000 sat, its VTXO, and the address it came to.
+fn assert_is_the_payment(receive: &Value, address: &str, vtxos: &Value) {
+    assert_eq!(receive["status"], "successful", "{receive}");
+    assert_eq!(receive["effective_balance_sat"], 120_000, "{receive}");
+    assert_eq!(receive["intended_balance_sat"], 120_000, "{receive}");
+    assert_eq!(receive["output_vtxos"], *vtxos, "{receive}");
+    assert_eq!(
+        receive["received_on"][0]["destination"]["value"], address,
+        "{receive}"
+    );
+}
+
+fn wait_loaded(berthd: &Berthd) {
+    wait_for("the wallet to load", 60, || {
+        (berthd.get_ok("/api/v1/wallet")["loaded"] == true).then_some(())
+    });
+}
+
+#[test]
+#[ignore = "needs the regtest stack: run scripts/e2e"]
+fn a_receive_cut_off_before_its_movement_is_filled_in_is_finished_at_load() {
+    let stack = Stack::start("interrupted_receive");
+    let started = Instant::now();
+    let (_alice, mut bob, paid) = bob_is_paid(&stack);
+    let (address, id, vtxos) = (paid.address, paid.movement, paid.vtxos);
 
     bob.stop();
     let unproduced = undo_receive_update(&bob.datadir, id);
@@ -153,15 +189,7 @@ fn a_receive_cut_off_before_its_movement_is_filled_in_is_finished_at_load() {
     assert_eq!(after.len(), 1, "one receive, the same: {after:?}");
     let receive = &after[0];
     assert_eq!(receive["id"], id, "{receive}");
-    assert_eq!(receive["status"], "successful", "{receive}");
-    assert_eq!(receive["effective_balance_sat"], 120_000, "{receive}");
-    assert_eq!(receive["intended_balance_sat"], 120_000, "{receive}");
-    assert_eq!(receive["output_vtxos"], vtxos, "{receive}");
-    assert_eq!(
-        receive["received_on"][0]["destination"]["value"],
-        address.as_str(),
-        "{receive}"
-    );
+    assert_is_the_payment(receive, &address, &vtxos);
     let (_, updates) =
         bob.get("/api/v1/notifications/wait?after=0&timeout=0&types=movement-updated");
     assert!(
@@ -284,26 +312,8 @@ fn unproduced(datadir: &Path) -> Vec<String> {
 fn a_receive_cut_off_before_its_movement_exists_is_recorded_at_load() {
     let stack = Stack::start("receive_without_movement");
     let started = Instant::now();
-    let alice = stack.berthd("alice");
-    let mut bob = stack.berthd("bob");
-    crate::board_and_confirm(&stack, &alice, 300_000);
-    let address = bob.post_ok("/api/v1/wallet/addresses/next", json!({}))["address"]
-        .as_str()
-        .expect("address")
-        .to_string();
-    alice.post_ok(
-        "/api/v1/wallet/send",
-        json!({"destination": address, "amount_sat": 120_000}),
-    );
-    wait_for("bob to receive the payment", 60, || {
-        bob.post_ok("/api/v1/wallet/sync", json!({}));
-        let spendable = bob.get_ok("/api/v1/wallet/balance")["spendable_sat"].as_u64()?;
-        (spendable == 120_000).then_some(())
-    });
-    let before = receives(&bob);
-    assert_eq!(before.len(), 1, "{before:?}");
-    let id = u32::try_from(before[0]["id"].as_u64().expect("id")).expect("u32");
-    let vtxos = before[0]["output_vtxos"].clone();
+    let (_alice, mut bob, paid) = bob_is_paid(&stack);
+    let (address, id, vtxos) = (paid.address, paid.movement, paid.vtxos);
 
     bob.stop();
     undo_receive(&bob.datadir, id, 0);
@@ -320,15 +330,7 @@ fn a_receive_cut_off_before_its_movement_exists_is_recorded_at_load() {
     assert_eq!(after.len(), 1, "the payment, recorded once: {after:?}");
     let receive = &after[0];
     let recorded = receive["id"].as_u64().expect("id");
-    assert_eq!(receive["status"], "successful", "{receive}");
-    assert_eq!(receive["effective_balance_sat"], 120_000, "{receive}");
-    assert_eq!(receive["intended_balance_sat"], 120_000, "{receive}");
-    assert_eq!(receive["output_vtxos"], vtxos, "{receive}");
-    assert_eq!(
-        receive["received_on"][0]["destination"]["value"],
-        address.as_str(),
-        "{receive}"
-    );
+    assert_is_the_payment(receive, &address, &vtxos);
     let (_, created) =
         bob.get("/api/v1/notifications/wait?after=0&timeout=0&types=movement-created");
     assert!(

@@ -16,9 +16,9 @@ use bark::movement::{MovementStatus, MovementSubsystem};
 use bark::persist::BarkPersister;
 use berth::store::{Store, StoreConfig};
 use bitcoin::{Amount, SignedAmount};
-use serde_json::{Value, json};
+use serde_json::json;
 
-use crate::stack::{Berthd, Stack, wait_for};
+use crate::stack::{Stack, wait_for};
 
 /// Write into `datadir`'s store (berthd stopped) what a kill after bark's second write
 /// of a refresh of `vtxo` leaves: a pending `bark.round`/`refresh` movement with the
@@ -65,17 +65,6 @@ fn write_orphaned_refresh(datadir: &std::path::Path, vtxo: &str) -> u32 {
     })
 }
 
-fn movement(berthd: &Berthd, id: u32) -> Value {
-    let history = berthd.get_ok("/api/v1/history");
-    history
-        .as_array()
-        .expect("history")
-        .iter()
-        .find(|m| m["id"] == id)
-        .cloned()
-        .unwrap_or_else(|| panic!("movement {id} in the history: {history}"))
-}
-
 #[test]
 #[ignore = "needs the regtest stack: run scripts/e2e"]
 fn a_refresh_cut_off_before_its_round_state_is_failed_at_load() {
@@ -95,7 +84,7 @@ fn a_refresh_cut_off_before_its_round_state_is_failed_at_load() {
     });
 
     // Without the repair it would stay pending for good (bark never looks at it).
-    let failed = movement(&alice, orphan);
+    let failed = alice.movement(orphan);
     assert_eq!(failed["status"], "failed", "{failed}");
     assert_eq!(failed["subsystem"]["name"], "bark.round", "{failed}");
     assert_eq!(failed["input_vtxos"], json!([vtxo]), "{failed}");
@@ -120,24 +109,7 @@ fn a_refresh_cut_off_before_its_round_state_is_failed_at_load() {
     assert_eq!(vtxos.as_array().map(Vec::len), Some(1), "{vtxos}");
     assert_ne!(vtxos[0]["id"], vtxo.as_str(), "a new VTXO: {vtxos}");
     assert_eq!(vtxos[0]["state"]["type"], "spendable", "{vtxos}");
-    let history = alice.get_ok("/api/v1/history");
-    let rounds: Vec<(&Value, &Value)> = history
-        .as_array()
-        .expect("history")
-        .iter()
-        .filter(|m| m["subsystem"]["name"] == "bark.round")
-        .map(|m| (&m["id"], &m["status"]))
-        .collect();
-    assert_eq!(rounds.len(), 2, "the failed one and the new one: {history}");
-    assert!(
-        rounds.contains(&(&json!(orphan), &json!("failed")))
-            && rounds.iter().any(|(_, status)| *status == "successful"),
-        "{history}"
-    );
-    assert!(
-        !history.to_string().contains(r#""status":"pending""#),
-        "nothing left pending: {history}"
-    );
+    crate::assert_failed_then_done_again(&alice, "bark.round", orphan);
 
     println!(
         "e2e interrupted refresh: stack up in {:.1} s, scenario {:.1} s; movement {orphan} \

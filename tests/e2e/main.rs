@@ -309,6 +309,30 @@ fn boards_become_spendable() {
     );
 }
 
+/// After a crash window's repair and the same operation done again: `berthd`'s history
+/// holds two movements of `subsystem`, the repaired `orphan` failed and a successful
+/// one, and nothing pending.
+pub(crate) fn assert_failed_then_done_again(berthd: &stack::Berthd, subsystem: &str, orphan: u32) {
+    let history = berthd.get_ok("/api/v1/history");
+    let ours: Vec<(&serde_json::Value, &serde_json::Value)> = history
+        .as_array()
+        .expect("history")
+        .iter()
+        .filter(|m| m["subsystem"]["name"] == subsystem)
+        .map(|m| (&m["id"], &m["status"]))
+        .collect();
+    assert_eq!(ours.len(), 2, "the failed one and the new one: {history}");
+    assert!(
+        ours.contains(&(&json!(orphan), &json!("failed")))
+            && ours.iter().any(|(_, status)| *status == "successful"),
+        "{history}"
+    );
+    assert!(
+        !history.to_string().contains(r#""status":"pending""#),
+        "nothing left pending: {history}"
+    );
+}
+
 /// Fund, board `sats` and wait until the VTXO is spendable.
 pub(crate) fn board_and_confirm(stack: &Stack, berthd: &stack::Berthd, sats: u64) {
     fund_onchain(stack, berthd, sats + 100_000);

@@ -957,6 +957,18 @@ impl Berthd {
         self.call("DELETE", path, None)
     }
 
+    /// Movement `id` as the history shows it; panics when the history lacks it.
+    pub fn movement(&self, id: u32) -> Value {
+        let history = self.get_ok("/api/v1/history");
+        history
+            .as_array()
+            .expect("history")
+            .iter()
+            .find(|m| m["id"] == id)
+            .cloned()
+            .unwrap_or_else(|| panic!("{}: movement {id} in the history: {history}", self.name))
+    }
+
     /// GET that must answer 200; the body.
     pub fn get_ok(&self, path: &str) -> Value {
         let (status, body) = self.get(path);

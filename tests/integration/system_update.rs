@@ -736,6 +736,15 @@ impl StandIns {
         )
     }
 
+    /// The real `trial` script, as at a boot after an update; it must succeed.
+    fn trial(&self, datadir: &Path, run_dir: &Path, release_root: &Path) {
+        let out = self
+            .command("trial", datadir, run_dir, release_root)
+            .output()
+            .expect("trial");
+        assert!(out.status.success(), "{out:?}");
+    }
+
     /// The real `berth-update`, as an SSH user runs it, with the stand-ins (`rauc`,
     /// `systemctl` and `ab-boot`) and the real `rauc-pre-install`.
     fn berth_update(&self, datadir: &Path, run_dir: &Path, release_root: &Path) -> Command {
@@ -804,6 +813,16 @@ fn ask_install(daemon: &Daemon, bearer: &str, body: &str) -> (u16, Value) {
         Some(body),
     );
     (code, json_of(&raw))
+}
+
+/// The box's restart into the new system: berthd stopped, /run gone, berthd started
+/// again, and showing the install on trial.
+fn restart_into_trial(daemon: Daemon, datadir: &Path, run_dir: &Path, admin: &str) -> Daemon {
+    let _ = daemon.terminate();
+    std::fs::remove_dir_all(run_dir).expect("run");
+    let daemon = Daemon::start(datadir, &["-q"]);
+    assert_eq!(status(&daemon, admin)["install"]["state"], "trial");
+    daemon
 }
 
 /// The events of `types` recorded so far.
@@ -972,16 +991,9 @@ fn an_install_is_asked_for_followed_through_the_restart_and_told() {
 
     // The restart: /run is gone, berthd starts on the new system, which is on trial
     // until berth-trial keeps it.
-    let _ = daemon.terminate();
-    std::fs::remove_dir_all(&run_dir).expect("run");
-    let daemon = Daemon::start(&datadir, &["-q"]);
-    assert_eq!(progress(&daemon)["state"], "trial");
+    let daemon = restart_into_trial(daemon, &datadir, &run_dir, &admin);
     stand.slots("B", "A");
-    let out = stand
-        .command("trial", &datadir, &run_dir, &root)
-        .output()
-        .expect("trial");
-    assert!(out.status.success(), "{out:?}");
+    stand.trial(&datadir, &run_dir, &root);
     assert!(
         stand.log().contains("rauc status mark-good booted"),
         "{}",
@@ -1049,11 +1061,7 @@ fn an_install_is_asked_for_followed_through_the_restart_and_told() {
     std::fs::remove_dir_all(&run_dir).expect("run");
     let daemon = Daemon::start(&datadir, &["-q"]);
     stand.slots("A", "A");
-    let out = stand
-        .command("trial", &datadir, &run_dir, &root)
-        .output()
-        .expect("trial");
-    assert!(out.status.success(), "{out:?}");
+    stand.trial(&datadir, &run_dir, &root);
     let outcome = told_failure(
         &daemon,
         &admin,
@@ -1148,16 +1156,9 @@ fn an_update_installed_over_ssh_is_told_as_one_from_the_console() {
     );
 
     // After the reboot: berthd shows the trial, and its outcome once kept.
-    let _ = daemon.terminate();
-    std::fs::remove_dir_all(&run_dir).expect("run");
-    let daemon = Daemon::start(&datadir, &["-q"]);
-    assert_eq!(status(&daemon, &admin)["install"]["state"], "trial");
+    let daemon = restart_into_trial(daemon, &datadir, &run_dir, &admin);
     stand.slots("B", "A");
-    let out = stand
-        .command("trial", &datadir, &run_dir, &root)
-        .output()
-        .expect("trial");
-    assert!(out.status.success(), "{out:?}");
+    stand.trial(&datadir, &run_dir, &root);
     wait_until("the update to be told", 30, || {
         !events(&daemon, &admin, "system-updated").is_empty()
     });
@@ -1178,11 +1179,7 @@ fn an_update_installed_over_ssh_is_told_as_one_from_the_console() {
     assert!(out.status.success(), "{out:?}");
     let note = std::fs::read_to_string(&pending).expect("the note");
     assert!(note.starts_with("slot=B\nbuild=\nat="), "{note}");
-    let out = stand
-        .command("trial", &datadir, &run_dir, &root)
-        .output()
-        .expect("trial");
-    assert!(out.status.success(), "{out:?}");
+    stand.trial(&datadir, &run_dir, &root);
     let outcome = told_failure(
         &daemon,
         &admin,
