@@ -48,9 +48,7 @@ impl Engine {
         }
         Ok(())
     }
-}
 
-impl Engine {
     /// Finish as failed every pending board movement that no board action names (the
     /// load goes on whatever happens; failures are logged).
     ///

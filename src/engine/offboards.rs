@@ -89,6 +89,10 @@ enum Standing {
     Failed,
 }
 
+/// bark's kinds of `bark.offboard` movement (its `OffboardMovement`, not public).
+const OFFBOARD_KIND: &str = "offboard";
+const SEND_ONCHAIN_KIND: &str = "send_onchain";
+
 /// What one offboard call asks for: how its action, and once bark has made it, its
 /// movement, are told from others'.
 enum Asked<'a> {
@@ -122,8 +126,8 @@ impl Asked<'_> {
         }
     }
 
-    /// bark's movement of such an action: an offboard paying `to` (the amount, for a
-    /// send on-chain; the inputs, for chosen VTXOs).
+    /// bark's movement of such an action: an offboard of the kind asked, paying `to`
+    /// (the amount, for a send on-chain; the inputs, for chosen VTXOs).
     fn is_movement(&self, m: &Movement) -> bool {
         let pays = |to: &bitcoin::Address, amount: Option<bitcoin::Amount>| {
             m.sent_to.iter().any(|d| {
@@ -134,12 +138,15 @@ impl Asked<'_> {
         m.subsystem.name == Subsystem::OFFBOARD.as_name()
             && match self {
                 Asked::Whole { to, inputs } => {
-                    pays(to, None)
+                    m.subsystem.kind == OFFBOARD_KIND
+                        && pays(to, None)
                         && inputs.as_ref().is_none_or(|wanted| {
                             m.input_vtxos.iter().copied().collect::<HashSet<_>>() == *wanted
                         })
                 }
-                Asked::SendOnchain { to, amount } => pays(to, Some(*amount)),
+                Asked::SendOnchain { to, amount } => {
+                    m.subsystem.kind == SEND_ONCHAIN_KIND && pays(to, Some(*amount))
+                }
             }
     }
 }
@@ -545,6 +552,10 @@ mod tests {
         assert!(send.is_movement(&offboard_movement("send_onchain", &to, 10_000)));
         assert!(!send.is_movement(&offboard_movement("send_onchain", &to, 10_001)));
         assert!(!send.is_movement(&offboard_movement("send_onchain", &other, 10_000)));
+        assert!(
+            !send.is_movement(&offboard_movement("offboard", &to, 10_000)),
+            "an offboard of everything to the same address, of the same amount"
+        );
         let mut arkoor = offboard_movement("send_onchain", &to, 10_000);
         arkoor.subsystem.name = Subsystem::ARKOOR.as_name().to_owned();
         assert!(!send.is_movement(&arkoor), "another subsystem's");
@@ -570,5 +581,6 @@ mod tests {
         };
         assert!(!others.is_movement(&whole), "other inputs");
         assert!(!all.is_movement(&offboard_movement("offboard", &other, 99_000)));
+        assert!(!all.is_movement(&offboard_movement("send_onchain", &to, 99_000)));
     }
 }

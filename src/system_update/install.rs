@@ -10,8 +10,9 @@
 //! restart). What became of it arrives as `update/outcome` on the data partition:
 //! written by `install-request` when the install fails, and after the restart by
 //! `berth-trial` (committed, or rolled back and why), also for an update installed over
-//! SSH (`berth-update` leaves the same `install-pending` note before its restart). berthd raises an event from each
-//! outcome once ([`spawn_outcome_watch`]) and keeps it as `update/last-outcome`.
+//! SSH (`berth-update` leaves the same `install-pending` note before its restart).
+//! berthd raises an event from each outcome once ([`spawn_outcome_watch`]) and keeps
+//! it as `update/last-outcome`.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -395,11 +395,8 @@ mod tests {
         }
     }
 
-    /// A wallet with a long history, written in one transaction (one write per
-    /// movement, as bark makes them, would cost 20,000 fsyncs): every fifth movement
-    /// paid a BOLT11 invoice, the rest received on a custom method; three refreshes
-    /// are still pending among them. Only those three come back, and the scan's time
-    /// against a full decode of the history is printed (`--nocapture`), not asserted.
+    /// What an offboard call that started when `after` was the newest movement made:
+    /// the actions with a newer movement, and only those.
     #[tokio::test]
     async fn the_actions_whose_movements_came_after_a_point() {
         use bark::persist::BarkPersister as _;
@@ -439,6 +436,11 @@ mod tests {
         );
     }
 
+    /// A wallet with a long history, written in one transaction (one write per
+    /// movement, as bark makes them, would cost 20,000 fsyncs): every fifth movement
+    /// paid a BOLT11 invoice, the rest received on a custom method; three refreshes
+    /// are still pending among them. Only those three come back, and the scan's time
+    /// against a full decode of the history is printed (`--nocapture`), not asserted.
     #[tokio::test]
     async fn pending_movements_of_a_subsystem_in_a_long_history() {
         const MOVEMENTS: u32 = 10_000;
