@@ -20,7 +20,7 @@ use bitcoin::hashes::Hash as _;
 use bitcoin::{Amount, OutPoint, SignedAmount, Txid};
 use serde_json::json;
 
-use crate::stack::{Stack, wait_for};
+use crate::stack::Stack;
 
 const BOARDED: u64 = 100_000;
 
@@ -84,10 +84,9 @@ fn a_board_cut_off_before_its_action_is_failed_at_load() {
 
     alice.stop();
     let orphan = write_orphaned_board(&alice.datadir, BOARDED);
+    // As a barkd client: the next call at once; one that needs the wallet waits for
+    // the load under way, repairs included.
     alice.restart();
-    wait_for("the wallet to load", 60, || {
-        (alice.get_ok("/api/v1/wallet")["loaded"] == true).then_some(())
-    });
 
     // Without the repair it would stay pending for good (bark never looks at it).
     let failed = alice.movement(orphan);

@@ -33,7 +33,7 @@ fn store_path(datadir: &Path) -> std::path::PathBuf {
 /// mailbox message). Returns the VTXOs the store then holds that no movement produced.
 fn undo_receive_update(datadir: &Path, id: u32) -> Vec<String> {
     let rt = tokio::runtime::Runtime::new().expect("runtime");
-    let unproduced = rt.block_on(async {
+    rt.block_on(async {
         let (store, _) = Store::open(&store_path(datadir), &StoreConfig::default())
             .expect("open berthd's store");
         let mut movement = store
@@ -51,24 +51,21 @@ fn undo_receive_update(datadir: &Path, id: u32) -> Vec<String> {
             .update_movement(&movement)
             .await
             .expect("write it back");
-        store
-            .spendable_vtxos_no_movement_produced()
-            .await
-            .expect("list vtxos")
-            .iter()
-            .map(ToString::to_string)
-            .collect()
     });
-    // bark's persister refuses to move the checkpoint back, as it should; the kill
-    // never let it move forward.
+    set_mailbox_checkpoint(datadir, 0);
+    unproduced(datadir)
+}
+
+/// Set the mailbox checkpoint of `datadir`'s store (berthd stopped). bark's persister
+/// refuses to move it back, as it should; the cut never let it move forward.
+fn set_mailbox_checkpoint(datadir: &Path, checkpoint: u64) {
     let db = redb::Database::open(store_path(datadir)).expect("open the file");
     let tx = db.begin_write().expect("write transaction");
     tx.open_table(META)
         .expect("meta")
-        .insert(meta_keys::MAILBOX_CHECKPOINT, 0)
+        .insert(meta_keys::MAILBOX_CHECKPOINT, checkpoint)
         .expect("checkpoint");
     tx.commit().expect("commit");
-    unproduced
 }
 
 /// A pending, empty `bark.arkoor`/`receive` movement with no package behind it (what a
@@ -160,12 +157,6 @@ fn assert_is_the_payment(receive: &Value, address: &str, vtxos: &Value) {
     );
 }
 
-fn wait_loaded(berthd: &Berthd) {
-    wait_for("the wallet to load", 60, || {
-        (berthd.get_ok("/api/v1/wallet")["loaded"] == true).then_some(())
-    });
-}
-
 #[test]
 #[ignore = "needs the regtest stack: run scripts/e2e"]
 fn a_receive_cut_off_before_its_movement_is_filled_in_is_finished_at_load() {
@@ -181,8 +172,8 @@ fn a_receive_cut_off_before_its_movement_is_filled_in_is_finished_at_load() {
         vtxos,
         "the store now holds the payment's VTXO with no movement producing it"
     );
+    // The next call at once, as a barkd client: it waits for the load, repairs included.
     bob.restart();
-    wait_loaded(&bob);
 
     // Without the repair the movement would stay pending and empty for good.
     let after = receives(&bob);
@@ -212,8 +203,8 @@ fn a_receive_cut_off_before_its_movement_is_filled_in_is_finished_at_load() {
     // An empty receive with nothing behind it is failed, not left pending.
     bob.stop();
     let empty = write_empty_receive(&bob.datadir);
+    // The next call at once, as a barkd client: it waits for the load, repairs included.
     bob.restart();
-    wait_loaded(&bob);
     let history = bob.get_ok("/api/v1/history");
     let failed = history
         .as_array()
@@ -269,11 +260,9 @@ fn undo_receive(datadir: &Path, id: u32, checkpoint: u64) {
             .is_some(),
         "movement {id} removed"
     );
-    tx.open_table(META)
-        .expect("meta")
-        .insert(meta_keys::MAILBOX_CHECKPOINT, checkpoint)
-        .expect("checkpoint");
     tx.commit().expect("commit");
+    drop(db);
+    set_mailbox_checkpoint(datadir, checkpoint);
 }
 
 fn mailbox_checkpoint(datadir: &Path) -> u64 {
@@ -322,8 +311,8 @@ fn a_receive_cut_off_before_its_movement_exists_is_recorded_at_load() {
         vtxos,
         "the store holds the payment's VTXO with no movement producing it"
     );
+    // The next call at once, as a barkd client: it waits for the load, repairs included.
     bob.restart();
-    wait_loaded(&bob);
 
     // Without the repair bark would skip the package (it holds its VTXOs) for good.
     let after = receives(&bob);
@@ -360,8 +349,8 @@ fn a_receive_cut_off_before_its_movement_exists_is_recorded_at_load() {
         u32::try_from(recorded).expect("u32"),
         processed,
     );
+    // The next call at once, as a barkd client: it waits for the load, repairs included.
     bob.restart();
-    wait_loaded(&bob);
     assert_eq!(receives(&bob), Vec::<Value>::new(), "not recorded");
     assert_eq!(
         bob.get_ok("/api/v1/wallet/balance")["spendable_sat"],

@@ -18,7 +18,7 @@ use berth::store::{Store, StoreConfig};
 use bitcoin::{Amount, SignedAmount};
 use serde_json::json;
 
-use crate::stack::{Stack, wait_for};
+use crate::stack::Stack;
 
 /// Write into `datadir`'s store (berthd stopped) what a kill after bark's second write
 /// of a refresh of `vtxo` leaves: a pending `bark.round`/`refresh` movement with the
@@ -78,10 +78,9 @@ fn a_refresh_cut_off_before_its_round_state_is_failed_at_load() {
 
     alice.stop();
     let orphan = write_orphaned_refresh(&alice.datadir, &vtxo);
+    // As a barkd client: the next call at once; one that needs the wallet waits for
+    // the load under way, repairs included.
     alice.restart();
-    wait_for("the wallet to load", 60, || {
-        (alice.get_ok("/api/v1/wallet")["loaded"] == true).then_some(())
-    });
 
     // Without the repair it would stay pending for good (bark never looks at it).
     let failed = alice.movement(orphan);

@@ -326,13 +326,13 @@ fn tool_measure_writes() {
     // berthd alone (barkd keeps no event log): 1,000 events, each a real bark
     // notification, as scripts/bench-events makes them: a movement's metadata updated,
     // which bark commits and berthd records in its log (two durable writes each).
-    let board_movement = daemons[0].daemon.get_ok("/api/v1/history")[0]["id"]
+    let movement = daemons[0].daemon.get_ok("/api/v1/history")[0]["id"]
         .as_u64()
         .expect("a movement");
     let events_phase = phase(&daemons[..1], 1.0, || {
         for n in 0..1_000 {
             let (status, body) = daemons[0].daemon.post(
-                &format!("/api/v1/history/{board_movement}/metadata"),
+                &format!("/api/v1/history/{movement}/metadata"),
                 json!({ "n": n }),
             );
             assert_eq!(status, 200, "metadata update {n}: {body}");
