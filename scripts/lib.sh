@@ -73,3 +73,48 @@ split_debug() {
   "$objcopy" --add-gnu-debuglink="$out.debug" "$out"
   chmod 0644 "$out.debug"
 }
+
+# hot_link_args LIST: rustc's arguments that link berthd with the functions named in
+# LIST (scripts/hot-functions) side by side at the start of its code, by lld's
+# --symbol-ordering-file (names LIST lacks, or this build lacks, are left where they
+# fall: a list made for another build only lays out less). docs/architecture.md, "The
+# shipped binary's layout".
+hot_link_args() {
+  printf '%s\n' -C "link-arg=-Wl,--symbol-ordering-file=$1" -C link-arg=-Wl,--no-warn-symbol-ordering
+}
+
+# hot_span BIN LIST [NM]: how widely BIN's functions named in LIST lie: their size, and
+# the 64 KiB windows of code they fall in, which is what the kernel maps in around the
+# pages they touch. BIN must have its symbol table (an unstripped build, or its .debug
+# file); NM: the target's nm (default nm).
+hot_span() {
+  "${3:-nm}" -S -t d --defined-only "$1" | awk -v list="$2" '
+    BEGIN { while ((getline name < list) > 0) hot[name] = 1 }
+    ($3 == "t" || $3 == "T") && ($4 in hot) {
+      at = $1 + 0; size = $2 + 0; bytes += size
+      for (w = int(at / 65536); w <= int((at + size - 1) / 65536); w++) window[w] = 1
+    }
+    END {
+      for (w in window) n++
+      printf "%d KiB of hot code in %d KiB of 64 KiB windows\n", bytes / 1024, n * 64
+    }'
+}
+
+# build_shipped OUT: the shipped form of berthd for this machine, as scripts/build-aarch64
+# makes the arm64 one: the dist profile, built once to learn which functions run
+# (scripts/hot-functions, which needs BITCOIND_EXEC), linked again with them side by
+# side (hot_link_args), then split (split_debug): OUT, OUT.debug, and OUT.hot the list.
+build_shipped() {
+  local out=$1 dist=${CARGO_TARGET_DIR:-target}/dist hot
+  local -a args
+  mkdir -p "$(dirname "$out")"
+  cargo build --profile dist --locked --bin berthd
+  scripts/hot-functions "$dist/berthd" >"$out.hot"
+  hot=$(realpath "$out.hot")
+  echo "build_shipped: $(wc -l <"$hot") hot functions; as first linked: $(hot_span "$dist/berthd" "$hot")" >&2
+  # Only the binary is linked again (its fat-LTO step); the dependencies are not rebuilt.
+  mapfile -t args < <(hot_link_args "$hot")
+  cargo rustc --profile dist --locked --bin berthd -- "${args[@]}"
+  echo "build_shipped: laid out: $(hot_span "$dist/berthd" "$hot")" >&2
+  split_debug "$dist/berthd" "$out"
+}
