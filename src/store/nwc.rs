@@ -19,7 +19,7 @@
 use redb::{ReadableTable, ReadableTableMetadata};
 
 use crate::store::Store;
-use crate::store::codec::{Envelope, NwcRequestRecordKind, Stored};
+use crate::store::codec::{Envelope, NwcConnectionRecordKind, NwcRequestRecordKind, Stored};
 use crate::store::error::{RedbResultExt, StoreError};
 pub use crate::store::records::{NwcConnectionRecord, NwcRequestRecord};
 use crate::store::schema::{NWC_CONNECTIONS, NWC_REQUESTS, NWC_REQUESTS_BY_TIME};
@@ -279,7 +279,9 @@ impl Store {
 
     /// Forget answered requests received before `before_us` (at most `max` of them in
     /// one transaction) and connections revoked before `revoked_before_us`. Returns
-    /// how many requests and how many connections were forgotten.
+    /// how many requests and how many connections were forgotten. Looks first, in a
+    /// read: it runs at every start and hourly, and a write with nothing to forget
+    /// would still cost the card a durable commit.
     pub async fn nwc_purge(
         &self,
         before_us: u64,
@@ -287,50 +289,82 @@ impl Store {
         max: usize,
     ) -> Result<(usize, usize), StoreError> {
         const CTX: &str = "forgetting old wallet connection requests";
+        let found = self
+            .read(CTX, move |tx| {
+                purgeable(
+                    &tx.open_table(NWC_REQUESTS_BY_TIME).ctx(CTX)?,
+                    &tx.open_table(NWC_REQUESTS).ctx(CTX)?,
+                    &tx.open_table(NWC_CONNECTIONS).ctx(CTX)?,
+                    (before_us, revoked_before_us, max),
+                    CTX,
+                )
+            })
+            .await?;
+        if found.0.is_empty() && found.1.is_empty() {
+            return Ok((0, 0));
+        }
         self.write(CTX, move |tx| {
             let mut by_time = tx.open_table(NWC_REQUESTS_BY_TIME).ctx(CTX)?;
             let mut requests = tx.open_table(NWC_REQUESTS).ctx(CTX)?;
-            let mut old = Vec::new();
-            for entry in by_time.range(..(before_us, [0u8; 32])).ctx(CTX)? {
-                if old.len() >= max {
-                    break;
-                }
-                old.push(entry.ctx(CTX)?.0.value());
-            }
-            let mut forgotten = 0;
-            for (at, id) in old {
-                let answered = requests
-                    .get(id)
-                    .ctx(CTX)?
-                    .map(|v| v.value().decode())
-                    .transpose()?
-                    .is_none_or(|r: NwcRequestRecord| r.answer.is_some());
-                // An unanswered payment stays until its state is known.
-                if answered {
-                    requests.remove(id).ctx(CTX)?;
-                    by_time.remove((at, id)).ctx(CTX)?;
-                    forgotten += 1;
-                }
-            }
             let mut connections = tx.open_table(NWC_CONNECTIONS).ctx(CTX)?;
-            let mut gone = Vec::new();
-            for entry in connections.iter().ctx(CTX)? {
-                let (id, value) = entry.ctx(CTX)?;
-                let record: NwcConnectionRecord = value.value().decode()?;
-                if record
-                    .revoked_at_us
-                    .is_some_and(|at| at < revoked_before_us)
-                {
-                    gone.push(id.value().to_string());
-                }
+            // Found again inside the write: a request may have been answered, or a
+            // connection revoked, since the look.
+            let (old, gone) = purgeable(
+                &by_time,
+                &requests,
+                &connections,
+                (before_us, revoked_before_us, max),
+                CTX,
+            )?;
+            for (at, id) in &old {
+                requests.remove(id).ctx(CTX)?;
+                by_time.remove((*at, *id)).ctx(CTX)?;
             }
             for id in &gone {
                 connections.remove(id.as_str()).ctx(CTX)?;
             }
-            Ok((forgotten, gone.len()))
+            Ok((old.len(), gone.len()))
         })
         .await
     }
+}
+
+/// What [`Store::nwc_purge`] forgets: among the first `max` requests received before
+/// `before_us`, the answered ones (an unanswered payment stays until its state is
+/// known), as (time, id) rows; and the ids of connections revoked before
+/// `revoked_before_us`.
+fn purgeable(
+    by_time: &impl ReadableTable<(u64, [u8; 32]), ()>,
+    requests: &impl ReadableTable<[u8; 32], Stored<NwcRequestRecordKind>>,
+    connections: &impl ReadableTable<&'static str, Stored<NwcConnectionRecordKind>>,
+    (before_us, revoked_before_us, max): (u64, u64, usize),
+    ctx: &'static str,
+) -> Result<(Vec<(u64, [u8; 32])>, Vec<String>), StoreError> {
+    let mut old = Vec::new();
+    for entry in by_time.range(..(before_us, [0u8; 32])).ctx(ctx)?.take(max) {
+        let (at, id) = entry.ctx(ctx)?.0.value();
+        let answered = requests
+            .get(id)
+            .ctx(ctx)?
+            .map(|v| v.value().decode())
+            .transpose()?
+            .is_none_or(|r: NwcRequestRecord| r.answer.is_some());
+        if answered {
+            old.push((at, id));
+        }
+    }
+    let mut gone = Vec::new();
+    for entry in connections.iter().ctx(ctx)? {
+        let (id, value) = entry.ctx(ctx)?;
+        let record: NwcConnectionRecord = value.value().decode()?;
+        if record
+            .revoked_at_us
+            .is_some_and(|at| at < revoked_before_us)
+        {
+            gone.push(id.value().to_string());
+        }
+    }
+    Ok((old, gone))
 }
 
 /// Check the request index inside a read transaction (part of
@@ -585,6 +619,14 @@ mod tests {
             (0, 1)
         );
         assert!(store.nwc_connections().await.expect("ok").is_empty());
+        // Nothing left to forget (the unanswered payment stays): no commit at all.
+        let commits = store.commit_count();
+        assert_eq!(
+            store.nwc_purge(1_000, 1_000, 100).await.expect("ok"),
+            (0, 0)
+        );
+        assert_eq!(store.commit_count(), commits);
+        assert!(store.nwc_request([2; 32]).await.expect("ok").is_some());
         store.verify_invariants().await.expect("ok");
     }
 }
