@@ -78,8 +78,9 @@ impl BackupKey {
         let (prk, _) = Hkdf::<Sha256>::extract(Some(KDF_SALT), seed.as_ref());
         let mut bytes = Zeroizing::new([0u8; 32]);
         bytes.copy_from_slice(&prk);
-        // The fingerprint of the BIP-32 master key does not depend on the network.
-        let fingerprint = bark::WalletSeed::new_from_mnemonic(bitcoin::Network::Bitcoin, mnemonic)
+        // The fingerprint of the BIP-32 master key does not depend on the network. From
+        // the seed above: deriving it again from the mnemonic would cost as much again.
+        let fingerprint = bark::WalletSeed::new_from_seed(bitcoin::Network::Bitcoin, &seed)
             .fingerprint()
             .to_string();
         BackupKey {

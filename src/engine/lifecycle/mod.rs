@@ -372,13 +372,13 @@ impl Engine {
         };
 
         let persister: Arc<dyn BarkPersister> = Arc::new(self.store.clone());
-        let mut onchain = bark::onchain::OnchainWallet::load_or_create(
-            network,
-            mnemonic.to_seed(""),
-            persister.clone(),
-        )
-        .await
-        .map_err(OpenError::Bark)?;
+        // The BIP-39 seed once for both wallets: each derivation is 2,048 rounds of
+        // HMAC-SHA512, CPU a start shares with the requests it is already serving.
+        let seed = zeroize::Zeroizing::new(mnemonic.to_seed(""));
+        let mut onchain =
+            bark::onchain::OnchainWallet::load_or_create(network, *seed, persister.clone())
+                .await
+                .map_err(OpenError::Bark)?;
         if let (Some(scan), Some(chain)) = (initial_scan, &chain) {
             // A new wallet's first on-chain scan: from its birthday (imported seed) or
             // the tip (fresh seed). Runs once; a failure leaves it pending for the retry.
@@ -411,7 +411,7 @@ impl Engine {
         let slot = Arc::clone(&status);
         let wallet = bark::Wallet::open(
             network,
-            bark::WalletSeed::new_from_mnemonic(network, mnemonic),
+            bark::WalletSeed::new_from_seed(network, &seed),
             config,
             bark::OpenWalletArgs {
                 persister: Some(persister),
