@@ -300,7 +300,7 @@ impl Store {
                 )
             })
             .await?;
-        if found.0.is_empty() && found.1.is_empty() {
+        if found.requests.is_empty() && found.connections.is_empty() {
             return Ok((0, 0));
         }
         self.write(CTX, move |tx| {
@@ -309,24 +309,32 @@ impl Store {
             let mut connections = tx.open_table(NWC_CONNECTIONS).ctx(CTX)?;
             // Found again inside the write: a request may have been answered, or a
             // connection revoked, since the look.
-            let (old, gone) = purgeable(
+            let due = purgeable(
                 &by_time,
                 &requests,
                 &connections,
                 (before_us, revoked_before_us, max),
                 CTX,
             )?;
-            for (at, id) in &old {
+            for (at, id) in &due.requests {
                 requests.remove(id).ctx(CTX)?;
                 by_time.remove((*at, *id)).ctx(CTX)?;
             }
-            for id in &gone {
+            for id in &due.connections {
                 connections.remove(id.as_str()).ctx(CTX)?;
             }
-            Ok((old.len(), gone.len()))
+            Ok((due.requests.len(), due.connections.len()))
         })
         .await
     }
+}
+
+/// What [`Store::nwc_purge`] forgets.
+struct Purgeable {
+    /// Answered requests, as their (time, id) rows.
+    requests: Vec<(u64, [u8; 32])>,
+    /// Ids of long-revoked connections.
+    connections: Vec<String>,
 }
 
 /// What [`Store::nwc_purge`] forgets: among the first `max` requests received before
@@ -339,7 +347,7 @@ fn purgeable(
     connections: &impl ReadableTable<&'static str, Stored<NwcConnectionRecordKind>>,
     (before_us, revoked_before_us, max): (u64, u64, usize),
     ctx: &'static str,
-) -> Result<(Vec<(u64, [u8; 32])>, Vec<String>), StoreError> {
+) -> Result<Purgeable, StoreError> {
     let mut old = Vec::new();
     for entry in by_time.range(..(before_us, [0u8; 32])).ctx(ctx)?.take(max) {
         let (at, id) = entry.ctx(ctx)?.0.value();
@@ -364,7 +372,10 @@ fn purgeable(
             gone.push(id.value().to_string());
         }
     }
-    Ok((old, gone))
+    Ok(Purgeable {
+        requests: old,
+        connections: gone,
+    })
 }
 
 /// Check the request index inside a read transaction (part of
