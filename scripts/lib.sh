@@ -77,8 +77,7 @@ split_debug() {
 # hot_link_args LIST: rustc's arguments that link berthd with the functions named in
 # LIST (scripts/hot-functions) side by side at the start of its code, by lld's
 # --symbol-ordering-file (names LIST lacks, or this build lacks, are left where they
-# fall: a list made for another build only lays out less). docs/architecture.md, "The
-# shipped binary's layout".
+# fall: a list made for another build only lays out less). docs/adr/0010.
 hot_link_args() {
   printf '%s\n' -C "link-arg=-Wl,--symbol-ordering-file=$1" -C link-arg=-Wl,--no-warn-symbol-ordering
 }

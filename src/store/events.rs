@@ -96,7 +96,7 @@ fn prune(
         else {
             break;
         };
-        if len <= keep && at_us >= cutoff_us {
+        if !prune_due(len, at_us, keep, cutoff_us) {
             break;
         }
         events.remove(id).ctx(ctx)?;
@@ -113,6 +113,12 @@ fn prune(
             .ctx(ctx)?;
     }
     Ok(removed)
+}
+
+/// Whether a log of `len` events whose oldest was appended at `oldest_us` has one to
+/// prune: more than `keep`, or older than `cutoff_us`.
+fn prune_due(len: u64, oldest_us: u64, keep: u64, cutoff_us: u64) -> bool {
+    len > keep || oldest_us < cutoff_us
 }
 
 /// Remove every event, inside the caller's transaction.
@@ -213,8 +219,11 @@ impl Store {
             .read(CTX, move |tx| {
                 let events = tx.open_table(EVENTS).ctx(CTX)?;
                 let by_time = tx.open_table(EVENTS_BY_TIME).ctx(CTX)?;
-                let oldest = by_time.first().ctx(CTX)?.map(|(at, _)| at.value());
-                Ok(events.len().ctx(CTX)? > keep || oldest.is_some_and(|at| at < cutoff_us))
+                let len = events.len().ctx(CTX)?;
+                Ok(by_time
+                    .first()
+                    .ctx(CTX)?
+                    .is_some_and(|(at, _)| prune_due(len, at.value(), keep, cutoff_us)))
             })
             .await?;
         if !due {
