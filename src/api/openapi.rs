@@ -2,9 +2,10 @@
 //!
 //! Each documented route is registered together with its description (`routes!` in
 //! its group's declarations, `api::routes`), so a served operation cannot go
-//! undocumented. The document is served at
-//! `/api-docs/openapi.json`, checked in as `docs/openapi.json`, and `tests/integration/openapi.rs`
-//! compares it with barkd's 0.6.0 document under the rules of `docs/barkd-compatibility.md`.
+//! undocumented. The document is checked in as `docs/openapi.json`, which berthd serves at
+//! `/api-docs/openapi.json` (build.rs compresses it into the binary, so this code is not in
+//! the daemon at all); `tests/integration/openapi.rs` proves the copy current and compares
+//! it with barkd's 0.6.0 document under the rules of `docs/barkd-compatibility.md`.
 
 use utoipa::Modify;
 use utoipa::OpenApi;

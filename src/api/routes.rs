@@ -1,7 +1,7 @@
 //! The route table: every operation is declared once, next to its handler in its
 //! group's file, with who may call it.
 //!
-//! A group's `routes(Routes) -> Routes` adds each of its handlers, named with
+//! A group's `routes(Routes<D>) -> Routes<D>` adds each of its handlers, named with
 //! [`route!`], with the access it needs: a scope (`read`, `receive`, `send`, `admin`),
 //! `moves_funds` (the `send` scope, and the route takes an `Idempotency-Key`), or
 //! `public` (no bearer token: the route checks its own credential, or needs none). The
@@ -13,9 +13,12 @@
 //! - the routers: the protected one (behind the bearer check) and the public one;
 //! - the [`RouteTable`] that the scope check (`api::scopes`), the idempotency layer
 //!   (`api::idempotency`) and the document's `Idempotency-Key` parameters read;
-//! - the OpenAPI document, only when it is asked for ([`Declared::documented`]):
-//!   describing every operation and its schemas costs more than all the rest of a
-//!   start, and serving needs none of it.
+//! - the OpenAPI document, only when declaring for it ([`Documenting`], then
+//!   [`Declared::documented`]): describing every operation and its schemas costs more
+//!   than all the rest of a start, and serving needs none of it. Declaring to serve
+//!   ([`Serving`]) drops each route's description unused, so the code that describes it
+//!   is never compiled into berthd (1.87 MB of it; berthd serves the checked-in
+//!   document, `build.rs`).
 
 use axum::Router;
 use axum::http::Method;
@@ -99,22 +102,23 @@ impl RouteTable {
 }
 
 /// One handler as [`route!`] declares it: what serving needs (its path, methods and
-/// router, all cheap to make) and how to document it (made only for the document).
-pub struct Declaration {
+/// router, all cheap to make) and how to document it (`document`, called only for the
+/// document; a closure of its own type, so that code exists only where it is kept).
+pub struct Declaration<F> {
     path: String,
     methods: Vec<HttpMethod>,
     router: MethodRouter<AppState>,
-    document: fn() -> UtoipaMethodRouter<AppState>,
+    document: F,
 }
 
-impl Declaration {
+impl<F: Describe> Declaration<F> {
     #[doc(hidden)]
     pub fn new(
         path: String,
         methods: Vec<HttpMethod>,
         router: MethodRouter<AppState>,
-        document: fn() -> UtoipaMethodRouter<AppState>,
-    ) -> Declaration {
+        document: F,
+    ) -> Declaration<F> {
         Declaration {
             path,
             methods,
@@ -153,47 +157,83 @@ macro_rules! route {
 }
 pub(crate) use route;
 
-/// Routes being declared: the two routers and the table, built together, and how to
-/// document them.
-pub struct Routes {
+/// How a route is described for the OpenAPI document (what [`route!`] makes).
+pub trait Describe: Fn() -> UtoipaMethodRouter<AppState> + 'static {}
+impl<F: Fn() -> UtoipaMethodRouter<AppState> + 'static> Describe for F {}
+
+/// What declaring routes keeps of their descriptions: nothing ([`Serving`]) or the
+/// steps that make the OpenAPI document ([`Documenting`]). Chosen by type, so a
+/// declaration to serve never names the describing code.
+pub trait Documentation: Default {
+    fn route(&mut self, access: Access, describe: impl Describe);
+    fn nest(&mut self, prefix: &str, inner: Self);
+}
+
+/// Declaring to serve: descriptions are dropped.
+#[derive(Debug, Default)]
+pub struct Serving;
+
+impl Documentation for Serving {
+    fn route(&mut self, _access: Access, _describe: impl Describe) {}
+    fn nest(&mut self, _prefix: &str, _inner: Self) {}
+}
+
+/// Declaring for the OpenAPI document: the declarations' steps, replayed in order by
+/// [`Declared::documented`] the way `utoipa_axum`'s routers make it.
+#[derive(Default)]
+pub struct Documenting {
+    steps: Vec<Step>,
+}
+
+enum Step {
+    Route(Access, Box<dyn Describe>),
+    Nest(String, Vec<Step>),
+}
+
+impl Documentation for Documenting {
+    fn route(&mut self, access: Access, describe: impl Describe) {
+        self.steps.push(Step::Route(access, Box::new(describe)));
+    }
+
+    fn nest(&mut self, prefix: &str, inner: Self) {
+        self.steps.push(Step::Nest(prefix.to_owned(), inner.steps));
+    }
+}
+
+/// Routes being declared: the two routers and the table, built together, and what
+/// `D` keeps of their descriptions.
+pub struct Routes<D> {
     protected: Router<AppState>,
     public: Router<AppState>,
     table: Vec<Route>,
-    document: Vec<Documenting>,
-}
-
-/// A step of the declarations, replayed in order to make the OpenAPI document the way
-/// `utoipa_axum`'s routers make it.
-enum Documenting {
-    Route(Access, fn() -> UtoipaMethodRouter<AppState>),
-    Nest(String, Vec<Documenting>),
+    document: D,
 }
 
 /// The routers and the table, once every route is declared.
-pub struct Declared {
+pub struct Declared<D> {
     /// Routes behind the bearer check (and the scope check).
     pub protected: Router<AppState>,
     /// Routes with a credential of their own, or none.
     pub public: Router<AppState>,
     pub table: RouteTable,
-    document: Vec<Documenting>,
+    document: D,
 }
 
-impl Declared {
+impl Declared<Documenting> {
     /// The routes described for the OpenAPI document: the protected ones and the public
     /// ones, as `utoipa_axum` routers (their paths and components).
     pub fn documented(self) -> (OpenApiRouter<AppState>, OpenApiRouter<AppState>) {
-        fn replay(steps: Vec<Documenting>) -> (OpenApiRouter<AppState>, OpenApiRouter<AppState>) {
+        fn replay(steps: Vec<Step>) -> (OpenApiRouter<AppState>, OpenApiRouter<AppState>) {
             let (mut protected, mut public) = (OpenApiRouter::new(), OpenApiRouter::new());
             for step in steps {
                 match step {
-                    Documenting::Route(Access::Public, document) => {
-                        public = public.routes(document());
+                    Step::Route(Access::Public, describe) => {
+                        public = public.routes(describe());
                     }
-                    Documenting::Route(Access::Scoped { .. }, document) => {
-                        protected = protected.routes(document());
+                    Step::Route(Access::Scoped { .. }, describe) => {
+                        protected = protected.routes(describe());
                     }
-                    Documenting::Nest(prefix, inner) => {
+                    Step::Nest(prefix, inner) => {
                         let (inner_protected, inner_public) = replay(inner);
                         protected = protected.nest(&prefix, inner_protected);
                         public = public.nest(&prefix, inner_public);
@@ -202,43 +242,43 @@ impl Declared {
             }
             (protected, public)
         }
-        replay(self.document)
+        replay(self.document.steps)
     }
 }
 
-impl Default for Routes {
+impl<D: Documentation> Default for Routes<D> {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl Routes {
-    pub fn new() -> Routes {
+impl<D: Documentation> Routes<D> {
+    pub fn new() -> Routes<D> {
         Routes {
             protected: Router::new(),
             public: Router::new(),
             table: Vec::new(),
-            document: Vec::new(),
+            document: D::default(),
         }
     }
 
     /// A route for credentials with the `read` scope.
-    pub fn read(self, route: Declaration) -> Routes {
+    pub fn read(self, route: Declaration<impl Describe>) -> Routes<D> {
         self.add(route, scoped(Scope::Read))
     }
 
     /// A route for credentials with the `receive` scope.
-    pub fn receive(self, route: Declaration) -> Routes {
+    pub fn receive(self, route: Declaration<impl Describe>) -> Routes<D> {
         self.add(route, scoped(Scope::Receive))
     }
 
     /// A route for credentials with the `send` scope.
-    pub fn send(self, route: Declaration) -> Routes {
+    pub fn send(self, route: Declaration<impl Describe>) -> Routes<D> {
         self.add(route, scoped(Scope::Send))
     }
 
     /// A route that moves funds: the `send` scope, and an `Idempotency-Key`.
-    pub fn moves_funds(self, route: Declaration) -> Routes {
+    pub fn moves_funds(self, route: Declaration<impl Describe>) -> Routes<D> {
         self.add(
             route,
             Access::Scoped {
@@ -249,16 +289,16 @@ impl Routes {
     }
 
     /// A route for full (admin) credentials.
-    pub fn admin(self, route: Declaration) -> Routes {
+    pub fn admin(self, route: Declaration<impl Describe>) -> Routes<D> {
         self.add(route, scoped(Scope::Admin))
     }
 
     /// A route without the bearer check.
-    pub fn public(self, route: Declaration) -> Routes {
+    pub fn public(self, route: Declaration<impl Describe>) -> Routes<D> {
         self.add(route, Access::Public)
     }
 
-    fn add(mut self, route: Declaration, access: Access) -> Routes {
+    fn add(mut self, route: Declaration<impl Describe>, access: Access) -> Routes<D> {
         for method in &route.methods {
             self.table.push(Route {
                 method: method_of(method),
@@ -276,13 +316,12 @@ impl Routes {
             Access::Public => self.public = self.public.route(path, route.router),
             Access::Scoped { .. } => self.protected = self.protected.route(path, route.router),
         }
-        self.document
-            .push(Documenting::Route(access, route.document));
+        self.document.route(access, route.document);
         self
     }
 
     /// `inner`'s routes under `prefix` (such as `/api/v1`).
-    pub fn nest(mut self, prefix: &str, inner: Routes) -> Routes {
+    pub fn nest(mut self, prefix: &str, inner: Routes<D>) -> Routes<D> {
         self.protected = self.protected.nest(prefix, inner.protected);
         self.public = self.public.nest(prefix, inner.public);
         self.table
@@ -290,12 +329,11 @@ impl Routes {
                 path: format!("{prefix}{}", route.path),
                 ..route
             }));
-        self.document
-            .push(Documenting::Nest(prefix.to_owned(), inner.document));
+        self.document.nest(prefix, inner.document);
         self
     }
 
-    pub fn declared(self) -> Declared {
+    pub fn declared(self) -> Declared<D> {
         Declared {
             protected: self.protected,
             public: self.public,

@@ -216,7 +216,13 @@ fn daemon_serves_the_document_without_a_credential() {
     assert_eq!(status, 200, "{raw}");
     let served = harness::json_of(&raw);
     let expected: Value = serde_json::from_str(&generated()).expect("JSON");
-    assert_eq!(served, expected, "the served document is the generated one");
+    // berthd serves the checked-in copy it was built with (build.rs): right after a
+    // BERTH_BLESS run rewrote that copy, this fails until the daemon is built again.
+    assert!(
+        served == expected,
+        "the served document is not the generated one (after BERTH_BLESS=1, run the tests \
+         again: the daemon is rebuilt with the new docs/openapi.json)"
+    );
 }
 
 #[test]

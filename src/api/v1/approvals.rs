@@ -13,11 +13,11 @@ use utoipa::ToSchema;
 
 use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorResponse, NotFoundResponse};
-use crate::api::routes::Routes;
+use crate::api::routes::{Documentation, Routes};
 use crate::engine::spending::approvals::{Approval, parse_id};
 
 /// The group's routes, each with who may call it (`api::routes`).
-pub(super) fn routes(routes: Routes) -> Routes {
+pub(super) fn routes<D: Documentation>(routes: Routes<D>) -> Routes<D> {
     routes
         .admin(route!(list_approvals))
         .admin(route!(get_approval))

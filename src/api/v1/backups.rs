@@ -14,11 +14,11 @@ use crate::access::Caller;
 use crate::access::scopes::Scope;
 use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorResponse};
-use crate::api::routes::Routes;
+use crate::api::routes::{Documentation, Routes};
 use crate::engine::backup::service::{BackupFile, ServiceError};
 
 /// The group's routes, each with who may call it (`api::routes`).
-pub(super) fn routes(routes: Routes) -> Routes {
+pub(super) fn routes<D: Documentation>(routes: Routes<D>) -> Routes<D> {
     routes
         .read(route!(list_backups))
         .admin(route!(back_up_now))

@@ -9,12 +9,12 @@ use utoipa::ToSchema;
 
 use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorResponse};
-use crate::api::routes::Routes;
+use crate::api::routes::{Documentation, Routes};
 use crate::api::v1::common::PendingBoardInfo;
 use crate::api::v1::common::amount;
 
 /// The group's routes, each with who may call it (`api::routes`).
-pub(super) fn routes(routes: Routes) -> Routes {
+pub(super) fn routes<D: Documentation>(routes: Routes<D>) -> Routes<D> {
     routes
         .moves_funds(route!(board_amount))
         .moves_funds(route!(board_all))

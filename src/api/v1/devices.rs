@@ -15,10 +15,10 @@ use crate::access::enrolment::EnrolError;
 use crate::api::AppState;
 use crate::api::auth::peer_ip;
 use crate::api::error::{ApiError, ErrorResponse, NotFoundResponse};
-use crate::api::routes::Routes;
+use crate::api::routes::{Documentation, Routes};
 
 /// The group's routes, each with who may call it (`api::routes`).
-pub(super) fn routes(routes: Routes) -> Routes {
+pub(super) fn routes<D: Documentation>(routes: Routes<D>) -> Routes<D> {
     routes
         .admin(route!(list_devices))
         .admin(route!(revoke_device))

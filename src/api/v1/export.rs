@@ -14,13 +14,13 @@ use utoipa::ToSchema;
 use crate::access::Caller;
 use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorResponse};
-use crate::api::routes::Routes;
+use crate::api::routes::{Documentation, Routes};
 use crate::api::v1::common::history_viewer;
 use crate::engine::labels::{label_of, refs_of};
 use crate::engine::spending::PAYER_KEY;
 
 /// The group's routes, each with who may call it (`api::routes`).
-pub(super) fn routes(routes: Routes) -> Routes {
+pub(super) fn routes<D: Documentation>(routes: Routes<D>) -> Routes<D> {
     routes
         .read(route!(history_csv))
         .read(route!(labels_jsonl))

@@ -10,12 +10,12 @@ use serde::Deserialize;
 use crate::access::Caller;
 use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorResponse, NotFoundResponse};
-use crate::api::routes::Routes;
+use crate::api::routes::{Documentation, Routes};
 use crate::api::v1::common::{Fresh, Movement, Page, PageQuery, RenderedPage, history_viewer};
 use crate::engine::spending::paid_by;
 
 /// The group's routes, each with who may call it (`api::routes`).
-pub(super) fn routes(routes: Routes) -> Routes {
+pub(super) fn routes<D: Documentation>(routes: Routes<D>) -> Routes<D> {
     routes
         .read(route!(list))
         // Labels rewrite the wallet's records: not for a read-only display.

@@ -20,13 +20,13 @@ use utoipa::ToSchema;
 use crate::access::Caller;
 use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorResponse, NotFoundResponse};
-use crate::api::routes::Routes;
+use crate::api::routes::{Documentation, Routes};
 use crate::api::v1::common::{WalletVtxoInfo, amount, outbound};
 use crate::engine::lightning::{LightningDestination, receive_phase, send_phase};
 use crate::engine::spending::Spender;
 
 /// The group's routes, each with who may call it (`api::routes`).
-pub(super) fn routes(routes: Routes) -> Routes {
+pub(super) fn routes<D: Documentation>(routes: Routes<D>) -> Routes<D> {
     routes
         .moves_funds(route!(pay))
         .read(route!(list_receive_statuses))

@@ -11,10 +11,10 @@ use utoipa::ToSchema;
 
 use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorResponse};
-use crate::api::routes::Routes;
+use crate::api::routes::{Documentation, Routes};
 
 /// The group's routes, each with who may call it (`api::routes`).
-pub(super) fn routes(routes: Routes) -> Routes {
+pub(super) fn routes<D: Documentation>(routes: Routes<D>) -> Routes<D> {
     routes
         // A signature by the wallet's key can authorise things elsewhere.
         .send(route!(sign_message))

@@ -27,11 +27,11 @@ pub mod system;
 pub mod wallet;
 pub mod webhooks;
 
-use crate::api::routes::Routes;
+use crate::api::routes::{Documentation, Routes};
 
 /// Every `/api/v1` route, declared by its group (`api::routes`).
-pub fn routes() -> Routes {
-    let groups: [fn(Routes) -> Routes; 19] = [
+pub fn routes<D: Documentation>() -> Routes<D> {
+    let groups: [fn(Routes<D>) -> Routes<D>; 19] = [
         wallet::routes,
         onchain::routes,
         bitcoin::routes,

@@ -10,12 +10,12 @@ use utoipa::ToSchema;
 use crate::access::Caller;
 use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorResponse};
-use crate::api::routes::Routes;
+use crate::api::routes::{Documentation, Routes};
 use crate::api::v1::common::{Page, PageQuery, amount};
 use crate::engine::spending::Spender;
 
 /// The group's routes, each with who may call it (`api::routes`).
-pub(super) fn routes(routes: Routes) -> Routes {
+pub(super) fn routes<D: Documentation>(routes: Routes<D>) -> Routes<D> {
     routes
         .receive(route!(onchain_address))
         .read(route!(onchain_balance))

@@ -11,12 +11,12 @@ use serde::{Deserialize, Serialize};
 use crate::access::{Caller, Credential};
 use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorResponse, NotFoundResponse};
-use crate::api::routes::{Routes, route};
+use crate::api::routes::{Documentation, Routes, route};
 use crate::events::timestamp;
 use crate::webhooks::WebhookView;
 
 /// The group's routes, each with who may call it (`api::routes`).
-pub(super) fn routes(routes: Routes) -> Routes {
+pub(super) fn routes<D: Documentation>(routes: Routes<D>) -> Routes<D> {
     routes
         .read(route!(set_my_push))
         .read(route!(get_my_push))

@@ -15,11 +15,11 @@ use utoipa::ToSchema;
 use crate::access::{Caller, Credential};
 use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorResponse, NotFoundResponse};
-use crate::api::routes::Routes;
+use crate::api::routes::{Documentation, Routes};
 use crate::engine::spending::{Rules, RulesView};
 
 /// The group's routes, each with who may call it (`api::routes`).
-pub(super) fn routes(routes: Routes) -> Routes {
+pub(super) fn routes<D: Documentation>(routes: Routes<D>) -> Routes<D> {
     routes
         .admin(route!(get_device_rules))
         .admin(route!(set_device_rules))

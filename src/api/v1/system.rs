@@ -10,11 +10,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorResponse, NotFoundResponse};
-use crate::api::routes::{Routes, route};
+use crate::api::routes::{Documentation, Routes, route};
 use crate::system_update::{BundleInfo, InstallProgress, UpdateError, UpdateOutcome};
 
 /// The group's routes, each with who may call it (`api::routes`).
-pub(super) fn routes(routes: Routes) -> Routes {
+pub(super) fn routes<D: Documentation>(routes: Routes<D>) -> Routes<D> {
     routes
         .admin(route!(update_status))
         .admin(route!(upload_bundle))

@@ -12,12 +12,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorResponse, NotFoundResponse};
-use crate::api::routes::{Routes, route};
+use crate::api::routes::{Documentation, Routes, route};
 use crate::events::timestamp;
 use crate::webhooks::{NewWebhook, WebhookChange, WebhookError, WebhookView};
 
 /// The group's routes, each with who may call it (`api::routes`).
-pub(super) fn routes(routes: Routes) -> Routes {
+pub(super) fn routes<D: Documentation>(routes: Routes<D>) -> Routes<D> {
     routes
         .admin(route!(create_webhook))
         .admin(route!(list_webhooks))

@@ -19,7 +19,7 @@ use utoipa::ToSchema;
 use crate::access::Caller;
 use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorResponse, NotFoundResponse};
-use crate::api::routes::Routes;
+use crate::api::routes::{Documentation, Routes};
 use crate::api::v1::common::{Fresh, PageQuery, RenderedPage, parse_vtxo_id, parse_vtxo_ids};
 use crate::engine::spending::Spender;
 
@@ -27,7 +27,7 @@ pub use model::{BlockRef, ExitError, ExitProgressStatus, ExitTransactionStatus};
 
 /// The group's routes, each with who may call it (`api::routes`).
 #[allow(deprecated)]
-pub(super) fn routes(routes: Routes) -> Routes {
+pub(super) fn routes<D: Documentation>(routes: Routes<D>) -> Routes<D> {
     routes
         .moves_funds(route!(exit_start_all))
         .moves_funds(route!(exit_start_vtxos))

@@ -9,11 +9,11 @@ pub mod vtxos;
 
 use crate::api::routes::route;
 
-use crate::api::routes::Routes;
+use crate::api::routes::{Documentation, Routes};
 
 /// The group's routes, each with who may call it (`api::routes`).
 #[allow(deprecated)]
-pub(super) fn routes(routes: Routes) -> Routes {
+pub(super) fn routes<D: Documentation>(routes: Routes<D>) -> Routes<D> {
     routes
         // Lifecycle.
         .read(route!(lifecycle::wallet_exists))
