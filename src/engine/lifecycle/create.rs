@@ -60,7 +60,7 @@ impl Engine {
                 written_config = Some(RemoveOnDrop(Some(config_path.clone())));
             }
         }
-        let config = match bark::Config::load(req.network, &config_path) {
+        let config = match super::bark_config::load(req.network, &config_path) {
             Ok(config) => with_user_agent(config),
             Err(e) => {
                 return Err(EngineError::InvalidRequest(format!(
@@ -243,7 +243,8 @@ impl Engine {
     }
 }
 
-/// bark's `config.toml` for a new wallet (the format `bark::Config` reads).
+/// bark's `config.toml` for a new wallet (the format `bark::Config` reads, and
+/// `bark_config`).
 fn config_toml(ark_server: &str, chain: &ChainSource) -> String {
     let quote = |s: &str| toml_string(s);
     let mut out = format!("server_address = {}\n", quote(ark_server));

@@ -29,6 +29,7 @@ use super::session::{Recorder, Session};
 use super::{Engine, EngineError, LoadedWallet, WalletState};
 use crate::store::InitialScan;
 
+mod bark_config;
 mod create;
 mod request;
 pub use create::new_mnemonic;
@@ -187,7 +188,7 @@ impl Engine {
         drop(phrase);
         self.hold_backup_key(record.fingerprint, &mnemonic);
         let config =
-            bark::Config::load(record.network, self.layout.bark_config()).map_err(|e| {
+            bark_config::load(record.network, &self.layout.bark_config()).map_err(|e| {
                 EngineError::Internal {
                     context: "loading config.toml",
                     source: e,
