@@ -32,7 +32,7 @@ use crate::store::{EventRetention, Store, StoreError, now_us};
 /// Most events one read returns: bounds what a reader holds at once.
 pub const MAX_PAGE: usize = 1000;
 /// Events kept in memory for live readers.
-const RECENT_CAPACITY: usize = 1024;
+pub const RECENT_CAPACITY: usize = 1024;
 /// How often the log is pruned by age when nothing is appended.
 const PRUNE_INTERVAL: Duration = Duration::from_secs(3600);
 
