@@ -22,7 +22,7 @@
 //! (`events::RECENT_CAPACITY`), then they leave and berthd rests 30 s. A box just
 //! started on a new wallet has an empty window and has not yet run its event-delivery
 //! code, so the burst's figures would otherwise count the wallet's own growth (about
-//! 4 MB: the window of the newest events, redb's cache of the pages written, the code
+//! 8 MB on 30 Nov 2026: the window of the newest events, redb's cache of the pages written, the code
 //! paged in) as memory the burst kept. The figure straight after start is printed too.
 //!
 //! Run: `scripts/bench-events` (or `BITCOIND_EXEC=... cargo bench --bench events`).
