@@ -19,8 +19,15 @@
 //! checks it (`e2fsck -p`, systemd-fsck's pass for its fstab line), then fully
 //! (`e2fsck -fn`), and mounted again (with the journal's recovery) with a new record.
 //!
+//! The card is ext4, as the image makes it, or f2fs to compare ([`Filesystem`]): then
+//! `fsck.f2fs -a` is the boot's pass, `fsck.f2fs -f --dry-run` the full check, and the
+//! mount rolls forward what was fsynced since the last checkpoint. f2fs needs a kernel
+//! that has it (this machine's does not: `scripts/in-uml` runs the test under
+//! User-mode Linux's).
+//!
 //! Needs root (loop devices, mounts), `/dev/fuse`, `qemu-storage-daemon` and `qemu-img`
-//! (Debian's qemu-utils) and e2fsprogs; [`LoggedCard::missing`] says what is absent.
+//! (Debian's qemu-utils) and e2fsprogs (f2fs-tools); [`LoggedCard::missing`] says what
+//! is absent.
 
 use std::io::{Read as _, Seek as _, SeekFrom, Write as _};
 use std::os::unix::fs::FileExt as _;
@@ -30,6 +37,104 @@ use std::time::{Duration, Instant};
 
 /// The data partition's mount options on the box (`image/build`'s fstab line).
 pub const BOX_MOUNT_OPTIONS: &str = "noatime,nosuid,nodev,noexec";
+
+/// The card's filesystem: the image's ext4, or f2fs, the flash filesystem, to compare.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Filesystem {
+    Ext4,
+    F2fs,
+}
+
+impl Filesystem {
+    /// From `var` (`ext4`, the default, or `f2fs`).
+    pub fn from_env(var: &str) -> Filesystem {
+        match std::env::var(var).as_deref() {
+            Err(_) | Ok("") | Ok("ext4") => Filesystem::Ext4,
+            Ok("f2fs") => Filesystem::F2fs,
+            Ok(other) => panic!("{var}={other}: ext4 or f2fs"),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Filesystem::Ext4 => "ext4",
+            Filesystem::F2fs => "f2fs",
+        }
+    }
+
+    /// The tools it takes; and for f2fs the kernel's support, which the host's kernel
+    /// lacks.
+    fn missing(self) -> Vec<String> {
+        let (tools, package): (&[&str], _) = match self {
+            Filesystem::Ext4 => (&["mkfs.ext4", "e2fsck"], "e2fsprogs"),
+            Filesystem::F2fs => (&["mkfs.f2fs", "fsck.f2fs"], "f2fs-tools"),
+        };
+        let mut missing: Vec<String> = tools
+            .iter()
+            .filter(|tool| !crate::harness::installed(tool))
+            .map(|tool| format!("{tool} ({package})"))
+            .collect();
+        let filesystems = std::fs::read_to_string("/proc/filesystems").unwrap_or_default();
+        if !filesystems.split_whitespace().any(|fs| fs == self.name()) {
+            missing.push(format!(
+                "a kernel with {} (scripts/in-uml runs one)",
+                self.name()
+            ));
+        }
+        missing
+    }
+
+    /// A new filesystem labelled as the box's data partition, filling `image`.
+    fn make(self, image: &Path, mib: u64) -> Result<(), String> {
+        match self {
+            Filesystem::Ext4 => run(Command::new("mkfs.ext4")
+                .args(["-q", "-F", "-t", "ext4", "-L", "berth-data"])
+                .arg(image)
+                .arg(format!("{mib}M"))),
+            Filesystem::F2fs => {
+                std::fs::File::create(image)
+                    .and_then(|f| f.set_len(mib << 20))
+                    .map_err(|e| format!("{}: {e}", image.display()))?;
+                run(Command::new("mkfs.f2fs")
+                    .args(["-q", "-f", "-l", "berth-data"])
+                    .arg(image))
+            }
+        }
+        .map(|_| ())
+    }
+
+    /// The boot's pass (what systemd-fsck runs for the fstab line: `fsck -a`).
+    fn preen(self, image: &Path) -> Command {
+        let mut command = match self {
+            Filesystem::Ext4 => Command::new("e2fsck"),
+            Filesystem::F2fs => Command::new("fsck.f2fs"),
+        };
+        command.arg(match self {
+            Filesystem::Ext4 => "-p",
+            Filesystem::F2fs => "-a",
+        });
+        command.arg(image);
+        command
+    }
+
+    /// A full check that changes nothing.
+    fn full_check(self, image: &Path) -> Command {
+        let mut command = match self {
+            Filesystem::Ext4 => {
+                let mut c = Command::new("e2fsck");
+                c.arg("-fn");
+                c
+            }
+            Filesystem::F2fs => {
+                let mut c = Command::new("fsck.f2fs");
+                c.args(["-f", "--dry-run"]);
+                c
+            }
+        };
+        command.arg(image);
+        command
+    }
+}
 
 /// The record's layout (`dm-log-writes`, which `blklogwrites` writes): a super block in
 /// the first sector, then per request an entry sector followed by its data sectors
@@ -63,8 +168,8 @@ pub struct Cut {
     pub kept_after_flush: usize,
     /// Writes recorded before the moment but lost with the power.
     pub lost: usize,
-    /// `e2fsck -p`'s exit status on the cut card (0 clean, 1 repaired; 4 or more: the
-    /// box's boot would stop there).
+    /// The boot's check's exit status on the cut card (`e2fsck -p`, `fsck.f2fs -a`: 0
+    /// clean, 1 repaired; 4 or more: the box's boot would stop there).
     pub preen: i32,
     /// What a check found wrong, if anything.
     pub problems: Vec<String>,
@@ -77,6 +182,7 @@ pub struct LoggedCard {
     pub mount: PathBuf,
     /// The disk as of the last attach (raw; cuts are replayed onto it).
     base: PathBuf,
+    filesystem: Filesystem,
     options: String,
     attached: Option<Attached>,
     attaches: u32,
@@ -106,8 +212,8 @@ fn run(command: &mut Command) -> Result<String, String> {
 }
 
 impl LoggedCard {
-    /// What this machine lacks for a recording card (empty: nothing).
-    pub fn missing() -> Vec<String> {
+    /// What this machine lacks for a recording card of `filesystem` (empty: nothing).
+    pub fn missing(filesystem: Filesystem) -> Vec<String> {
         let mut missing = Vec::new();
         if !rustix::process::geteuid().is_root() {
             missing.push("root (loop devices and mounts)".to_owned());
@@ -115,36 +221,30 @@ impl LoggedCard {
         if !Path::new("/dev/fuse").exists() {
             missing.push("/dev/fuse".to_owned());
         }
-        for tool in [
-            "qemu-storage-daemon",
-            "qemu-img",
-            "losetup",
-            "mkfs.ext4",
-            "e2fsck",
-        ] {
+        for tool in ["qemu-storage-daemon", "qemu-img", "losetup"] {
             if !crate::harness::installed(tool) {
                 missing.push(tool.to_owned());
             }
         }
+        missing.extend(filesystem.missing());
         missing
     }
 
     /// A new card of `mib` MiB in `dir`, made as `image/build` makes the data
-    /// partition, mounted at `dir/mnt` with `options`, recording.
-    pub fn new(dir: &Path, mib: u64, options: &str) -> LoggedCard {
+    /// partition (of `filesystem`), mounted at `dir/mnt` with `options`, recording.
+    pub fn new(dir: &Path, mib: u64, filesystem: Filesystem, options: &str) -> LoggedCard {
         std::fs::create_dir_all(dir).expect("card dir");
         let base = dir.join("card.raw");
-        run(Command::new("mkfs.ext4")
-            .args(["-q", "-F", "-t", "ext4", "-L", "berth-data"])
-            .arg(&base)
-            .arg(format!("{mib}M")))
-        .expect("mkfs.ext4");
+        filesystem
+            .make(&base, mib)
+            .unwrap_or_else(|e| panic!("make the card's {}: {e}", filesystem.name()));
         let mount = dir.join("mnt");
         std::fs::create_dir_all(&mount).expect("mount point");
         let mut card = LoggedCard {
             dir: dir.to_path_buf(),
             mount,
             base,
+            filesystem,
             options: options.to_owned(),
             attached: None,
             attaches: 0,
@@ -220,7 +320,7 @@ impl LoggedCard {
             .arg(&export))?;
         self.attached = Some(attached);
         run(Command::new("mount")
-            .args(["-t", "ext4", "-o", &self.options])
+            .args(["-t", self.filesystem.name(), "-o", &self.options])
             .arg(&self.attached.as_ref().expect("attached").loop_device)
             .arg(&self.mount))
         .map_err(|e| format!("the card does not mount: {e}"))?;
@@ -317,19 +417,16 @@ impl LoggedCard {
                 "the record of the card's writes is not faithful: {e}"
             ));
         }
-        let preen = Command::new("e2fsck")
-            .arg("-p")
-            .arg(&self.base)
-            .output()
-            .expect("e2fsck -p");
-        let preen_status = preen.status.code().unwrap_or(-1);
+        let mut preen = self.filesystem.preen(&self.base);
+        let preened = preen.output().unwrap_or_else(|e| panic!("{preen:?}: {e}"));
+        let preen_status = preened.status.code().unwrap_or(-1);
         if !(0..4).contains(&preen_status) {
             problems.push(format!(
-                "e2fsck -p (the boot's check) exits {preen_status}: the box would stop at boot: {}",
-                String::from_utf8_lossy(&preen.stdout)
+                "{preen:?} (the boot's check) exits {preen_status}: the box would stop at boot: {}",
+                String::from_utf8_lossy(&preened.stdout)
             ));
         }
-        if let Err(e) = run(Command::new("e2fsck").arg("-fn").arg(&self.base)) {
+        if let Err(e) = run(&mut self.filesystem.full_check(&self.base)) {
             problems.push(format!("the full check finds damage: {e}"));
         }
         if let Err(e) = self.attach() {

@@ -15,11 +15,12 @@
 //!
 //! `POWER_CUT_CYCLES` (default 20), `POWER_CUT_SEED` (printed; repeats a run's
 //! choices), `BERTH_POWER_CUT_MOUNT_OPTIONS` (default the image's fstab options, to try
-//! others: `data=journal`, `commit=`).
+//! others: `data=journal`, `commit=`), `BERTH_POWER_CUT_FS` (`ext4`, the image's, or
+//! `f2fs`, which `image/power-cut-test` runs under User-mode Linux).
 
 use std::path::PathBuf;
 
-use crate::card::{BOX_MOUNT_OPTIONS, LoggedCard};
+use crate::card::{BOX_MOUNT_OPTIONS, Filesystem, LoggedCard};
 use crate::chaos::{Fault, Rng, run_loop, seed};
 use crate::harness;
 use crate::stack::{Berthd, Stack};
@@ -73,7 +74,7 @@ impl Fault for PowerCut {
             }
         }
         let said = format!(
-            " ({} writes and flushes recorded, {} flushes; kept {} writes past the last flush, lost {}; e2fsck -p {})",
+            " ({} writes and flushes recorded, {} flushes; kept {} writes past the last flush, lost {}; the boot's check {})",
             cut.recorded, cut.flushes, cut.kept_after_flush, cut.lost, cut.preen
         );
         (wrong, said)
@@ -112,7 +113,8 @@ impl PowerCut {
 #[test]
 #[ignore = "tool: power cuts over real payments, run by image/power-cut-test"]
 fn tool_power_cut_loop() {
-    let missing = LoggedCard::missing();
+    let filesystem = Filesystem::from_env("BERTH_POWER_CUT_FS");
+    let missing = LoggedCard::missing(filesystem);
     assert!(
         missing.is_empty(),
         "a recording card needs {}: run image/power-cut-test",
@@ -126,11 +128,12 @@ fn tool_power_cut_loop() {
     let options = std::env::var("BERTH_POWER_CUT_MOUNT_OPTIONS")
         .unwrap_or_else(|_| BOX_MOUNT_OPTIONS.to_owned());
     println!(
-        "power-cut: seed {seed}, {cycles} cycles, the card mounted {options} \
-         (POWER_CUT_SEED={seed} repeats this run)"
+        "power-cut: seed {seed}, {cycles} cycles, the card {} mounted {options} \
+         (POWER_CUT_SEED={seed} repeats this run)",
+        filesystem.name()
     );
     let stack = Stack::start("tool_power_cut_loop");
-    let card = LoggedCard::new(&stack.dir().join("card"), 1024, &options);
+    let card = LoggedCard::new(&stack.dir().join("card"), 1024, filesystem, &options);
     let backups = card.mount.join("backups");
     std::fs::create_dir_all(&backups).expect("backup directory");
     // Backups a second after a change, so that cuts fall among them too.
@@ -160,14 +163,15 @@ fn tool_power_cut_loop() {
     run_loop("power-cut", &stack, &mut wallets, cycles, seed, &mut fault);
     println!(
         "power-cut: {} cuts: {} at a flush point, the others keeping {} writes past it \
-         ({} lost); {} repaired by the boot's e2fsck -p, 0 unmountable, 0 damaged; \
-         {} newest backups verified (seed {seed})",
+         ({} lost); {} repaired by the boot's check, 0 unmountable, 0 damaged; \
+         {} newest backups verified (seed {seed}, {})",
         fault.cuts,
         fault.at_flush,
         fault.kept_after_flush,
         fault.lost,
         fault.repaired_at_boot,
-        fault.backups_verified
+        fault.backups_verified,
+        filesystem.name()
     );
     // berthd goes before its card.
     drop(wallets);
@@ -179,7 +183,7 @@ fn tool_power_cut_loop() {
 #[test]
 fn a_cut_card_keeps_what_was_flushed() {
     const TEST: &str = "power_cut::a_cut_card_keeps_what_was_flushed";
-    let missing = LoggedCard::missing();
+    let missing = LoggedCard::missing(Filesystem::Ext4);
     if !missing.is_empty() {
         harness::skip(
             TEST,
@@ -190,7 +194,12 @@ fn a_cut_card_keeps_what_was_flushed() {
     let dir = tempfile::tempdir().expect("tempdir");
     // A long journal commit interval: no commit of ext4's own (a flush) falls between
     // the test's writes and its cuts.
-    let mut card = LoggedCard::new(dir.path(), 64, &format!("{BOX_MOUNT_OPTIONS},commit=60"));
+    let mut card = LoggedCard::new(
+        dir.path(),
+        64,
+        Filesystem::Ext4,
+        &format!("{BOX_MOUNT_OPTIONS},commit=60"),
+    );
     let synced = card.mount.join("synced");
     let unsynced = card.mount.join("unsynced");
     std::fs::write(&synced, b"kept").expect("write");

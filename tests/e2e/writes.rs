@@ -1,7 +1,7 @@
 //! What the box writes to its card (`scripts/measure-writes`, issue 47): berthd and
 //! barkd 0.8.0 side by side, in the same run, on the same regtest stack, each with its
-//! datadir on a filesystem of its own (ext4 on a loop device, mounted as the image mounts
-//! its data partition), so the device's own counter (`/sys/block/<dev>/stat`, sectors
+//! datadir on a filesystem of its own (ext4, or f2fs to compare, on a loop device, mounted
+//! as the image mounts its data partition), so the device's own counter (`/sys/block/<dev>/stat`, sectors
 //! written) says what reached the "card": the database's pages, its journal's and the
 //! filesystem's, after `syncfs`. Beside it, each process's `write_bytes`
 //! (`/proc/<pid>/io`) and its log (stderr, what journald would keep; counted apart, as
