@@ -185,6 +185,12 @@ fn from_server_status(
 ) -> EngineError {
     use tonic::Code;
     let message = status.message();
+    if crate::engine::ark_server_holds_vtxos(e) {
+        return EngineError::Unavailable(format!(
+            "{context}: {}",
+            crate::engine::SERVER_HOLDS_VTXOS
+        ));
+    }
     if message.contains("no active") && message.contains("cln node") {
         return EngineError::Unavailable(
             "the Ark server has no Lightning node available right now".into(),
@@ -613,5 +619,28 @@ impl Lightning<'_> {
                 .bolt11_invoice_for_address(amount, claim.clone(), description, None),
         )
         .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_payment_refused_for_coins_the_server_holds_is_a_retry_not_a_bad_request() {
+        let held = anyhow::Error::new(tonic::Status::invalid_argument(
+            "bad user input: some VTXO is already locked by another process: x:0",
+        ))
+        .context("error requesting arkoor cosign");
+        assert!(matches!(
+            classify("paying over Lightning")(held),
+            EngineError::Unavailable(_)
+        ));
+        // Other refusals of the request stay the client's (400).
+        let bad = anyhow::Error::new(tonic::Status::invalid_argument("invoice expired"));
+        assert!(matches!(
+            classify("paying over Lightning")(bad),
+            EngineError::InvalidRequest(_)
+        ));
     }
 }

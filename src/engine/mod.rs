@@ -163,6 +163,9 @@ impl EngineError {
                     return EngineError::InvalidRequest(format!("{context}: {err}"));
                 }
             }
+            if ark_server_holds_vtxos(&source) {
+                return EngineError::Unavailable(format!("{context}: {SERVER_HOLDS_VTXOS}"));
+            }
             // VTXO selection reports a shortfall as text only.
             if format!("{source:#}").contains("Insufficient money available") {
                 return EngineError::InsufficientFunds(format!(
@@ -172,6 +175,26 @@ impl EngineError {
             EngineError::internal(context)(source)
         }
     }
+}
+
+/// What a client is told when the Ark server refused a spend of coins it still holds.
+pub(crate) const SERVER_HOLDS_VTXOS: &str = "the Ark server still holds some of this wallet's coins \
+    for a round or a payment that has not ended (after a restart it lets them go when that \
+    round's time runs out); nothing was spent: try again in a few seconds";
+
+/// Whether the Ark server refused to cosign because a VTXO spent is in use on its side
+/// ("in flux": in a round or another payment not ended). Seen after a restart that cut
+/// off a round: bark abandons its attempt at once and counts the VTXOs spendable again,
+/// the server only when the round's signing times out. Nothing was spent, and the same
+/// request succeeds once the server lets go. The server says it with a generic code
+/// (invalid argument), so its message is read too.
+pub(crate) fn ark_server_holds_vtxos(error: &anyhow::Error) -> bool {
+    error.chain().any(|cause| {
+        cause.downcast_ref::<tonic::Status>().is_some_and(|status| {
+            status.code() == tonic::Code::InvalidArgument
+                && status.message().contains("already locked")
+        })
+    })
 }
 
 /// Whether bark failed because the Ark server cannot be used: bark could not connect
@@ -572,4 +595,48 @@ pub(crate) fn parse_address(
         .map_err(|_| {
             EngineError::InvalidRequest(format!("{text:?} is not an address for {network}"))
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// bark's error for a cosign the Ark server refused, as bark builds it.
+    fn refused_cosign(message: &str) -> anyhow::Error {
+        anyhow::Error::new(tonic::Status::invalid_argument(message))
+            .context("error requesting arkoor cosign")
+    }
+
+    #[test]
+    fn coins_the_server_still_holds_are_a_retry_not_a_failure_of_ours() {
+        let held = refused_cosign(
+            "bad user input: some VTXO is already locked by another process: \
+             1eabb9e8426390fd1252f4d52b44b312af0af94e795821d83b30de6fdb53c64a:0",
+        );
+        assert!(ark_server_holds_vtxos(&held));
+        match EngineError::classify("paying an Ark address")(held) {
+            EngineError::Unavailable(message) => {
+                assert!(message.starts_with("paying an Ark address: "), "{message}");
+                assert!(message.contains("try again"), "{message}");
+                assert!(
+                    !message.contains("1eabb9e8"),
+                    "no server internals: {message}"
+                );
+            }
+            other => panic!("expected Unavailable (503), got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn another_refusal_of_the_server_is_not_taken_for_held_coins() {
+        let other = refused_cosign("bad user input: unknown VTXO");
+        assert!(!ark_server_holds_vtxos(&other));
+        assert!(matches!(
+            EngineError::classify("paying an Ark address")(other),
+            EngineError::Internal { .. }
+        ));
+        // The same words in a message of ours, not the server's status, do not count.
+        let ours = anyhow::anyhow!("already locked");
+        assert!(!ark_server_holds_vtxos(&ours));
+    }
 }

@@ -219,8 +219,8 @@ impl Engine {
                 // answer "finished without producing a txid": its movement tells.
                 Some(id) => {
                     tracing::warn!(offboard_id = %id, error = %format!("{error:#}"),
-                        "{context}: bark answered with an error for an offboard it finished; \
-                         answering by its movement");
+                        "{context}: bark answered with an error for an offboard that has \
+                         ended; its outcome decides the answer");
                     id
                 }
                 None => return Err(EngineError::classify(context)(error)),

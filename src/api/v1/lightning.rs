@@ -83,7 +83,7 @@ pub struct LightningPayResponse {
         (status = 400, description = "Malformed destination, amount or comment; an invoice of another network; a Lightning address or LNURL whose server the egress policy refuses (the message names the rule) or that refused the request", body = ErrorResponse),
         (status = 429, description = "This credential (or berthd) has as many outbound fetches under way as it may; retry after `Retry-After`", body = ErrorResponse),
         (status = 422, description = "No wallet, not enough funds, already paid, or refused by the server", body = ErrorResponse),
-        (status = 503, description = "Ark server (or its Lightning node, or the LNURL server) unreachable; the wallet not loaded yet", body = ErrorResponse),
+        (status = 503, description = "Ark server (or its Lightning node, or the LNURL server) unreachable; the Ark server still holding coins of this wallet for a round or payment not ended (nothing was spent, retry in a few seconds); the wallet not loaded yet", body = ErrorResponse),
         (status = 500, description = "Internal error", body = ErrorResponse),
     )
 )]

@@ -100,7 +100,7 @@ impl IntoResponse for SendAnswer {
         (status = 400, description = "Malformed, an unknown destination, or an address of another network or server; a Lightning address or LNURL whose server the egress policy refuses (the message names the rule) or that refused the request", body = ErrorResponse),
         (status = 429, description = "This credential (or berthd) has as many outbound fetches under way as it may; retry after `Retry-After`", body = ErrorResponse),
         (status = 422, description = "No wallet, or not enough spendable funds", body = ErrorResponse),
-        (status = 503, description = "Ark server unreachable, or the wallet not loaded yet", body = ErrorResponse),
+        (status = 503, description = "Ark server unreachable, or it still holds coins of this wallet for a round or payment not ended (after a restart; nothing was spent, retry in a few seconds), or the wallet not loaded yet", body = ErrorResponse),
         (status = 500, description = "Internal error", body = ErrorResponse),
     )
 )]
@@ -335,7 +335,7 @@ pub struct OffboardAllRequest {
         (status = 202, description = "Started, not broadcast yet: a step failed for now and a later wallet sync completes it; do not send it again (Berth)", body = OffboardPending),
         (status = 400, description = "Malformed, or an address of another network", body = ErrorResponse),
         (status = 422, description = "No wallet, or nothing spendable", body = ErrorResponse),
-        (status = 503, description = "Ark server unreachable, or the wallet not loaded yet", body = ErrorResponse),
+        (status = 503, description = "Ark server unreachable, or it still holds coins of this wallet for a round or payment not ended (after a restart; nothing was spent, retry in a few seconds), or the wallet not loaded yet", body = ErrorResponse),
         (status = 500, description = "Internal error", body = ErrorResponse),
     )
 )]
@@ -378,7 +378,7 @@ pub struct OffboardVtxosRequest {
         (status = 400, description = "Malformed, or an address of another network", body = ErrorResponse),
         (status = 404, description = "Unknown VTXOs", body = NotFoundResponse),
         (status = 422, description = "No wallet, or a VTXO is not spendable", body = ErrorResponse),
-        (status = 503, description = "Ark server unreachable, or the wallet not loaded yet", body = ErrorResponse),
+        (status = 503, description = "Ark server unreachable, or it still holds coins of this wallet for a round or payment not ended (after a restart; nothing was spent, retry in a few seconds), or the wallet not loaded yet", body = ErrorResponse),
         (status = 500, description = "Internal error", body = ErrorResponse),
     )
 )]
@@ -422,7 +422,7 @@ pub struct SendOnchainRequest {
         (status = 202, description = "Started, not broadcast yet: a step failed for now and a later wallet sync completes it; do not send it again (Berth)", body = OffboardPending),
         (status = 400, description = "Malformed, an address of another network, or below dust", body = ErrorResponse),
         (status = 422, description = "No wallet, or not enough spendable funds", body = ErrorResponse),
-        (status = 503, description = "Ark server unreachable, or the wallet not loaded yet", body = ErrorResponse),
+        (status = 503, description = "Ark server unreachable, or it still holds coins of this wallet for a round or payment not ended (after a restart; nothing was spent, retry in a few seconds), or the wallet not loaded yet", body = ErrorResponse),
         (status = 500, description = "Internal error", body = ErrorResponse),
     )
 )]
