@@ -1,6 +1,7 @@
 //! Power cuts while the wallet pays (`image/power-cut-test`, issue 47): the chaos loop
 //! (`chaos.rs`: two berthds on the regtest stack making arkoor payments, boards,
-//! refreshes in rounds and sends on-chain, with idempotent retries) with a stronger
+//! refreshes in rounds, sends on-chain and, with Core Lightning, Lightning payments,
+//! with idempotent retries) with a stronger
 //! fault. The box's wallet ("alice") keeps its datadir, and its scheduled backups, on a
 //! card made and mounted as the appliance's data partition (`card.rs`), every write and
 //! flush of it recorded. At a random moment of each cycle the power goes: berthd dies,
@@ -21,9 +22,9 @@
 use std::path::PathBuf;
 
 use crate::card::{BOX_MOUNT_OPTIONS, Filesystem, LoggedCard};
-use crate::chaos::{Fault, Rng, run_loop, seed};
+use crate::chaos::{Fault, Rng, loop_stack, run_loop, seed};
 use crate::harness;
-use crate::stack::{Berthd, Stack};
+use crate::stack::Berthd;
 
 /// The power cut: always the box's wallet, whoever acts.
 struct PowerCut {
@@ -132,7 +133,7 @@ fn tool_power_cut_loop() {
          (POWER_CUT_SEED={seed} repeats this run)",
         filesystem.name()
     );
-    let stack = Stack::start("tool_power_cut_loop");
+    let stack = loop_stack("power-cut", "tool_power_cut_loop");
     let card = LoggedCard::new(&stack.dir().join("card"), 1024, filesystem, &options);
     let backups = card.mount.join("backups");
     std::fs::create_dir_all(&backups).expect("backup directory");
