@@ -1,7 +1,7 @@
 //! A gRPC proxy in front of captaind for scenarios where the Ark server fails one
-//! method transiently, as an overloaded or restarting server would, or rejects one
-//! VTXO as a round input, as it does one it holds unusable, and passes everything
-//! else through.
+//! method transiently, as an overloaded or restarting server would, refuses one with
+//! the words captaind uses, or rejects one VTXO as a round input, as it does one it
+//! holds unusable, and passes everything else through.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -12,7 +12,8 @@ use crate::stack::{Berthd, Stack};
 
 /// A gRPC proxy in front of captaind: each call goes through unchanged, except calls
 /// to the methods [`ArkProxy::fail`] names, which it answers itself with `INTERNAL`
-/// (not a rejection to bark: it retries the step later) and counts, and round
+/// (not a rejection to bark: it retries the step later) and counts, calls to those
+/// [`ArkProxy::refuse`] names, answered `INVALID_ARGUMENT` with its message, and round
 /// submissions with the VTXO [`ArkProxy::reject_input`] names.
 pub struct ArkProxy {
     url: String,
@@ -25,6 +26,8 @@ pub struct ArkProxy {
 struct Gate {
     failing: Mutex<HashSet<String>>,
     failed: Mutex<HashMap<String, u32>>,
+    /// Methods refused, with captaind's message for the refusal.
+    refusing: Mutex<HashMap<String, String>>,
     /// A VTXO (its id string and its 36 bytes as the protocol carries them) refused as
     /// a round input.
     unusable: Mutex<Option<(String, Vec<u8>)>>,
@@ -50,6 +53,20 @@ impl Gate {
             .entry(method.to_string())
             .or_default() += 1;
         true
+    }
+
+    /// The message to refuse a call to `path` with, if it is refused; counts it as
+    /// failed.
+    fn refuses(&self, path: &str) -> Option<String> {
+        let method = path.rsplit('/').next().unwrap_or_default();
+        let message = self.refusing.lock().expect("gate").get(method).cloned()?;
+        *self
+            .failed
+            .lock()
+            .expect("gate")
+            .entry(method.to_string())
+            .or_default() += 1;
+        Some(message)
     }
 }
 
@@ -105,9 +122,20 @@ impl ArkProxy {
             .insert(method.to_string());
     }
 
+    /// Refuse every call to `method` from now on as captaind refuses a request it
+    /// will not serve: `INVALID_ARGUMENT` with `message`.
+    pub fn refuse(&self, method: &str, message: &str) {
+        self.gate
+            .refusing
+            .lock()
+            .expect("gate")
+            .insert(method.to_string(), message.to_string());
+    }
+
     /// Pass every call through from now on.
     pub fn heal(&self) {
         self.gate.failing.lock().expect("gate").clear();
+        self.gate.refusing.lock().expect("gate").clear();
     }
 
     /// Refuse from now on every round submission that has `vtxo` among its inputs, as
@@ -127,7 +155,7 @@ impl ArkProxy {
         )
     }
 
-    /// How many calls to `method` were failed so far.
+    /// How many calls to `method` were failed or refused so far.
     pub fn failed(&self, method: &str) -> u32 {
         self.gate
             .failed
@@ -178,6 +206,9 @@ async fn accept(listener: tokio::net::TcpListener, upstream: String, gate: Arc<G
                             .body(axum::body::Body::empty())
                             .expect("a gRPC error response");
                         return Ok::<_, hyper::Error>(failed);
+                    }
+                    if let Some(message) = gate.refuses(request.uri().path()) {
+                        return Ok(rejection(&message, None));
                     }
                     let (mut parts, body) = request.into_parts();
                     let mut body = axum::body::Body::new(body);

@@ -30,6 +30,7 @@ mod offboard_pending;
 mod payment_pending;
 mod power_cut;
 mod refresh_window;
+mod server_holds_coins;
 mod stack;
 mod writes;
 
