@@ -185,11 +185,8 @@ fn from_server_status(
 ) -> EngineError {
     use tonic::Code;
     let message = status.message();
-    if crate::engine::ark_server_holds_vtxos(e) {
-        return EngineError::Unavailable(format!(
-            "{context}: {}",
-            crate::engine::SERVER_HOLDS_VTXOS
-        ));
+    if let Some(held) = EngineError::held_by_server(context, e) {
+        return held;
     }
     if message.contains("no active") && message.contains("cln node") {
         return EngineError::Unavailable(

@@ -140,6 +140,21 @@ impl EngineError {
         }
     }
 
+    /// `Some` 503 when the Ark server refused `context` for coins it still holds
+    /// ([`ark_server_holds_vtxos`]): the client is told what happened and to retry; the
+    /// server's words stay in the log. For every payment's classification (Ark,
+    /// on-chain out of Ark, Lightning).
+    pub(crate) fn held_by_server(context: &str, error: &anyhow::Error) -> Option<EngineError> {
+        ark_server_holds_vtxos(error).then(|| {
+            EngineError::Unavailable(format!(
+                "{context}: the Ark server still holds some of this wallet's coins for a \
+                 round or a payment that has not ended (after a restart it lets them go \
+                 when that round's time runs out); nothing was spent: try again in a few \
+                 seconds"
+            ))
+        })
+    }
+
     /// For bark operations that build transactions: tell the client's mistakes and
     /// the wallet's state (too little money, an amount below dust or below the fee)
     /// from genuine failures. bark returns `anyhow` errors; the typed causes are found
@@ -163,8 +178,8 @@ impl EngineError {
                     return EngineError::InvalidRequest(format!("{context}: {err}"));
                 }
             }
-            if ark_server_holds_vtxos(&source) {
-                return EngineError::Unavailable(format!("{context}: {SERVER_HOLDS_VTXOS}"));
+            if let Some(held) = EngineError::held_by_server(context, &source) {
+                return held;
             }
             // VTXO selection reports a shortfall as text only.
             if format!("{source:#}").contains("Insufficient money available") {
@@ -177,18 +192,13 @@ impl EngineError {
     }
 }
 
-/// What a client is told when the Ark server refused a spend of coins it still holds.
-pub(crate) const SERVER_HOLDS_VTXOS: &str = "the Ark server still holds some of this wallet's coins \
-    for a round or a payment that has not ended (after a restart it lets them go when that \
-    round's time runs out); nothing was spent: try again in a few seconds";
-
 /// Whether the Ark server refused to cosign because a VTXO spent is in use on its side
 /// ("in flux": in a round or another payment not ended). Seen after a restart that cut
 /// off a round: bark abandons its attempt at once and counts the VTXOs spendable again,
 /// the server only when the round's signing times out. Nothing was spent, and the same
 /// request succeeds once the server lets go. The server says it with a generic code
 /// (invalid argument), so its message is read too.
-pub(crate) fn ark_server_holds_vtxos(error: &anyhow::Error) -> bool {
+fn ark_server_holds_vtxos(error: &anyhow::Error) -> bool {
     error.chain().any(|cause| {
         cause.downcast_ref::<tonic::Status>().is_some_and(|status| {
             status.code() == tonic::Code::InvalidArgument
